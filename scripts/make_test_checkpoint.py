@@ -1,0 +1,132 @@
+#!/usr/bin/env python
+"""Build a small random T5 checkpoint with a real SentencePiece tokenizer.
+
+The official UniEval weights cannot be fetched on the build machines, so tests
+and benchmarks run the real loading and scoring code on this stand-in (recipe
+from ``shared/UNIEVAL_CONTRACT.md``, "Facts measured"): a SentencePiece unigram
+model (pad=0, eos=1, unk=2, no bos) trained on a few hundred KB of real text
+from ``shared/data``, loaded as ``T5Tokenizer`` with 100 extra ids, and a
+seeded random ``T5ForConditionalGeneration`` saved beside it.
+
+Usage:
+    python scripts/make_test_checkpoint.py OUT_DIR [--d-model 64 --layers 2 ...]
+
+The folder then works as ``--model OUT_DIR``. Takes a few seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def shared_data_dir() -> Path:
+    """The shared data folder: ``$UNIEVAL_SHARED_DATA`` or ``<repo>/../shared/data``."""
+    return Path(os.environ.get("UNIEVAL_SHARED_DATA", DEFAULT_DATA))
+
+
+def training_sentences(data_dir: Path, n_docs: int = 40) -> list[str]:
+    """Real English text for the tokenizer: SummEval sources and references, plus Yes/No lines."""
+    raw = json.loads((data_dir / "summeval" / "summeval_raw.json").read_text())
+    lines: list[str] = []
+    for doc_id in sorted(raw)[:n_docs]:
+        lines += raw[doc_id]["src"].split(" . ")[:20]
+        lines += raw[doc_id]["refs"][:2]
+    # The Boolean-QA answers must be single pieces ("▁Yes", "▁No"), as in T5's vocabulary.
+    lines += ["question: Is this a coherent summary to the document? answer: Yes",
+              "question: Is this a fluent paragraph? answer: No", "Yes , it is .", "No , it is not ."] * 50
+    return lines
+
+
+def build_test_checkpoint(
+    out_dir: str | os.PathLike,
+    *,
+    data_dir: str | os.PathLike | None = None,
+    vocab_size: int = 2000,
+    d_model: int = 64,
+    d_ff: int = 128,
+    num_layers: int = 2,
+    num_heads: int = 4,
+    seed: int = 0,
+    init_factor: float = 1.5,
+) -> Path:
+    """Write a random T5 checkpoint (config, safetensors weights, tokenizer) to ``out_dir``.
+
+    ``init_factor`` scales T5's initialisation; 1.5 spreads P(Yes) over about
+    [0.02, 0.95] on SummEval prompts (1.0 gives a near-constant 0.27, >= 4
+    saturates at 0 and 1), so that tests can tell scores apart.
+
+    Returns:
+        ``out_dir`` as a Path.
+
+    Raises:
+        AssertionError: the trained vocabulary lacks single, distinct Yes/No pieces.
+    """
+    import sentencepiece as spm
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sentences = training_sentences(Path(data_dir) if data_dir else shared_data_dir())
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "spiece")
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_prefix=prefix, vocab_size=vocab_size,
+            model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1, character_coverage=1.0,
+            num_threads=1, shuffle_input_sentence=False, minloglevel=2,
+        )
+        staging = Path(tmp) / "tok"
+        staging.mkdir()
+        (staging / "spiece.model").write_bytes(Path(prefix + ".model").read_bytes())
+        (staging / "tokenizer_config.json").write_text(json.dumps(
+            {"tokenizer_class": "T5Tokenizer", "extra_ids": 100, "model_max_length": 1024}))
+        tokenizer = T5Tokenizer.from_pretrained(staging)
+        tokenizer.save_pretrained(out)
+        (out / "spiece.model").write_bytes((staging / "spiece.model").read_bytes())
+    yes = tokenizer("Yes").input_ids
+    no = tokenizer("No").input_ids
+    assert tokenizer.convert_ids_to_tokens(yes) == ["▁Yes", "</s>"], yes
+    assert tokenizer.convert_ids_to_tokens(no) == ["▁No", "</s>"], no
+    assert yes[0] != no[0]
+
+    torch.manual_seed(seed)
+    config = T5Config(
+        vocab_size=len(tokenizer), d_model=d_model, d_kv=d_model // num_heads, d_ff=d_ff,
+        num_layers=num_layers, num_decoder_layers=num_layers, num_heads=num_heads,
+        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, initializer_factor=init_factor,
+    )
+    model = T5ForConditionalGeneration(config).eval()
+    model.save_pretrained(out, safe_serialization=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", help="folder to write the checkpoint into")
+    parser.add_argument("--data-dir", default=None, help="shared data folder (default ../shared/data)")
+    parser.add_argument("--vocab-size", type=int, default=2000)
+    parser.add_argument("--d-model", type=int, default=64)
+    parser.add_argument("--d-ff", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--init-factor", type=float, default=1.5)
+    args = parser.parse_args(argv)
+    path = build_test_checkpoint(
+        args.out_dir, data_dir=args.data_dir, vocab_size=args.vocab_size, d_model=args.d_model,
+        d_ff=args.d_ff, num_layers=args.layers, num_heads=args.heads, seed=args.seed,
+        init_factor=args.init_factor,
+    )
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,97 @@
+"""Shared fixtures: a small random T5 checkpoint with a real SentencePiece tokenizer,
+real SummEval records, and a plain float64 reference computation of UniEval's score."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from convert_summeval import convert  # noqa: E402
+from make_test_checkpoint import build_test_checkpoint, shared_data_dir  # noqa: E402
+
+SHARED = shared_data_dir()
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data`` (CI lays it beside the clone); a clear failure if it is absent."""
+    if not (SHARED / "SOURCES.md").is_file():
+        pytest.fail(f"shared data not found at {SHARED}; set UNIEVAL_SHARED_DATA")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def tiny_ckpt(tmp_path_factory, shared_data) -> Path:
+    """A generated checkpoint folder named ``unieval-sum`` (built once per test run)."""
+    return build_test_checkpoint(tmp_path_factory.mktemp("home") / "unieval-sum", data_dir=shared_data)
+
+
+@pytest.fixture(scope="session")
+def summeval_records(shared_data) -> list[dict]:
+    """48 SummEval records, first reference only: 16 systems of the first document,
+    then of the two documents with the longest sources (over 1,024 tokens: truncated)."""
+    raw = json.loads((shared_data / "summeval" / "summeval_raw.json").read_text())
+    records = convert(raw)
+    first = sorted(raw)[0]
+    longest = sorted(raw, key=lambda k: -len(raw[k]["src"]))[:2]
+    by_doc = {d: [r for r in records if r["doc_id"] == d] for d in [first, *longest]}
+    mixed = []
+    for i in range(16):  # interleave documents so that any slice mixes lengths
+        mixed += [by_doc[d][i] for d in by_doc]
+    return mixed
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    """No test touches the network."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.delenv("UNIEVAL_LOCAL_HOME", raising=False)
+
+
+class Reference:
+    """UniEval's score written plainly: batch size 1, input order, float64 weights,
+    full-vocabulary softmax, p[yes] / (p[yes] + p[no]) (UniEval scorer.py)."""
+
+    def __init__(self, folder: Path):
+        import torch
+        from transformers import AutoTokenizer, T5ForConditionalGeneration
+
+        self.torch = torch
+        self.tok = AutoTokenizer.from_pretrained(folder)
+        self.model = T5ForConditionalGeneration.from_pretrained(folder).double().eval()
+        self.yes = self.tok("Yes").input_ids[0]
+        self.no = self.tok("No").input_ids[0]
+        self._memo: dict[tuple[str, int], float] = {}
+
+    def __call__(self, prompt: str, max_length: int = 1024) -> float:
+        key = (prompt, max_length)
+        if key not in self._memo:
+            torch = self.torch
+            enc = self.tok([prompt], max_length=max_length, truncation=True, return_tensors="pt")
+            labels = self.tok(["No"], return_tensors="pt").input_ids[:, :1]
+            with torch.no_grad():
+                logits = self.model(input_ids=enc.input_ids, attention_mask=enc.attention_mask,
+                                    labels=labels).logits.view(-1, self.model.config.vocab_size)
+            p = torch.softmax(logits, dim=1)[0]
+            self._memo[key] = float(p[self.yes] / (p[self.yes] + p[self.no]))
+        return self._memo[key]
+
+
+@pytest.fixture(scope="session")
+def reference(tiny_ckpt) -> Reference:
+    return Reference(tiny_ckpt)
+
+
+@pytest.fixture(scope="session")
+def fake_ckpt(tmp_path_factory) -> Path:
+    """A checkpoint folder with only a config.json, for tests whose runner is a fake."""
+    folder = tmp_path_factory.mktemp("fake") / "unieval-sum"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    return folder

@@ -1,0 +1,134 @@
+"""The engine on a generated checkpoint equals a plain float64 computation of UniEval's score.
+
+The reference (conftest.Reference) builds nothing with our code: prompts are written
+here from the contract's templates, and each query is scored alone, in input order,
+with float64 weights and a full-vocabulary softmax. Tolerance: 1e-5.
+"""
+
+import random
+
+import numpy as np
+import pytest
+
+from unieval_local import Scorer, score
+from unieval_local.runner import load_runner, plan_batches
+from unieval_local.sentences import DEFAULT_SPLITTER
+
+TOL = 1e-5
+
+
+def reference_scores(reference, records, aspect, max_length=1024, reduce_refs=np.mean):
+    out = []
+    for r in records:
+        tgt, src = r["target"], r.get("source")
+        if aspect == "coherence":
+            vals = [reference(f"question: Is this a coherent summary to the document? </s> summary: {tgt} </s> document: {src}", max_length)]
+        elif aspect == "consistency":
+            vals = [np.mean([reference(f"question: Is this claim consistent with the document? </s> claim: {s} </s> document: {src}", max_length)
+                             for s in DEFAULT_SPLITTER(tgt)])]
+        elif aspect == "fluency":
+            vals = [np.mean([reference(f"question: Is this a fluent paragraph? </s> paragraph: {s}", max_length)
+                             for s in DEFAULT_SPLITTER(tgt)])]
+        else:
+            vals = [reduce_refs([reference(f"question: Is this summary relevant to the reference? </s> summary: {tgt} </s> reference: {ref}", max_length)
+                                 for ref in r["references"]])]
+        out.append(float(vals[0]))
+    return np.array(out)
+
+
+@pytest.fixture(scope="module")
+def scorer(tiny_ckpt):
+    return Scorer(model=tiny_ckpt, device="cpu")
+
+
+@pytest.mark.parametrize("aspect", ["coherence", "consistency", "fluency", "relevance"])
+def test_each_aspect_equals_reference(scorer, reference, summeval_records, aspect):
+    records = summeval_records[:24]
+    got = np.array([e.value for e in scorer.score(records, task="summarization", aspect=aspect).examples])
+    want = reference_scores(reference, records, aspect)
+    assert np.abs(got - want).max() < TOL
+    assert got.std() > 1e-3  # the generated checkpoint tells examples apart
+
+
+def test_inputs_are_long_enough_to_be_truncated(scorer, summeval_records):
+    runner = scorer.runner("unieval-sum")
+    prompts = [f"question: Is this a coherent summary to the document? </s> summary: {r['target']} </s> document: {r['source']}"
+               for r in summeval_records[:24]]
+    full = runner.tokenizer(prompts).input_ids
+    assert sum(len(x) > 1024 for x in full) >= 5
+    cut = runner.tokenize(prompts, 1024)
+    assert all(len(x) <= 1024 and x[-1] == 1 for x in cut)
+
+
+def test_short_max_length_matches_reference(tiny_ckpt, reference, summeval_records):
+    records = summeval_records[24:32]
+    s = Scorer(model=tiny_ckpt, device="cpu", max_length=64)
+    got = np.array([e.value for e in s.score(records, aspect="coherence").examples])
+    assert np.abs(got - reference_scores(reference, records, "coherence", max_length=64)).max() < TOL
+
+
+def test_readme_example_and_several_references(scorer, reference, shared_data):
+    import json
+
+    ex = json.loads((shared_data / "unieval-readme-example.json").read_text())
+    rec = {"target": ex["target"], "source": ex["source"], "references": [ex["reference"], "Peter took a taxi.", "A party."]}
+    for aspect in ["coherence", "consistency", "fluency", "relevance"]:
+        got = scorer.score([rec], aspect=aspect).examples[0].value
+        assert abs(got - reference_scores(reference, [rec], aspect)[0]) < TOL
+    mx = Scorer(model=scorer.model, reference_reduction="max").score([rec], aspect="relevance").examples[0].value
+    assert abs(mx - reference_scores(reference, [rec], "relevance", reduce_refs=np.max)[0]) < TOL
+
+
+def test_yes_and_no_are_single_distinct_pieces(scorer):
+    runner = scorer.runner("unieval-sum")
+    tok = runner.tokenizer
+    assert tok.convert_ids_to_tokens(tok("Yes").input_ids) == ["▁Yes", "</s>"]
+    assert tok.convert_ids_to_tokens(tok("No").input_ids) == ["▁No", "</s>"]
+    assert (runner.yes_id, runner.no_id) == (tok("Yes").input_ids[0], tok("No").input_ids[0])
+    assert runner.yes_id != runner.no_id and runner.start_id == 0
+
+
+def test_separator_is_the_eos_token(scorer):
+    runner = scorer.runner("unieval-sum")
+    ids = runner.tokenize(["question: Is this a fluent paragraph? </s> paragraph: Hi.</s>x"], 1024)[0]
+    assert ids.count(1) == 3 and ids[-1] == 1
+    assert runner.tokenizer.eos_token_id == 1
+
+
+@pytest.mark.parametrize("batch_tokens", [1, 700, 3000, 10**6])
+def test_batch_size_does_not_change_scores(tiny_ckpt, scorer, summeval_records, batch_tokens):
+    records = summeval_records[:20]
+    base = np.array([e.value for e in scorer.score(records, aspect="consistency").examples])
+    other = Scorer(model=tiny_ckpt, batch_tokens=batch_tokens)
+    got = np.array([e.value for e in other.score(records, aspect="consistency").examples])
+    assert np.abs(got - base).max() < TOL
+
+
+def test_order_and_duplicates_do_not_change_scores(scorer, summeval_records):
+    records = summeval_records[:16]
+    base = [e.value for e in scorer.score(records, aspect="fluency").examples]
+    perm = list(range(16))
+    random.Random(1).shuffle(perm)
+    shuffled = [e.value for e in scorer.score([records[i] for i in perm] + records[:3], aspect="fluency").examples]
+    assert np.abs(np.array(shuffled[:16]) - np.array([base[i] for i in perm])).max() < TOL
+    assert np.abs(np.array(shuffled[16:]) - np.array(base[:3])).max() < TOL
+
+
+def test_plan_batches_respects_the_budget():
+    lengths = [5, 100, 30, 30, 7, 64, 1, 200]
+    batches = plan_batches(lengths, 128)
+    assert sorted(i for b in batches for i in b) == list(range(8))
+    for b in batches:
+        assert len(b) == 1 or len(b) * max(lengths[i] for i in b) <= 128
+    assert batches[0] == [7] and batches[1] == [1]  # longest first; 200 > budget goes alone
+    assert plan_batches([3, 3, 3], 1) == [[0], [1], [2]]
+
+
+def test_loaded_models_are_cached(tiny_ckpt, scorer):
+    r1 = load_runner(scorer.checkpoint("unieval-sum"), "cpu", "float32")
+    assert r1 is scorer.runner("unieval-sum")
+    a = score([{"target": "A b. C d.", "source": "Doc."}], aspect="coherence", model=tiny_ckpt, device="cpu")
+    b = score([{"target": "A b. C d.", "source": "Doc."}], aspect="coherence", model=tiny_ckpt, device="cpu")
+    assert a.examples[0].value == b.examples[0].value
+    assert a.signature.checkpoint == str(tiny_ckpt) and a.signature.dtype == "float32"
+    assert a.overall.value == a.examples[0].value

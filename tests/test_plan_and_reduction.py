@@ -1,0 +1,81 @@
+"""Fan-out and fan-in with a fake runner keyed on prompt text: hand-computed values."""
+
+import numpy as np
+import pytest
+
+from unieval_local import Scorer
+from unieval_local.plan import Block, build_plan, fold, render_prompt
+from unieval_local.schema import UniEvalData
+from unieval_local.sentences import DEFAULT_SPLITTER
+from unieval_local.tasks import get_aspect
+
+
+class KeyedRunner:
+    """P(Yes) looked up from a dict of marker -> value (the first marker found in the prompt)."""
+
+    def __init__(self, table, default=0.5):
+        self.table, self.default, self.calls = table, default, []
+
+    def p_yes(self, prompts, **kw):
+        self.calls.append(list(prompts))
+        out = []
+        for p in prompts:
+            out.append(next((v for k, v in self.table.items() if k in p), self.default))
+        return np.array(out, dtype=np.float64)
+
+
+@pytest.fixture
+def make(fake_ckpt):
+    def _make(table, **kw):
+        runner = KeyedRunner(table)
+        return Scorer(model=fake_ckpt, runner_factory=lambda *a: runner, **kw), runner
+    return _make
+
+
+def test_sentence_mean_consistency(make):
+    s, runner = make({"claim: Alpha": 0.9, "claim: Beta": 0.3, "claim: Gamma": 0.6})
+    r = s.score([{"target": "Alpha one. Beta two. Gamma three.", "source": "doc"},
+                 {"target": "Beta only.", "source": "doc"}], aspect="consistency")
+    assert r.examples[0].value == pytest.approx((0.9 + 0.3 + 0.6) / 3, abs=1e-12)
+    assert r.examples[1].value == pytest.approx(0.3, abs=1e-12)
+    assert r.overall.value == pytest.approx(((0.9 + 0.3 + 0.6) / 3 + 0.3) / 2, abs=1e-12)
+    assert len(runner.calls[0]) == 4
+
+
+def test_output_level_is_one_query(make):
+    s, runner = make({"summary: A. B. C.": 0.8})
+    r = s.score([{"target": "A. B. C.", "source": "doc"}], aspect="coherence")
+    assert r.examples[0].value == pytest.approx(0.8) and len(runner.calls[0]) == 1
+
+
+@pytest.mark.parametrize("reduction,expected", [("mean", (0.2 + 0.6 + 0.7) / 3), ("max", 0.7)])
+def test_references_mean_or_max(make, reduction, expected):
+    s, _ = make({"reference: r1": 0.2, "reference: r2": 0.6, "reference: r3": 0.7}, reference_reduction=reduction)
+    r = s.score([{"target": "t", "references": ["r1", "r2", "r3"]}], aspect="relevance")
+    assert r.examples[0].value == pytest.approx(expected, abs=1e-12)
+
+
+def test_plan_layout_and_fold_grid():
+    ex = UniEvalData(target="S one. S two.", references=["x", "y"])
+    plan, problems = build_plan([ex, None], [get_aspect("summarization", "fluency"),
+                                             get_aspect("summarization", "relevance")], DEFAULT_SPLITTER)
+    assert problems == []
+    assert plan.blocks["fluency"] == [Block(0, 1, 2), None]
+    assert plan.blocks["relevance"] == [Block(2, 2, 1), None]
+    assert plan.prompts[3] == render_prompt(get_aspect("summarization", "relevance"), ex, ex.target, "y")
+    p = np.array([0.1, 0.5, 0.4, 0.8])
+    out = fold(plan, p)
+    assert out["fluency"][0] == pytest.approx(0.3) and np.isnan(out["fluency"][1])
+    assert out["relevance"][0] == pytest.approx(0.6)
+    p[1] = np.nan
+    assert np.isnan(fold(plan, p)["fluency"][0])
+
+
+def test_shuffled_input_gives_shuffled_output(make):
+    table = {f"claim: Item {i}.": v for i, v in enumerate(np.linspace(0.05, 0.95, 12))}
+    data = [{"target": f"Item {i}. Item {(i + 5) % 12}.", "source": "d"} for i in range(12)]
+    s, _ = make(table)
+    base = [e.value for e in s.score(data, aspect="consistency").examples]
+    perm = np.random.default_rng(0).permutation(12)
+    shuffled = [e.value for e in s.score([data[i] for i in perm], aspect="consistency").examples]
+    assert shuffled == [base[i] for i in perm]

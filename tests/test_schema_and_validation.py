@@ -1,0 +1,111 @@
+"""The hosted-metric schema, input parsing, and validation errors (before any scoring)."""
+
+import pytest
+
+from unieval_local import (
+    InvalidExampleError,
+    RequestTooLargeError,
+    Scorer,
+    UniEvalData,
+    UniEvalResult,
+    UniEvalStats,
+    UnknownTaskError,
+)
+
+
+class NeverRunner:
+    """Fails the test if validation lets anything through to the model."""
+
+    def p_yes(self, prompts, **kw):
+        raise AssertionError("the model was called")
+
+
+@pytest.fixture
+def scorer(fake_ckpt):
+    return lambda: Scorer(model=fake_ckpt, runner_factory=lambda *a: NeverRunner())
+
+
+def test_json_schema_names_and_required_lists():
+    schema = UniEvalResult.model_json_schema()
+    assert set(schema["properties"]) >= {"overall", "examples"}
+    assert schema["required"] == ["overall", "examples"]
+    stats = schema["$defs"]["UniEvalStats"]
+    assert stats["properties"]["value"]["type"] == "number"
+    assert stats["required"] == ["value"]
+    assert schema["properties"]["examples"]["items"] == {"$ref": "#/$defs/UniEvalStats"}
+    data = UniEvalData.model_json_schema()
+    assert data["required"] == ["target"]
+    assert set(data["properties"]) == {"target", "source", "references", "context"}
+
+
+def test_result_is_frozen():
+    r = UniEvalResult(overall=UniEvalStats(value=0.5), examples=[UniEvalStats(value=0.5)])
+    with pytest.raises(Exception):
+        r.overall = UniEvalStats(value=1.0)
+
+
+def test_unieval_record_names_and_extras():
+    d = UniEvalData.model_validate({"system_output": "out", "reference": "ref", "source": "src",
+                                    "doc_id": "7", "instruction": "be brief", "scores": {"a": 1}})
+    assert d.target == "out" and d.references == ["ref"] and d.source == "src"
+    assert d.get_field("instruction") == "be brief" and d.get_field("doc_id") == "7"
+    assert UniEvalData(target="t", references="one").references == ["one"]
+    with pytest.raises(ValueError, match="different values"):
+        UniEvalData.model_validate({"target": "a", "system_output": "b"})
+
+
+def test_every_bad_example_is_listed_with_index_aspect_field(scorer):
+    data = [
+        {"target": "fine", "source": "doc"},      # 0 ok
+        {"target": "   ", "source": "doc"},       # 1 blank target
+        {"target": "fine"},                       # 2 no source
+        {"source": "doc"},                        # 3 no target at all
+        "not a dict",                             # 4
+        {"target": "fine", "source": ""},         # 5 empty source
+        {"target": 3, "source": "doc"},           # 6 wrong type
+    ]
+    with pytest.raises(InvalidExampleError) as info:
+        scorer().score(data, task="summarization", aspect="consistency")
+    got = {(p.index, p.field) for p in info.value.problems}
+    assert got == {(1, "target"), (2, "source"), (3, "target"), (4, "record"), (5, "source"), (6, "target")}
+    by_index = {p.index: p for p in info.value.problems}
+    assert by_index[2].aspect == "consistency"
+    assert "summarization/consistency needs 'source'" in by_index[2].message
+    assert "it is missing" in by_index[2].message
+    assert "example 5, aspect 'consistency', field 'source'" in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_relevance_needs_references(scorer):
+    bad = [{"target": "t"}, {"target": "t", "references": []}, {"target": "t", "references": ["ok", " "]}]
+    with pytest.raises(InvalidExampleError) as info:
+        scorer().score(bad, task="summarization", aspect="relevance")
+    assert [(p.index, p.field) for p in info.value.problems] == [(0, "references"), (1, "references"), (2, "references")]
+    assert "empty list" in info.value.problems[1].message
+
+
+def test_fluency_needs_only_target(fake_ckpt):
+    class Half:
+        def p_yes(self, prompts, **kw):
+            import numpy as np
+            return np.full(len(prompts), 0.5)
+
+    r = Scorer(model=fake_ckpt, runner_factory=lambda *a: Half()).score([{"target": "Fine. Yes."}], aspect="fluency")
+    assert r.overall.value == 0.5
+
+
+def test_request_cap_is_250(scorer):
+    with pytest.raises(RequestTooLargeError, match="at most 250 .* got 251.*CLI"):
+        scorer().score([{"target": "t", "source": "s"}] * 251)
+
+
+def test_empty_request_and_unknown_aspect(scorer):
+    with pytest.raises(InvalidExampleError, match="no examples"):
+        scorer().score([])
+    with pytest.raises(UnknownTaskError):
+        scorer().score([{"target": "t"}], aspect="novelty")
+
+
+def test_float16_is_refused():
+    with pytest.raises(ValueError, match="float16 is refused"):
+        Scorer(dtype="float16")

@@ -1,0 +1,273 @@
+"""The Python API: a reusable :class:`Scorer` and the one-shot :func:`score`.
+
+``score()`` delegates to a cached default ``Scorer``; no logic is duplicated.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .checkpoints import ModelSpec, ResolvedCheckpoint, resolve_checkpoint
+from .errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, RequestTooLargeError
+from .plan import ReferenceReduction, build_plan, fold, validate_examples
+from .schema import Signature, UniEvalData, UniEvalResult, UniEvalStats
+from .sentences import DEFAULT_SPLITTER, SentenceSplitter
+from .tasks import Aspect, get_aspect
+
+#: The most examples one request (one ``score`` call) may hold, as in the hosted metric.
+MAX_EXAMPLES_PER_REQUEST = 250
+
+
+class Scorer:
+    """Scores examples with UniEval checkpoints, loading each checkpoint once.
+
+    Args:
+        model: ``None`` (the registry's checkpoint per task, found through
+            ``$UNIEVAL_LOCAL_HOME``, the HF cache or the hub), a checkpoint folder
+            or hub id used for every task, or a mapping from checkpoint name
+            (``unieval-sum``, ``unieval-dialog``, ``unieval-fact``) to folder.
+        device: ``cpu``, ``cuda`` or ``cuda:N``; default CUDA when available.
+        dtype: ``float32`` (default, UniEval parity to 1e-5) or ``bfloat16``.
+            ``float16`` raises ``ValueError`` (T5 overflows to NaN).
+        max_length: tokens per query; longer prompts lose their END, as in
+            UniEval (default 1024).
+        batch_tokens: the most padded tokens in one forward pass (default 8192).
+        reference_reduction: ``mean`` (default) or ``max`` over several references.
+        offline: never touch the network (also ``HF_HUB_OFFLINE=1``).
+        splitter: sentence splitter (default: NLTK English Punkt, UniEval's).
+        progress: show a progress bar over queries (``None``: only on a terminal).
+        runner_factory: advanced/testing: ``f(ResolvedCheckpoint, device, dtype)``
+            returning a runner (default loads the T5 model, cached per process).
+
+    Raises:
+        ValueError: bad ``dtype``, ``max_length``, ``batch_tokens`` or reduction.
+
+    Example:
+        >>> scorer = Scorer(model="ckpts/unieval-sum", device="cpu")  # doctest: +SKIP
+        >>> scorer.score([{"target": "A summary.", "source": "A document."}],
+        ...              task="summarization", aspect="coherence").overall.value  # doctest: +SKIP
+        0.93
+    """
+
+    def __init__(
+        self,
+        model: ModelSpec = None,
+        device: str | None = None,
+        dtype: str = "float32",
+        max_length: int = 1024,
+        batch_tokens: int = 8192,
+        *,
+        reference_reduction: ReferenceReduction = "mean",
+        offline: bool | None = None,
+        splitter: SentenceSplitter | None = None,
+        progress: bool | None = False,
+        runner_factory: Callable[[ResolvedCheckpoint, str, str], Any] | None = None,
+    ):
+        from .runner import check_dtype
+
+        self.model = model
+        self.dtype = check_dtype(dtype)
+        if not isinstance(max_length, int) or max_length < 8:
+            raise ValueError(f"max_length must be an integer >= 8, got {max_length!r}")
+        if not isinstance(batch_tokens, int) or batch_tokens < 1:
+            raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
+        if reference_reduction not in ("mean", "max"):
+            raise ValueError(f"reference_reduction must be 'mean' or 'max', got {reference_reduction!r}")
+        self.max_length = max_length
+        self.batch_tokens = batch_tokens
+        self.reference_reduction = reference_reduction
+        self.offline = offline
+        self.splitter = splitter or DEFAULT_SPLITTER
+        self.progress = progress
+        self._device_arg = device
+        self._device: str | None = None
+        self._runner_factory = runner_factory
+        self._checkpoints: dict[str, ResolvedCheckpoint] = {}
+        self._runners: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ loading
+    @property
+    def device(self) -> str:
+        """The device in use (resolved on first use)."""
+        if self._device is None:
+            if self._runner_factory is not None and self._device_arg is None:
+                self._device = "cpu"
+            else:
+                from .runner import resolve_device
+
+                self._device = resolve_device(self._device_arg)
+        return self._device
+
+    def checkpoint(self, name: str) -> ResolvedCheckpoint:
+        """Resolve checkpoint ``name`` (see :func:`~unieval_local.checkpoints.resolve_checkpoint`)."""
+        with self._lock:
+            if name not in self._checkpoints:
+                self._checkpoints[name] = resolve_checkpoint(name, self.model, offline=self.offline)
+            return self._checkpoints[name]
+
+    def runner(self, name: str):
+        """The loaded runner of checkpoint ``name``.
+
+        Raises:
+            CheckpointNotFoundError, CheckpointError: not found, or does not load.
+        """
+        ckpt = self.checkpoint(name)
+        with self._lock:
+            if name not in self._runners:
+                if self._runner_factory is not None:
+                    self._runners[name] = self._runner_factory(ckpt, self.device, self.dtype)
+                else:
+                    from .runner import load_runner
+
+                    self._runners[name] = load_runner(ckpt, self.device, self.dtype)
+            return self._runners[name]
+
+    def signature(self, task: str, aspect: str) -> Signature:
+        """The reproducibility signature of results for ``(task, aspect)``."""
+        a = get_aspect(task, aspect)
+        ckpt = self.checkpoint(a.checkpoint)
+        try:
+            from .runner import library_versions
+
+            torch_v, tf_v = library_versions()
+        except ImportError:  # pragma: no cover - torch is a dependency
+            torch_v = tf_v = "unknown"
+        return Signature(
+            package=__version__, task=task, aspect=aspect,
+            checkpoint=ckpt.hub_id or str(ckpt.path), revision=ckpt.revision,
+            max_length=self.max_length, splitter=self.splitter.name,
+            reference_reduction=self.reference_reduction, dtype=self.dtype,
+            device=self.device.split(":")[0], torch=torch_v, transformers=tf_v,
+        )
+
+    # ------------------------------------------------------------------ scoring
+    def score_values(
+        self, examples: Sequence[UniEvalData | None], *, task: str, aspects: Sequence[str]
+    ) -> dict[str, np.ndarray]:
+        """Score parsed, checked examples for several aspects of one task.
+
+        This is the engine under :meth:`score` and the CLI: it has no request
+        cap and never raises for one bad example.
+
+        Args:
+            examples: from :func:`~unieval_local.plan.validate_examples`;
+                ``None`` entries are skipped.
+            task: task name.
+            aspects: aspect names of ``task``.
+
+        Returns:
+            ``{aspect: float64 array of shape (len(examples),)}``, NaN where an
+            example was skipped or the model gave non-finite logits.
+        """
+        resolved: list[Aspect] = [get_aspect(task, a) for a in aspects]
+        by_checkpoint: dict[str, list[Aspect]] = {}
+        for a in resolved:
+            by_checkpoint.setdefault(a.checkpoint, []).append(a)
+        out: dict[str, np.ndarray] = {}
+        for ckpt_name, group in by_checkpoint.items():
+            plan, _ = build_plan(examples, group, self.splitter)
+            if not plan.prompts:
+                out.update(fold(plan, np.empty(0), self.reference_reduction))
+                continue
+            p_yes = self.runner(ckpt_name).p_yes(
+                plan.prompts, max_length=self.max_length, batch_tokens=self.batch_tokens,
+                progress=self.progress,
+            )
+            out.update(fold(plan, p_yes, self.reference_reduction))
+        return {a: out[a] for a in aspects}
+
+    def score(self, data: Iterable[Mapping[str, Any] | UniEvalData], *, task: str = "summarization",
+              aspect: str = "coherence") -> UniEvalResult:
+        """Score one request of at most 250 examples for one (task, aspect).
+
+        Args:
+            data: examples as dicts or :class:`UniEvalData` (``target`` plus the
+                fields the aspect needs; UniEval's ``system_output`` and
+                ``reference`` names are accepted).
+            task: task name (see ``unieval-local tasks`` / README table).
+            aspect: aspect name of the task.
+
+        Returns:
+            :class:`UniEvalResult`: ``examples[i].value`` in [0, 1] per example in
+            input order, ``overall.value`` their mean, and a ``signature``.
+
+        Raises:
+            UnknownTaskError: unknown task or aspect (a ``ValueError``).
+            RequestTooLargeError: more than 250 examples (a ``ValueError``).
+            InvalidExampleError: one or more bad examples, all listed with
+                index, aspect and field (a ``ValueError``); nothing is scored.
+            CheckpointNotFoundError, CheckpointError: no usable checkpoint.
+            NonFiniteScoreError: the model produced NaN/inf for some examples.
+        """
+        a = get_aspect(task, aspect)
+        items = list(data)
+        if len(items) > MAX_EXAMPLES_PER_REQUEST:
+            raise RequestTooLargeError(
+                f"a request holds at most {MAX_EXAMPLES_PER_REQUEST} examples, got {len(items)}; "
+                "split the data into several requests or use the CLI "
+                "(`unieval-local score FILE`), which splits any number of records"
+            )
+        if not items:
+            raise InvalidExampleError([ExampleProblem(0, "data", "the request holds no examples")])
+        examples, problems = validate_examples(items, [a])
+        if problems:
+            raise InvalidExampleError(problems)
+        _, plan_problems = build_plan(examples, [a], self.splitter)
+        if plan_problems:
+            raise InvalidExampleError(plan_problems)
+        values = self.score_values(examples, task=task, aspects=[aspect])[aspect]
+        bad = [i for i, v in enumerate(values) if not np.isfinite(v)]
+        if bad:
+            raise NonFiniteScoreError(
+                f"the model gave non-finite logits for examples {bad[:20]} "
+                f"(dtype {self.dtype}); try dtype='float32'", bad)
+        return UniEvalResult(
+            overall=UniEvalStats(value=float(np.mean(values))),
+            examples=[UniEvalStats(value=float(v)) for v in values],
+            signature=self.signature(task, aspect),
+        )
+
+
+_DEFAULT_SCORERS: dict[str, Scorer] = {}
+_DEFAULT_LOCK = threading.Lock()
+
+
+def _model_key(model: ModelSpec) -> str:
+    if isinstance(model, Mapping):
+        return json.dumps({str(k): str(v) for k, v in model.items()}, sort_keys=True)
+    return json.dumps(None if model is None else str(model))
+
+
+def score(
+    data: Iterable[Mapping[str, Any] | UniEvalData],
+    *,
+    task: str = "summarization",
+    aspect: str = "coherence",
+    model: ModelSpec = None,
+    device: str | None = None,
+) -> UniEvalResult:
+    """Score one request (at most 250 examples) for one (task, aspect).
+
+    A one-shot wrapper over a cached default :class:`Scorer` per
+    ``(model, device)``: checkpoints load once per process. Arguments, result
+    and errors are those of :meth:`Scorer.score`.
+
+    Example:
+        >>> from unieval_local import score  # doctest: +SKIP
+        >>> r = score([{"target": "Elizabeth was hospitalized.", "source": "..."}],
+        ...           task="summarization", aspect="consistency")  # doctest: +SKIP
+        >>> r.overall.value, [e.value for e in r.examples]  # doctest: +SKIP
+    """
+    key = _model_key(model) + "|" + str(device)
+    with _DEFAULT_LOCK:
+        scorer = _DEFAULT_SCORERS.get(key)
+        if scorer is None:
+            scorer = _DEFAULT_SCORERS[key] = Scorer(model=model, device=device)
+    return scorer.score(data, task=task, aspect=aspect)

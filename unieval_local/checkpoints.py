@@ -1,0 +1,393 @@
+"""Finding, staging and verifying checkpoints. Offline first.
+
+Resolution order for a checkpoint name such as ``unieval-sum``
+(:func:`resolve_checkpoint`):
+
+1. the explicit ``model`` the user gave (a folder, a hub id, or a mapping
+   from checkpoint name to folder or hub id);
+2. ``$UNIEVAL_LOCAL_HOME/<name>/`` (a folder written by ``unieval-local download``);
+3. the local Hugging Face cache (``hub_id`` of the checkpoint);
+4. a download from the hub into the HF cache, only when online and offline
+   mode is not set (``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1`` or
+   ``offline=True`` / ``--offline``).
+
+Downloading is its own function (:func:`download_checkpoint`), which fetches
+only the files a checkpoint needs (the hub repos also hold gigabytes of
+training leftovers) and writes a checksum manifest that :func:`verify_checkpoint`
+checks offline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from .errors import CheckpointError, CheckpointNotFoundError
+from .tasks import CHECKPOINTS
+
+MANIFEST_NAME = "unieval_manifest.json"
+HOME_ENV = "UNIEVAL_LOCAL_HOME"
+
+ModelSpec = str | os.PathLike | Mapping[str, str | os.PathLike] | None
+
+_TOKENIZER_FILES = ("spiece.model", "tokenizer.json", "tokenizer_config.json",
+                    "special_tokens_map.json", "added_tokens.json")
+_OPTIONAL_FILES = ("generation_config.json",)
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+@dataclass(frozen=True)
+class ResolvedCheckpoint:
+    """Where a checkpoint was found.
+
+    Attributes:
+        name: checkpoint name (``unieval-sum`` ...), or the user's folder/hub id.
+        path: local folder holding ``config.json``, weights and tokenizer files.
+        origin: ``explicit``, ``home``, ``hf-cache`` or ``hub``.
+        hub_id: the hub repository, when known.
+        revision: commit hash of the files, when known (manifest or HF cache).
+    """
+
+    name: str
+    path: Path
+    origin: str
+    hub_id: str | None = None
+    revision: str | None = None
+
+
+def is_offline(offline: bool | None = None) -> bool:
+    """True when offline mode is asked for, by argument or environment."""
+    if offline:
+        return True
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
+            return True
+    return False
+
+
+def _read_manifest(folder: Path) -> dict[str, Any] | None:
+    path = folder / MANIFEST_NAME
+    if path.is_file():
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def _local(name: str, folder: Path, origin: str, hub_id: str | None = None) -> ResolvedCheckpoint:
+    if not (folder / "config.json").is_file():
+        raise CheckpointNotFoundError(
+            f"checkpoint folder {str(folder)!r} (for {name}) has no config.json; "
+            "it should hold config.json, the weights and the tokenizer files"
+        )
+    manifest = _read_manifest(folder) or {}
+    revision = manifest.get("revision")
+    if revision is None and folder.parent.name == "snapshots":
+        revision = folder.name
+    return ResolvedCheckpoint(name, folder, origin, manifest.get("hub_id", hub_id), revision)
+
+
+def _from_hf_cache(hub_id: str, revision: str | None) -> Path | None:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        path = Path(snapshot_download(hub_id, revision=revision, local_files_only=True))
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError):
+        return None
+    return path if (path / "config.json").is_file() else None
+
+
+def _staging_help(name: str) -> str:
+    return (
+        "To stage it for an offline machine, on a connected machine run\n"
+        f"    unieval-local download --checkpoint {name} --to DIR\n"
+        "copy DIR to this machine and set UNIEVAL_LOCAL_HOME=DIR (or pass --model DIR/"
+        f"{name}); check it with `unieval-local verify DIR`."
+    )
+
+
+def resolve_checkpoint(
+    name: str, model: ModelSpec = None, *, offline: bool | None = None, revision: str | None = None
+) -> ResolvedCheckpoint:
+    """Find (or, when allowed, fetch) the checkpoint ``name`` for a task.
+
+    Args:
+        name: checkpoint name from the registry, e.g. ``unieval-sum``.
+        model: ``None``; a folder or hub id used for every task; or a mapping
+            from checkpoint name to folder or hub id.
+        offline: force offline mode (also set by ``HF_HUB_OFFLINE=1``).
+        revision: hub revision to use when fetching from the hub.
+
+    Returns:
+        A :class:`ResolvedCheckpoint` whose ``path`` holds the files.
+
+    Raises:
+        CheckpointNotFoundError: nothing found; the message lists every place
+            looked at and how to stage the weights on a connected machine.
+    """
+    looked: list[str] = []
+    explicit: str | os.PathLike | None
+    if isinstance(model, Mapping):
+        explicit = model.get(name)
+        if explicit is None:
+            looked.append(f"the model mapping (no entry {name!r}; it has {sorted(model)})")
+    else:
+        explicit = model
+    hub_id = CHECKPOINTS.get(name)
+    if explicit is not None:
+        text = os.fspath(explicit)
+        folder = Path(text).expanduser()
+        if folder.is_dir():
+            return _local(name, folder, "explicit")
+        if not _HUB_ID.match(text) or text.startswith((".", "/", "~")):
+            raise CheckpointNotFoundError(f"checkpoint folder {text!r} does not exist")
+        hub_id = text
+        looked.append(f"a local folder named {text!r} (none)")
+    else:
+        home = os.environ.get(HOME_ENV)
+        if home:
+            folder = Path(home).expanduser() / name
+            if folder.is_dir():
+                return _local(name, folder, "home", hub_id)
+            looked.append(f"${HOME_ENV}/{name} = {str(folder)!r} (missing)")
+        else:
+            looked.append(f"${HOME_ENV} (not set)")
+    if hub_id is None:
+        raise CheckpointNotFoundError(
+            f"no checkpoint for {name!r}: looked at " + "; ".join(looked) + ". "
+            "Pass model=<folder> or --model <folder>."
+        )
+    cached = _from_hf_cache(hub_id, revision)
+    if cached is not None:
+        return _local(name, cached, "hf-cache", hub_id)
+    looked.append(f"the Hugging Face cache for {hub_id!r} (not there)")
+    if is_offline(offline):
+        looked.append("the hub (skipped: offline mode is set)")
+    else:
+        try:
+            path = fetch_to_hf_cache(hub_id, revision=revision)
+            return _local(name, path, "hub", hub_id)
+        except Exception as exc:  # network errors come in many types
+            looked.append(f"the hub ({type(exc).__name__}: {exc})")
+    raise CheckpointNotFoundError(
+        f"checkpoint {name!r} ({hub_id}) not found. Looked at: " + "; ".join(looked) + ".\n"
+        + _staging_help(name if name in CHECKPOINTS else "unieval-sum")
+    )
+
+
+# --------------------------------------------------------------------------- download
+
+
+class HubClient(Protocol):
+    """The two hub calls download needs (a fake one is used in tests)."""
+
+    def list_files(self, repo_id: str, revision: str | None) -> tuple[str, list[str]]:
+        """Return ``(commit_sha, [file paths in the repo])``."""
+        ...
+
+    def download(self, repo_id: str, filename: str, revision: str, local_dir: Path | None) -> Path:
+        """Fetch one file; into ``local_dir`` when given, else into the HF cache."""
+        ...
+
+
+class HuggingFaceHubClient:
+    """:class:`HubClient` over ``huggingface_hub``."""
+
+    def list_files(self, repo_id: str, revision: str | None) -> tuple[str, list[str]]:
+        from huggingface_hub import HfApi
+
+        info = HfApi().model_info(repo_id, revision=revision, files_metadata=False)
+        return info.sha, [s.rfilename for s in (info.siblings or [])]
+
+    def download(self, repo_id: str, filename: str, revision: str, local_dir: Path | None) -> Path:
+        from huggingface_hub import hf_hub_download
+
+        kwargs = {"local_dir": str(local_dir)} if local_dir is not None else {}
+        return Path(hf_hub_download(repo_id, filename, revision=revision, **kwargs))
+
+
+def select_checkpoint_files(files: list[str]) -> list[str]:
+    """Pick the files a checkpoint needs from a hub repo listing.
+
+    Only top-level files: ``config.json``; the weights, preferring safetensors
+    (``model.safetensors`` or its index and shards) over pickle
+    (``pytorch_model.bin`` or its index and shards); the tokenizer files;
+    ``generation_config.json`` when present. Sub-folders (training
+    checkpoints, optimizer states) are never taken.
+
+    Raises:
+        CheckpointError: no config, no weights or no tokenizer in the listing.
+    """
+    top = {f for f in files if "/" not in f}
+    if "config.json" not in top:
+        raise CheckpointError("the repository has no top-level config.json")
+    safetensors = sorted(f for f in top if f.endswith(".safetensors") or f == "model.safetensors.index.json")
+    pickles = sorted(f for f in top if re.fullmatch(r"pytorch_model(-\d+-of-\d+)?\.bin|pytorch_model\.bin\.index\.json", f))
+    weights = safetensors or pickles
+    if not weights:
+        raise CheckpointError("the repository has no model.safetensors or pytorch_model.bin at top level")
+    tokenizer = [f for f in _TOKENIZER_FILES if f in top]
+    if not ({"spiece.model", "tokenizer.json"} & set(tokenizer)):
+        raise CheckpointError("the repository has no spiece.model or tokenizer.json")
+    return ["config.json", *weights, *tokenizer, *[f for f in _OPTIONAL_FILES if f in top]]
+
+
+def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fetch_to_hf_cache(hub_id: str, *, revision: str | None = None, client: HubClient | None = None) -> Path:
+    """Download the needed files of ``hub_id`` into the HF cache; return the snapshot folder."""
+    client = client or HuggingFaceHubClient()
+    sha, files = client.list_files(hub_id, revision)
+    paths = [client.download(hub_id, f, sha, None) for f in select_checkpoint_files(files)]
+    return paths[0].parent
+
+
+def download_checkpoint(
+    name: str, to: str | os.PathLike, *, revision: str | None = None,
+    client: HubClient | None = None, hub_id: str | None = None, progress: bool = False,
+) -> Path:
+    """Stage checkpoint ``name`` into ``to/<name>/`` with a checksum manifest.
+
+    Run this on a connected machine; copy ``to`` to the offline machine and
+    set ``UNIEVAL_LOCAL_HOME=to``.
+
+    Args:
+        name: checkpoint name (``unieval-sum``, ``unieval-dialog``, ``unieval-fact``).
+        to: the home folder to write into.
+        revision: hub branch, tag or commit (default: the main branch).
+        client: the hub client (tests pass a fake one).
+        hub_id: override the hub repository of ``name``.
+        progress: show a progress bar over files.
+
+    Returns:
+        The checkpoint folder ``to/<name>``.
+
+    Raises:
+        UnknownTaskError / CheckpointError: unknown name, or the repo lacks files.
+    """
+    if hub_id is None:
+        if name not in CHECKPOINTS:
+            raise CheckpointError(f"unknown checkpoint {name!r}; known: {', '.join(CHECKPOINTS)}")
+        hub_id = CHECKPOINTS[name]
+    client = client or HuggingFaceHubClient()
+    sha, files = client.list_files(hub_id, revision)
+    wanted = select_checkpoint_files(files)
+    folder = Path(to).expanduser() / name
+    folder.mkdir(parents=True, exist_ok=True)
+    from tqdm.auto import tqdm
+
+    entries = {}
+    for fname in tqdm(wanted, desc=f"download {name}", unit="file", disable=not progress):
+        path = Path(client.download(hub_id, fname, sha, folder))
+        if path.resolve() != (folder / fname).resolve():
+            raise CheckpointError(f"the hub client wrote {fname} to {path}, not into {folder}")
+        entries[fname] = {"sha256": sha256_file(path), "size": path.stat().st_size}
+    from . import __version__
+
+    manifest = {"checkpoint": name, "hub_id": hub_id, "revision": sha, "files": entries,
+                "unieval_local_version": __version__}
+    (folder / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+    return folder
+
+
+# --------------------------------------------------------------------------- verify
+
+
+@dataclass
+class VerifyReport:
+    """The outcome of :func:`verify_checkpoint` for one folder."""
+
+    folder: Path
+    ok: bool = True
+    messages: list[str] = field(default_factory=list)
+
+    def fail(self, message: str) -> None:
+        self.ok = False
+        self.messages.append("FAIL " + message)
+
+    def info(self, message: str) -> None:
+        self.messages.append("ok   " + message)
+
+
+def yes_no_ids(tokenizer) -> tuple[int, int]:
+    """The first token ids of ``"Yes"`` and ``"No"`` (UniEval's ``pos_id``/``neg_id``).
+
+    Raises:
+        CheckpointError: either is the unknown token, or both are the same id.
+    """
+    yes = tokenizer("Yes").input_ids[0]
+    no = tokenizer("No").input_ids[0]
+    unk = tokenizer.unk_token_id
+    if yes == no or unk in (yes, no):
+        raise CheckpointError(f"the tokenizer has no distinct Yes/No tokens (Yes={yes}, No={no}, unk={unk})")
+    return yes, no
+
+
+def verify_checkpoint(folder: str | os.PathLike) -> list[VerifyReport]:
+    """Check staged checkpoints offline.
+
+    ``folder`` is one checkpoint folder or a home folder holding several
+    (``unieval-sum/`` ...). For each: manifest files present with matching
+    SHA-256, config and tokenizer load, the Yes/No tokens exist and are
+    distinct, and their ids are inside the model's vocabulary.
+
+    Returns:
+        One :class:`VerifyReport` per checkpoint folder (``ok`` False on any failure).
+    """
+    root = Path(folder).expanduser()
+    if (root / "config.json").is_file() or (root / MANIFEST_NAME).is_file():
+        targets = [root]
+    else:
+        targets = sorted(p for p in root.iterdir() if p.is_dir() and
+                         ((p / MANIFEST_NAME).is_file() or (p / "config.json").is_file())) if root.is_dir() else []
+    if not targets:
+        report = VerifyReport(root)
+        report.fail(f"{root} is not a checkpoint folder and holds none")
+        return [report]
+    return [_verify_one(t) for t in targets]
+
+
+def _verify_one(folder: Path) -> VerifyReport:
+    report = VerifyReport(folder)
+    manifest = _read_manifest(folder)
+    if manifest is None:
+        report.fail(f"no readable {MANIFEST_NAME} (checksums cannot be checked)")
+    else:
+        for fname, meta in manifest.get("files", {}).items():
+            path = folder / fname
+            if not path.is_file():
+                report.fail(f"{fname} is missing")
+            elif sha256_file(path) != meta.get("sha256"):
+                report.fail(f"{fname} checksum differs from the manifest")
+            else:
+                report.info(f"{fname} sha256 matches")
+    try:
+        from transformers import AutoConfig, AutoTokenizer
+
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+        report.info(f"config loads ({config.model_type}, vocab_size={config.vocab_size})")
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+        report.info(f"tokenizer loads ({type(tokenizer).__name__})")
+        yes, no = yes_no_ids(tokenizer)
+        if max(yes, no) >= config.vocab_size:
+            report.fail(f"Yes/No ids {yes}/{no} are outside the model vocabulary ({config.vocab_size})")
+        else:
+            report.info(f"Yes/No token ids {yes}/{no}")
+    except Exception as exc:
+        report.fail(f"loading failed: {type(exc).__name__}: {exc}")
+    return report

@@ -1,0 +1,282 @@
+"""The ``unieval-local`` command line: ``score``, ``download``, ``verify``.
+
+Exit status of ``unieval-local score``:
+    0  every record was scored;
+    1  some records failed: each has an error record in the output, the others
+       are scored;
+    2  usage error or unreadable input file (nothing scored);
+    3  checkpoint not found or not loadable (nothing scored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT = 0, 1, 2, 3
+
+
+def _model_arg(values: list[str] | None):
+    """``--model DIR`` (every task) or ``--model NAME=DIR`` (repeatable mapping)."""
+    if not values:
+        return None
+    if len(values) == 1 and "=" not in values[0]:
+        return values[0]
+    mapping = {}
+    for v in values:
+        if "=" not in v:
+            raise SystemExit(f"unieval-local: --model given several times must be NAME=DIR each, got {v!r}")
+        name, _, path = v.partition("=")
+        mapping[name.strip()] = path.strip()
+    return mapping
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from .tasks import CHECKPOINTS, TASKS
+
+    parser = argparse.ArgumentParser(
+        prog="unieval-local",
+        description="UniEval-exact evaluation of generated text with local T5 checkpoints.",
+    )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"unieval-local {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    aspects_help = "; ".join(f"{t}: {', '.join(task.aspects)}" for t, task in TASKS.items())
+    sc = sub.add_parser(
+        "score",
+        help="score a .jsonl/.json file of records",
+        description=(
+            "Score every record of INPUT for one or more aspects and write one JSON line per "
+            "record, in input order: {index, key, [doc_id, system_id], scores: {aspect: value}} "
+            "or {index, key, error: {type, message}}. Records are sent in requests of at most "
+            "250. The mean per aspect (and per system_id) is printed on stderr. Exit status: "
+            "0 all scored, 1 some records failed (the rest are scored), 2 usage or input error, "
+            "3 checkpoint not found or not loadable."
+        ),
+    )
+    sc.add_argument("input", help="records: .jsonl (streamed; '-' for stdin) or a .json list")
+    sc.add_argument("--task", default="summarization", choices=list(TASKS), help="task (default summarization)")
+    sc.add_argument("--aspect", action="append", dest="aspects", metavar="ASPECT",
+                    help=f"aspect to score, repeatable (default coherence). {aspects_help}")
+    sc.add_argument("--model", action="append", metavar="DIR|HUB_ID|NAME=DIR",
+                    help="checkpoint folder or hub id for every task, or NAME=DIR per checkpoint "
+                    f"({', '.join(CHECKPOINTS)}); default: $UNIEVAL_LOCAL_HOME, HF cache, hub")
+    sc.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+    sc.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                    help="float32 (UniEval parity, default) or bfloat16 (GPU)")
+    sc.add_argument("--max-length", type=int, default=1024, help="tokens per query (default 1024)")
+    sc.add_argument("--batch-tokens", type=int, default=8192,
+                    help="most padded tokens per forward pass (default 8192)")
+    sc.add_argument("--reference-reduction", default="mean", choices=["mean", "max"],
+                    help="combine scores over several references (default mean)")
+    sc.add_argument("--offline", action="store_true", help="never use the network (as HF_HUB_OFFLINE=1)")
+    sc.add_argument("--output", "-o", default=None, help="output .jsonl (default stdout)")
+    sc.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    dl = sub.add_parser(
+        "download",
+        help="stage checkpoints for an offline machine (run where the hub is reachable)",
+        description="Fetch only the files a checkpoint needs (config, weights, tokenizer) into "
+        "DIR/<checkpoint>/ with a SHA-256 manifest. Copy DIR to the offline machine and set "
+        "UNIEVAL_LOCAL_HOME=DIR.",
+    )
+    dl.add_argument("--task", choices=list(TASKS), help="stage the checkpoints this task uses")
+    dl.add_argument("--checkpoint", action="append", choices=list(CHECKPOINTS), help="checkpoint name, repeatable")
+    dl.add_argument("--to", required=True, help="folder to write into (use it as UNIEVAL_LOCAL_HOME)")
+    dl.add_argument("--revision", default=None, help="hub branch, tag or commit (default main)")
+
+    vf = sub.add_parser(
+        "verify",
+        help="check staged checkpoints offline",
+        description="Check a checkpoint folder, or a home folder of them: files present, SHA-256 "
+        "as in the manifest, config and tokenizer load, Yes/No tokens exist. Exit 0 if all pass, 1 if not.",
+    )
+    vf.add_argument("dir", help="a checkpoint folder or a folder holding several")
+    return parser
+
+
+def _error(exc: BaseException | str, kind: str | None = None) -> dict[str, str]:
+    if isinstance(exc, BaseException):
+        return {"type": kind or type(exc).__name__, "message": str(exc)}
+    return {"type": kind or "InvalidExample", "message": exc}
+
+
+def _fmt(x: float) -> str:
+    return "nan" if math.isnan(x) else f"{x:.6f}"
+
+
+def _print_summary(aspects: Sequence[str], values: dict[str, list[float]],
+                   per_system: dict[str, dict[str, list[float]]], n_rows: int, n_failed: int,
+                   signature: str | None, out: TextIO) -> None:
+    width = max(len(a) for a in aspects) + 2
+    print(f"\nscored {n_rows - n_failed} of {n_rows} records ({n_failed} failed)", file=out)
+    print(f"{'aspect':<{width}}{'n':>7}  {'mean':>9}", file=out)
+    for a in aspects:
+        v = values[a]
+        mean = sum(v) / len(v) if v else float("nan")
+        print(f"{a:<{width}}{len(v):>7}  {_fmt(mean):>9}", file=out)
+    if per_system:
+        sys_w = max(len("system"), *(len(s) for s in per_system)) + 2
+        print("\nper system (mean)", file=out)
+        print(f"{'system':<{sys_w}}" + "".join(f"{a:>{max(len(a), 9) + 2}}" for a in aspects), file=out)
+        natural = lambda s: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]  # noqa: E731
+        for system in sorted(per_system, key=natural):
+            row = per_system[system]
+            cells = []
+            for a in aspects:
+                v = row.get(a, [])
+                cells.append(f"{_fmt(sum(v) / len(v) if v else float('nan')):>{max(len(a), 9) + 2}}")
+            print(f"{system:<{sys_w}}" + "".join(cells), file=out)
+    if signature:
+        print(f"\nsignature: {signature}", file=out)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    """``unieval-local score``: see the module docstring for output and exit status."""
+    import numpy as np
+    from tqdm.auto import tqdm
+
+    from .api import MAX_EXAMPLES_PER_REQUEST, Scorer
+    from .errors import CheckpointError, CheckpointNotFoundError, UnknownTaskError
+    from .plan import build_plan, validate_examples
+    from .records import InputFileError, count_records, iter_records
+    from .tasks import get_aspect
+
+    aspects = list(dict.fromkeys(args.aspects or ["coherence"]))
+    try:
+        resolved = [get_aspect(args.task, a) for a in aspects]
+        scorer = Scorer(model=_model_arg(args.model), device=args.device, dtype=args.dtype,
+                        max_length=args.max_length, batch_tokens=args.batch_tokens,
+                        reference_reduction=args.reference_reduction, offline=args.offline,
+                        progress=False if args.no_progress else None)
+        records = iter_records(args.input)
+        first = next(records, None)
+        total = count_records(args.input)
+    except (UnknownTaskError, ValueError, InputFileError, OSError) as exc:
+        print(f"unieval-local: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        for name in dict.fromkeys(a.checkpoint for a in resolved):
+            scorer.runner(name)
+    except (CheckpointNotFoundError, CheckpointError) as exc:
+        print(f"unieval-local: error: {exc}", file=sys.stderr)
+        return EXIT_CHECKPOINT
+
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    values: dict[str, list[float]] = {a: [] for a in aspects}
+    per_system: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    n_rows = n_failed = 0
+
+    def flush(chunk) -> None:
+        nonlocal n_rows, n_failed
+        examples, problems = validate_examples([r.data for r in chunk], resolved)
+        errors: dict[int, list[str]] = defaultdict(list)
+        _, plan_problems = build_plan(examples, resolved, scorer.splitter)
+        for p in problems + plan_problems:
+            errors[p.index].append(p.describe())
+        examples = [None if i in errors else ex for i, ex in enumerate(examples)]
+        scores = scorer.score_values(examples, task=args.task, aspects=aspects)
+        for i, rec in enumerate(chunk):
+            line: dict[str, Any] = {"index": rec.index, "key": rec.key}
+            if isinstance(rec.data, dict):
+                for meta in ("doc_id", "system_id"):
+                    if meta in rec.data:
+                        line[meta] = rec.data[meta]
+            if rec.error is not None:
+                line["error"] = _error(rec.error, "InvalidJSON")
+            elif i in errors:
+                line["error"] = _error("; ".join(errors[i]))
+            else:
+                row = {a: float(scores[a][i]) for a in aspects}
+                bad = [a for a, v in row.items() if not np.isfinite(v)]
+                if bad:
+                    line["error"] = _error(f"the model gave non-finite logits for {', '.join(bad)}",
+                                           "NonFiniteScore")
+                else:
+                    line["scores"] = row
+                    for a, v in row.items():
+                        values[a].append(v)
+                        if "system_id" in line:
+                            per_system[str(line["system_id"])][a].append(v)
+            n_rows += 1
+            n_failed += "error" in line
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+        out.flush()
+
+    try:
+        with tqdm(total=total, desc="records", unit="rec", disable=args.no_progress or None) as bar:
+            chunk = []
+            rec = first
+            while rec is not None:
+                chunk.append(rec)
+                if len(chunk) == MAX_EXAMPLES_PER_REQUEST:
+                    flush(chunk)
+                    bar.update(len(chunk))
+                    chunk = []
+                rec = next(records, None)
+            if chunk:
+                flush(chunk)
+                bar.update(len(chunk))
+    except InputFileError as exc:
+        print(f"unieval-local: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    signature = scorer.signature(args.task, aspects[0]).model_copy(update={"aspect": "+".join(aspects)})
+    _print_summary(aspects, values, per_system, n_rows, n_failed, signature, sys.stderr)
+    return EXIT_ROWS_FAILED if n_failed else EXIT_OK
+
+
+def cmd_download(args: argparse.Namespace) -> int:
+    """``unieval-local download``: stage checkpoints with a manifest; exit 0, or 3 on failure."""
+    from .checkpoints import download_checkpoint
+    from .tasks import get_task
+
+    names = list(args.checkpoint or [])
+    if args.task:
+        names += [a.checkpoint for a in get_task(args.task).aspects.values()]
+    names = list(dict.fromkeys(names))
+    if not names:
+        print("unieval-local: error: give --task or --checkpoint", file=sys.stderr)
+        return EXIT_USAGE
+    for name in names:
+        try:
+            folder = download_checkpoint(name, args.to, revision=args.revision, progress=True)
+        except Exception as exc:
+            print(f"unieval-local: error: downloading {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return EXIT_CHECKPOINT
+        print(f"staged {name} in {folder}", file=sys.stderr)
+    print(f"done; on the offline machine: export UNIEVAL_LOCAL_HOME={args.to}", file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """``unieval-local verify``: print a report per checkpoint; exit 0 when all pass, else 1."""
+    from .checkpoints import verify_checkpoint
+
+    reports = verify_checkpoint(args.dir)
+    for r in reports:
+        print(f"{r.folder}: {'OK' if r.ok else 'FAILED'}")
+        for m in r.messages:
+            print(f"  {m}")
+    return EXIT_OK if all(r.ok for r in reports) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``unieval-local`` console script; returns the exit status."""
+    args = _build_parser().parse_args(argv)
+    handler = {"score": cmd_score, "download": cmd_download, "verify": cmd_verify}[args.command]
+    return handler(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

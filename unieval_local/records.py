@@ -1,0 +1,87 @@
+"""Reading input records (JSONL streamed, or a JSON list) for the CLI and batch scripts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+
+class InputFileError(ValueError):
+    """The input file cannot be read at all (missing, unknown format, not a list)."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One input record: its 0-based ``index``, the parsed object, or why it failed to parse."""
+
+    index: int
+    data: Any = None
+    error: str | None = None
+
+    @property
+    def key(self) -> Any:
+        """The record's ``id`` when present, else its index."""
+        if isinstance(self.data, dict) and self.data.get("id") is not None:
+            return self.data["id"]
+        return self.index
+
+
+def _iter_jsonl(stream: TextIO) -> Iterator[Record]:
+    index = 0
+    for line in stream:
+        if not line.strip():
+            continue
+        try:
+            yield Record(index, json.loads(line))
+        except json.JSONDecodeError as exc:
+            yield Record(index, None, f"line is not valid JSON: {exc}")
+        index += 1
+
+
+def count_records(path: str) -> int | None:
+    """Number of records in ``path`` (non-blank lines for JSONL), or None for stdin."""
+    if path == "-":
+        return None
+    p = Path(path)
+    if p.suffix == ".jsonl":
+        with open(p, encoding="utf-8") as fh:
+            return sum(1 for line in fh if line.strip())
+    return None
+
+
+def iter_records(path: str) -> Iterator[Record]:
+    """Yield the records of ``path`` in order.
+
+    ``.jsonl`` (or ``-`` for standard input) is streamed: one JSON object per
+    non-blank line; a line that is not valid JSON becomes a Record with
+    ``error`` set, and reading goes on. ``.json`` must hold a list of objects
+    (UniEval's reproduce files load as they are).
+
+    Raises:
+        InputFileError: the file is missing, has another extension, or a
+            ``.json`` file does not hold a list.
+    """
+    if path == "-":
+        yield from _iter_jsonl(sys.stdin)
+        return
+    p = Path(path)
+    if not p.is_file():
+        raise InputFileError(f"input file {path!r} does not exist")
+    if p.suffix == ".jsonl":
+        with open(p, encoding="utf-8") as fh:
+            yield from _iter_jsonl(fh)
+    elif p.suffix == ".json":
+        try:
+            data = json.loads(p.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise InputFileError(f"{path} is not valid JSON: {exc}") from exc
+        if not isinstance(data, list):
+            raise InputFileError(f"{path} must hold a JSON list of records, got {type(data).__name__}")
+        for i, item in enumerate(data):
+            yield Record(i, item)
+    else:
+        raise InputFileError(f"input must be .jsonl or .json (or - for JSONL on stdin), got {path!r}")

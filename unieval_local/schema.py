@@ -1,0 +1,155 @@
+"""Typed inputs and results (pydantic v2), matching the hosted UniEval metric schema.
+
+Names follow the hosted metric: ``UniEvalConfig(task, evaluation_aspect)``,
+``UniEvalData(target, source, references, context)``, ``UniEvalStats(value)``,
+``UniEvalResult(overall, examples)``. Results are frozen.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .tasks import get_aspect, get_task
+
+
+class UniEvalConfig(BaseModel):
+    """Which (task, aspect) to score.
+
+    ``evaluation_aspect`` is the hosted schema's name; ``aspect=`` is accepted
+    too and ``config.aspect`` reads it. Both names are validated against the
+    registry (:mod:`unieval_local.tasks`).
+
+    Raises:
+        pydantic.ValidationError: unknown task or aspect (the message lists valid names).
+    """
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    task: str = "summarization"
+    evaluation_aspect: str = Field(
+        default="coherence", validation_alias=AliasChoices("evaluation_aspect", "aspect")
+    )
+
+    @model_validator(mode="after")
+    def _known(self) -> "UniEvalConfig":
+        get_task(self.task)
+        get_aspect(self.task, self.evaluation_aspect)
+        return self
+
+    @property
+    def aspect(self) -> str:
+        """The aspect name (same as ``evaluation_aspect``)."""
+        return self.evaluation_aspect
+
+
+class UniEvalData(BaseModel):
+    """One example to evaluate.
+
+    Attributes:
+        target: the generated text under evaluation (required, non-empty).
+            UniEval's record name ``system_output`` is accepted on input.
+        source: the input document / dialogue history, when the aspect needs it.
+        references: reference texts, when the aspect needs them. UniEval's
+            ``reference`` (one string) is accepted on input as a one-item list.
+        context: extra grounding (e.g. the knowledge fact of a dialogue).
+
+    Other fields (``id``, ``doc_id``, ``system_id``, ``instruction`` ...) are
+    kept as given, so that user-defined aspects can use them.
+
+    Raises:
+        pydantic.ValidationError: wrong types, or ``target`` and ``system_output``
+            both given with different values.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+    target: str
+    source: str | None = None
+    references: list[str] | None = None
+    context: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_unieval_names(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "system_output" in data:
+            out = data.pop("system_output")
+            if "target" in data and data["target"] != out:
+                raise ValueError("both 'target' and 'system_output' given, with different values")
+            data["target"] = out
+        if "reference" in data:
+            ref = data.pop("reference")
+            if "references" in data and data["references"] is not None:
+                raise ValueError("both 'references' and 'reference' given; use 'references'")
+            data["references"] = None if ref is None else [ref] if isinstance(ref, str) else ref
+        return data
+
+    @field_validator("references", mode="before")
+    @classmethod
+    def _one_string_is_one_reference(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    def get_field(self, name: str) -> Any:
+        """The value of field ``name`` (a declared or an extra field), or ``None``."""
+        if name in type(self).model_fields:
+            return getattr(self, name)
+        return (self.model_extra or {}).get(name)
+
+
+class Signature(BaseModel):
+    """What produced a result: enough to reproduce it (sacrebleu-style signature).
+
+    ``str(signature)`` gives a compact one-line form for papers and logs.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    package: str
+    task: str
+    aspect: str
+    checkpoint: str
+    revision: str | None = None
+    max_length: int
+    splitter: str
+    reference_reduction: str
+    dtype: str
+    device: str
+    torch: str
+    transformers: str
+
+    def __str__(self) -> str:
+        ckpt = self.checkpoint + (f"@{self.revision[:12]}" if self.revision else "")
+        return (
+            f"unieval-local:{self.package}|task:{self.task}|aspect:{self.aspect}|ckpt:{ckpt}"
+            f"|maxlen:{self.max_length}|split:{self.splitter}|refs:{self.reference_reduction}"
+            f"|dtype:{self.dtype}|device:{self.device}|torch:{self.torch}"
+            f"|transformers:{self.transformers}"
+        )
+
+
+class UniEvalStats(BaseModel):
+    """One score. ``value`` is in [0, 1] for every summarization aspect."""
+
+    model_config = ConfigDict(frozen=True)
+
+    value: float
+
+
+class UniEvalResult(BaseModel):
+    """The result of one (task, aspect) over one request.
+
+    Attributes:
+        overall: the mean over examples of ``examples[i].value``.
+        examples: one score per input example, in input order.
+        signature: how the numbers were made (optional in the schema).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    overall: UniEvalStats
+    examples: list[UniEvalStats]
+    signature: Signature | None = None
