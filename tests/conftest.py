@@ -4,6 +4,7 @@ real SummEval records, and a plain float64 reference computation of UniEval's sc
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,8 @@ from convert_summeval import convert  # noqa: E402
 from make_test_checkpoint import build_test_checkpoint, shared_data_dir  # noqa: E402
 
 SHARED = shared_data_dir()
+#: Where the official checkpoints are, if a user staged them (read before any test unsets it).
+REAL_HOME = os.environ.get("UNIEVAL_LOCAL_HOME")
 
 
 @pytest.fixture(scope="session")
@@ -95,3 +98,11 @@ def fake_ckpt(tmp_path_factory) -> Path:
     folder.mkdir()
     (folder / "config.json").write_text("{}")
     return folder
+
+
+@pytest.fixture
+def real_home() -> Path:
+    """``$UNIEVAL_LOCAL_HOME`` holding the official ``unieval-sum``; skips where absent."""
+    if not REAL_HOME or not (Path(REAL_HOME) / "unieval-sum" / "config.json").is_file():
+        pytest.skip("official UniEval checkpoints not staged in UNIEVAL_LOCAL_HOME")
+    return Path(REAL_HOME)

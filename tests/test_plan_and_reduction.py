@@ -79,3 +79,20 @@ def test_shuffled_input_gives_shuffled_output(make):
     perm = np.random.default_rng(0).permutation(12)
     shuffled = [e.value for e in s.score([data[i] for i in perm], aspect="consistency").examples]
     assert shuffled == [base[i] for i in perm]
+
+
+def test_target_without_sentences_is_an_error_before_the_model_runs(fake_ckpt):
+    class NoSentences:
+        name = "none"
+
+        def __call__(self, text):
+            return [] if "EMPTY" in text else [text]
+
+    runner = KeyedRunner({})
+    s = Scorer(model=fake_ckpt, runner_factory=lambda *a: runner, splitter=NoSentences())
+    with pytest.raises(Exception, match="example 1, aspect 'fluency', field 'target': the target has no sentences"):
+        s.score([{"target": "fine"}, {"target": "EMPTY"}], aspect="fluency")
+    assert runner.calls == []
+    values, problems = s.score_values([UniEvalData(target="fine"), UniEvalData(target="EMPTY")],
+                                      task="summarization", aspects=["fluency"])
+    assert values["fluency"][0] == 0.5 and np.isnan(values["fluency"][1]) and problems[0].index == 1

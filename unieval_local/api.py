@@ -149,39 +149,49 @@ class Scorer:
 
     # ------------------------------------------------------------------ scoring
     def score_values(
-        self, examples: Sequence[UniEvalData | None], *, task: str, aspects: Sequence[str]
-    ) -> dict[str, np.ndarray]:
+        self, examples: Sequence[UniEvalData | None], *, task: str, aspects: Sequence[str],
+        strict: bool = False,
+    ) -> tuple[dict[str, np.ndarray], list[ExampleProblem]]:
         """Score parsed, checked examples for several aspects of one task.
 
-        This is the engine under :meth:`score` and the CLI: it has no request
-        cap and never raises for one bad example.
+        This is the engine under :meth:`score` and the CLI: no request cap, and
+        one bad example never loses the others' scores. All aspects that share
+        a checkpoint go through the model as one flat list of queries.
 
         Args:
             examples: from :func:`~unieval_local.plan.validate_examples`;
                 ``None`` entries are skipped.
             task: task name.
             aspects: aspect names of ``task``.
+            strict: raise :class:`InvalidExampleError` before running the model
+                when planning finds a problem (a target with no sentences).
 
         Returns:
-            ``{aspect: float64 array of shape (len(examples),)}``, NaN where an
-            example was skipped or the model gave non-finite logits.
+            ``(values, problems)``: ``values[aspect]`` is a float64 array of shape
+            ``(len(examples),)``, NaN where an example was skipped, has a
+            planning problem, or got non-finite logits; ``problems`` lists the
+            planning problems.
         """
         resolved: list[Aspect] = [get_aspect(task, a) for a in aspects]
         by_checkpoint: dict[str, list[Aspect]] = {}
         for a in resolved:
             by_checkpoint.setdefault(a.checkpoint, []).append(a)
-        out: dict[str, np.ndarray] = {}
+        plans, problems = {}, []
         for ckpt_name, group in by_checkpoint.items():
-            plan, _ = build_plan(examples, group, self.splitter)
-            if not plan.prompts:
-                out.update(fold(plan, np.empty(0), self.reference_reduction))
-                continue
-            p_yes = self.runner(ckpt_name).p_yes(
-                plan.prompts, max_length=self.max_length, batch_tokens=self.batch_tokens,
-                progress=self.progress,
-            )
+            plans[ckpt_name], found = build_plan(examples, group, self.splitter)
+            problems += found
+        if strict and problems:
+            raise InvalidExampleError(problems)
+        out: dict[str, np.ndarray] = {}
+        for ckpt_name, plan in plans.items():
+            p_yes = np.empty(0)
+            if plan.prompts:
+                p_yes = self.runner(ckpt_name).p_yes(
+                    plan.prompts, max_length=self.max_length, batch_tokens=self.batch_tokens,
+                    progress=self.progress,
+                )
             out.update(fold(plan, p_yes, self.reference_reduction))
-        return {a: out[a] for a in aspects}
+        return {a: out[a] for a in aspects}, problems
 
     def score(self, data: Iterable[Mapping[str, Any] | UniEvalData], *, task: str = "summarization",
               aspect: str = "coherence") -> UniEvalResult:
@@ -219,10 +229,7 @@ class Scorer:
         examples, problems = validate_examples(items, [a])
         if problems:
             raise InvalidExampleError(problems)
-        _, plan_problems = build_plan(examples, [a], self.splitter)
-        if plan_problems:
-            raise InvalidExampleError(plan_problems)
-        values = self.score_values(examples, task=task, aspects=[aspect])[aspect]
+        values = self.score_values(examples, task=task, aspects=[aspect], strict=True)[0][aspect]
         bad = [i for i, v in enumerate(values) if not np.isfinite(v)]
         if bad:
             raise NonFiniteScoreError(

@@ -146,7 +146,7 @@ def cmd_score(args: argparse.Namespace) -> int:
 
     from .api import MAX_EXAMPLES_PER_REQUEST, Scorer
     from .errors import CheckpointError, CheckpointNotFoundError, UnknownTaskError
-    from .plan import build_plan, validate_examples
+    from .plan import validate_examples
     from .records import InputFileError, count_records, iter_records
     from .tasks import get_aspect
 
@@ -179,11 +179,9 @@ def cmd_score(args: argparse.Namespace) -> int:
         nonlocal n_rows, n_failed
         examples, problems = validate_examples([r.data for r in chunk], resolved)
         errors: dict[int, list[str]] = defaultdict(list)
-        _, plan_problems = build_plan(examples, resolved, scorer.splitter)
+        scores, plan_problems = scorer.score_values(examples, task=args.task, aspects=aspects)
         for p in problems + plan_problems:
             errors[p.index].append(p.describe())
-        examples = [None if i in errors else ex for i, ex in enumerate(examples)]
-        scores = scorer.score_values(examples, task=args.task, aspects=aspects)
         for i, rec in enumerate(chunk):
             line: dict[str, Any] = {"index": rec.index, "key": rec.key}
             if isinstance(rec.data, dict):
