@@ -106,6 +106,11 @@ def test_exit_statuses(tmp_path, tiny_ckpt, monkeypatch, capsys):
     assert main(["score", str(tmp_path / "missing.jsonl"), "--model", str(tiny_ckpt)]) == EXIT_USAGE
     (tmp_path / "x.csv").write_text("a,b\n")
     assert main(["score", str(tmp_path / "x.csv"), "--model", str(tiny_ckpt)]) == EXIT_USAGE
+    import torch
+
+    if not torch.cuda.is_available():
+        assert main(["score", str(src), "--model", str(tiny_ckpt), "--device", "cuda"]) == EXIT_USAGE
+        assert "no CUDA device" in capsys.readouterr().err
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty"))
     assert main(["score", str(src), "--offline"]) == EXIT_CHECKPOINT
     assert "unieval-local download" in capsys.readouterr().err

@@ -169,8 +169,15 @@ def cmd_score(args: argparse.Namespace) -> int:
     except (CheckpointNotFoundError, CheckpointError) as exc:
         print(f"unieval-local: error: {exc}", file=sys.stderr)
         return EXIT_CHECKPOINT
+    except ValueError as exc:  # e.g. --device cuda where torch sees no GPU
+        print(f"unieval-local: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
 
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    except OSError as exc:
+        print(f"unieval-local: error: cannot write the output: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     values: dict[str, list[float]] = {a: [] for a in aspects}
     per_system: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     n_rows = n_failed = 0
