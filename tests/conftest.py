@@ -93,10 +93,11 @@ def reference(tiny_ckpt) -> Reference:
 
 @pytest.fixture(scope="session")
 def fake_ckpt(tmp_path_factory) -> Path:
-    """A checkpoint folder with only a config.json, for tests whose runner is a fake."""
+    """A checkpoint folder with placeholder config and tokenizer files, for tests whose runner is a fake."""
     folder = tmp_path_factory.mktemp("fake") / "unieval-sum"
     folder.mkdir()
     (folder / "config.json").write_text("{}")
+    (folder / "tokenizer.json").write_text("{}")
     return folder
 
 

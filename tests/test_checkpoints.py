@@ -140,3 +140,21 @@ def test_download_cli_uses_the_task_checkpoints(tmp_path, tiny_ckpt, monkeypatch
     assert main(["download", "--task", "summarization", "--to", str(tmp_path / "h")]) == 0
     assert (tmp_path / "h" / "unieval-sum" / MANIFEST_NAME).is_file()
     assert verify_checkpoint(tmp_path / "h")[0].ok
+
+
+def test_verify_without_manifest_warns_and_checks_the_rest(tiny_ckpt, tmp_path):
+    report = verify_checkpoint(tiny_ckpt)[0]
+    assert report.ok
+    assert any(m.startswith("WARN no unieval_manifest.json") for m in report.messages)
+    assert any("Yes/No token ids" in m for m in report.messages)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert not verify_checkpoint(empty)[0].ok
+
+
+def test_folder_without_tokenizer_is_a_clear_error(tiny_ckpt, tmp_path):
+    folder = tmp_path / "notok"
+    folder.mkdir()
+    shutil.copyfile(tiny_ckpt / "config.json", folder / "config.json")
+    with pytest.raises(ck.CheckpointError, match="has no tokenizer"):
+        resolve_checkpoint("unieval-sum", folder)

@@ -104,6 +104,13 @@ def test_exit_statuses(tmp_path, tiny_ckpt, monkeypatch, capsys):
     assert main(["score", str(src), "--model", str(tiny_ckpt), "--aspect", "novelty"]) == EXIT_USAGE
     assert "valid aspects" in capsys.readouterr().err
     assert main(["score", str(tmp_path / "missing.jsonl"), "--model", str(tiny_ckpt)]) == EXIT_USAGE
+    assert main(["score", str(src), "--model", str(tiny_ckpt), "--dtype", "float16"]) == EXIT_USAGE
+    assert "float16 is refused" in capsys.readouterr().err
+    (tmp_path / "empty.jsonl").write_text("\n")
+    assert main(["score", str(tmp_path / "empty.jsonl"), "--model", str(tiny_ckpt)]) == EXIT_USAGE
+    assert "holds no records" in capsys.readouterr().err
+    assert main(["score", str(src), "--model", str(tiny_ckpt), "-o", str(tmp_path / "no" / "dir.jsonl")]) == EXIT_USAGE
+    assert "cannot write the output" in capsys.readouterr().err
     (tmp_path / "x.csv").write_text("a,b\n")
     assert main(["score", str(tmp_path / "x.csv"), "--model", str(tiny_ckpt)]) == EXIT_USAGE
     import torch

@@ -87,6 +87,11 @@ def _local(name: str, folder: Path, origin: str, hub_id: str | None = None) -> R
             f"checkpoint folder {str(folder)!r} (for {name}) has no config.json; "
             "it should hold config.json, the weights and the tokenizer files"
         )
+    if not any((folder / f).is_file() for f in ("spiece.model", "tokenizer.json")):
+        raise CheckpointError(
+            f"checkpoint folder {str(folder)!r} (for {name}) has no tokenizer "
+            "(spiece.model or tokenizer.json)"
+        )
     manifest = _read_manifest(folder) or {}
     revision = manifest.get("revision")
     if revision is None and folder.parent.name == "snapshots":
@@ -323,6 +328,9 @@ class VerifyReport:
     def info(self, message: str) -> None:
         self.messages.append("ok   " + message)
 
+    def warn(self, message: str) -> None:
+        self.messages.append("WARN " + message)
+
 
 def yes_no_ids(tokenizer) -> tuple[int, int]:
     """The first token ids of ``"Yes"`` and ``"No"`` (UniEval's ``pos_id``/``neg_id``).
@@ -343,7 +351,7 @@ def verify_checkpoint(folder: str | os.PathLike) -> list[VerifyReport]:
 
     ``folder`` is one checkpoint folder or a home folder holding several
     (``unieval-sum/`` ...). For each: manifest files present with matching
-    SHA-256, config and tokenizer load, the Yes/No tokens exist and are
+    SHA-256 (a folder without a manifest only gets a warning), config and tokenizer load, the Yes/No tokens exist and are
     distinct, and their ids are inside the model's vocabulary.
 
     Returns:
@@ -366,7 +374,7 @@ def _verify_one(folder: Path) -> VerifyReport:
     report = VerifyReport(folder)
     manifest = _read_manifest(folder)
     if manifest is None:
-        report.fail(f"no readable {MANIFEST_NAME} (checksums cannot be checked)")
+        report.warn(f"no {MANIFEST_NAME} (written by `unieval-local download`): checksums not checked")
     else:
         for fname, meta in manifest.get("files", {}).items():
             path = folder / fname

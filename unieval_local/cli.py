@@ -4,7 +4,8 @@ Exit status of ``unieval-local score``:
     0  every record was scored;
     1  some records failed: each has an error record in the output, the others
        are scored;
-    2  usage error or unreadable input file (nothing scored);
+    2  usage error, unreadable or empty input, unwritable output or unavailable
+       device (nothing scored);
     3  checkpoint not found or not loadable (nothing scored).
 """
 
@@ -58,7 +59,8 @@ def _build_parser() -> argparse.ArgumentParser:
             "record, in input order: {index, key, [doc_id, system_id], scores: {aspect: value}} "
             "or {index, key, error: {type, message}}. Records are sent in requests of at most "
             "250. The mean per aspect (and per system_id) is printed on stderr. Exit status: "
-            "0 all scored, 1 some records failed (the rest are scored), 2 usage or input error, "
+            "0 all scored, 1 some records failed (the rest are scored), 2 usage, input, output or "
+            "device error, "
             "3 checkpoint not found or not loadable."
         ),
     )
@@ -70,8 +72,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="checkpoint folder or hub id for every task, or NAME=DIR per checkpoint "
                     f"({', '.join(CHECKPOINTS)}); default: $UNIEVAL_LOCAL_HOME, HF cache, hub")
     sc.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
-    sc.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
-                    help="float32 (UniEval parity, default) or bfloat16 (GPU)")
+    sc.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                    help="float32 (UniEval parity, default) or bfloat16 (GPU); float16 is refused "
+                    "(T5 overflows to NaN)")
     sc.add_argument("--max-length", type=int, default=1024, help="tokens per query (default 1024)")
     sc.add_argument("--batch-tokens", type=int, default=8192,
                     help="most padded tokens per forward pass (default 8192)")
@@ -160,6 +163,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         records = iter_records(args.input)
         first = next(records, None)
         total = count_records(args.input)
+        if first is None:
+            raise InputFileError(f"{args.input} holds no records")
     except (UnknownTaskError, ValueError, InputFileError, OSError) as exc:
         print(f"unieval-local: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
