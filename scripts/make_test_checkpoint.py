@@ -55,12 +55,17 @@ def build_test_checkpoint(
     num_heads: int = 4,
     seed: int = 0,
     init_factor: float = 1.5,
+    model_vocab_size: int | None = None,
+    n_docs: int = 40,
 ) -> Path:
     """Write a random T5 checkpoint (config, safetensors weights, tokenizer) to ``out_dir``.
 
     ``init_factor`` scales T5's initialisation; 1.5 spreads P(Yes) over about
     [0.02, 0.95] on SummEval prompts (1.0 gives a near-constant 0.27, >= 4
     saturates at 0 and 1), so that tests can tell scores apart.
+    ``model_vocab_size`` pads the embedding/LM head beyond the tokenizer
+    (T5's real checkpoints have 32,128 rows); ``n_docs`` is how many SummEval
+    documents train the tokenizer (more for bigger vocabularies).
 
     Returns:
         ``out_dir`` as a Path.
@@ -74,7 +79,7 @@ def build_test_checkpoint(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sentences = training_sentences(Path(data_dir) if data_dir else shared_data_dir())
+    sentences = training_sentences(Path(data_dir) if data_dir else shared_data_dir(), n_docs)
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "spiece")
         spm.SentencePieceTrainer.train(
@@ -98,7 +103,7 @@ def build_test_checkpoint(
 
     torch.manual_seed(seed)
     config = T5Config(
-        vocab_size=len(tokenizer), d_model=d_model, d_kv=d_model // num_heads, d_ff=d_ff,
+        vocab_size=max(model_vocab_size or 0, len(tokenizer)), d_model=d_model, d_kv=d_model // num_heads, d_ff=d_ff,
         num_layers=num_layers, num_decoder_layers=num_layers, num_heads=num_heads,
         pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, initializer_factor=init_factor,
     )
@@ -118,11 +123,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--init-factor", type=float, default=1.5)
+    parser.add_argument("--model-vocab-size", type=int, default=None, help="embedding rows (default: tokenizer size)")
+    parser.add_argument("--docs", type=int, default=40, help="SummEval documents that train the tokenizer")
     args = parser.parse_args(argv)
     path = build_test_checkpoint(
         args.out_dir, data_dir=args.data_dir, vocab_size=args.vocab_size, d_model=args.d_model,
         d_ff=args.d_ff, num_layers=args.layers, num_heads=args.heads, seed=args.seed,
-        init_factor=args.init_factor,
+        init_factor=args.init_factor, model_vocab_size=args.model_vocab_size, n_docs=args.docs,
     )
     print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -96,7 +96,8 @@ def test_more_than_250_records_are_split_into_requests(tmp_path, tiny_ckpt, summ
     assert rc == 0
     res = read_jsonl(out)
     assert len(res) == 260 and res[259]["key"] == "r259"
-    assert res[259]["scores"] == res[259 - 48 * 5]["scores"]  # same target, same score across requests
+    # same target, same score across requests (to float32 batch noise)
+    assert abs(res[259]["scores"]["fluency"] - res[259 - 48 * 5]["scores"]["fluency"]) < 1e-6
 
 
 def test_exit_statuses(tmp_path, tiny_ckpt, monkeypatch, capsys):

@@ -6,7 +6,9 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -42,6 +44,15 @@ class Scorer:
         offline: never touch the network (also ``HF_HUB_OFFLINE=1``).
         splitter: sentence splitter (default: NLTK English Punkt, UniEval's).
         progress: show a progress bar over queries (``None``: only on a terminal).
+        fast_forward: run our own exact T5 forward for the single decoder step
+            (encoder attention bias built once per batch, cross-attention
+            reassociated so that encoder states are not projected through each
+            layer's key/value matrices, only the Yes/No rows of the LM head;
+            default on, agrees with the model's forward to ~1e-6). ``False``
+            runs the model's own ``forward``.
+        cache_dir: opt-in persistent score cache (SQLite) in this folder; a query
+            already scored with the same checkpoint content and settings is not
+            run again (see :mod:`unieval_local.cache`).
         runner_factory: advanced/testing: ``f(ResolvedCheckpoint, device, dtype)``
             returning a runner (default loads the T5 model, cached per process).
 
@@ -67,6 +78,8 @@ class Scorer:
         offline: bool | None = None,
         splitter: SentenceSplitter | None = None,
         progress: bool | None = False,
+        fast_forward: bool = True,
+        cache_dir: str | os.PathLike | None = None,
         runner_factory: Callable[[ResolvedCheckpoint, str, str], Any] | None = None,
     ):
         from .runner import check_dtype
@@ -85,6 +98,9 @@ class Scorer:
         self.offline = offline
         self.splitter = splitter or DEFAULT_SPLITTER
         self.progress = progress
+        self.fast_forward = bool(fast_forward)
+        self.cache_dir = cache_dir
+        self._cache = None
         self._device_arg = device
         self._device: str | None = None
         self._runner_factory = runner_factory
@@ -103,6 +119,9 @@ class Scorer:
                 from .runner import resolve_device
 
                 self._device = resolve_device(self._device_arg)
+            if self.dtype == "bfloat16" and self._device == "cpu":
+                warnings.warn("bfloat16 on CPU is slower than float32 and deviates from UniEval's numbers; "
+                              "use it on a GPU", RuntimeWarning, stacklevel=2)
         return self._device
 
     def checkpoint(self, name: str) -> ResolvedCheckpoint:
@@ -122,11 +141,19 @@ class Scorer:
         with self._lock:
             if name not in self._runners:
                 if self._runner_factory is not None:
-                    self._runners[name] = self._runner_factory(ckpt, self.device, self.dtype)
+                    runner = self._runner_factory(ckpt, self.device, self.dtype)
                 else:
                     from .runner import load_runner
 
-                    self._runners[name] = load_runner(ckpt, self.device, self.dtype)
+                    runner = load_runner(ckpt, self.device, self.dtype)
+                if self.cache_dir is not None:
+                    from .cache import CachedRunner, ScoreCache
+
+                    if self._cache is None:
+                        self._cache = ScoreCache(self.cache_dir)
+                    runner = CachedRunner(runner, self._cache, ckpt.path, dtype=self.dtype,
+                                          device=self.device, fast_forward=self.fast_forward)
+                self._runners[name] = runner
             return self._runners[name]
 
     def signature(self, task: str, aspect: str) -> Signature:
@@ -188,7 +215,7 @@ class Scorer:
             if plan.prompts:
                 p_yes = self.runner(ckpt_name).p_yes(
                     plan.prompts, max_length=self.max_length, batch_tokens=self.batch_tokens,
-                    progress=self.progress,
+                    progress=self.progress, fast_forward=self.fast_forward,
                 )
             out.update(fold(plan, p_yes, self.reference_reduction))
         return {a: out[a] for a in aspects}, problems

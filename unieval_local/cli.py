@@ -81,6 +81,12 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--reference-reduction", default="mean", choices=["mean", "max"],
                     help="combine scores over several references (default mean)")
     sc.add_argument("--offline", action="store_true", help="never use the network (as HF_HUB_OFFLINE=1)")
+    sc.add_argument("--cache-dir", default=None,
+                    help="persistent score cache folder (SQLite): queries scored before with the same "
+                    "checkpoint content and settings are not run again")
+    sc.add_argument("--no-fast-forward", dest="fast_forward", action="store_false",
+                    help="run the model's own forward instead of our exact single-step forward "
+                    "(slower; for checking)")
     sc.add_argument("--output", "-o", default=None, help="output .jsonl (default stdout)")
     sc.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -159,7 +165,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         scorer = Scorer(model=_model_arg(args.model), device=args.device, dtype=args.dtype,
                         max_length=args.max_length, batch_tokens=args.batch_tokens,
                         reference_reduction=args.reference_reduction, offline=args.offline,
-                        progress=False if args.no_progress else None)
+                        progress=False if args.no_progress else None, cache_dir=args.cache_dir,
+                        fast_forward=args.fast_forward)
         records = iter_records(args.input)
         first = next(records, None)
         total = count_records(args.input)

@@ -19,6 +19,7 @@ put back in input order (bert_score / COMET length batching).
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -35,7 +36,7 @@ class Runner(Protocol):
     """Anything that turns prompts into P(Yes): the T5 runner, or a fake in tests."""
 
     def p_yes(self, prompts: Sequence[str], *, max_length: int, batch_tokens: int,
-              progress: bool | None = False) -> np.ndarray:
+              progress: bool | None = False, fast_forward: bool = True) -> np.ndarray:
         """Return a float64 array, shape ``(len(prompts),)``, values in [0, 1] (NaN if
         the model gave non-finite logits)."""
         ...
@@ -72,32 +73,65 @@ def check_dtype(dtype: str) -> str:
     return dtype
 
 
+def sort_by_length(lengths: Sequence[int]) -> list[int]:
+    """Query indices, longest first (ties by index: deterministic)."""
+    return sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
+
+
+def next_batch_end(order: Sequence[int], lengths: Sequence[int], start: int, batch_tokens: int,
+                   min_fill: float = 0.75) -> int:
+    """End (exclusive) of the batch that starts at ``order[start]``.
+
+    The batch grows while ``n_queries * longest_length <= batch_tokens`` and
+    the next query is at least ``min_fill`` times as long as the longest (the
+    first: ``order`` is sorted longest first), so that no query is padded by
+    more than a quarter. A query longer than the budget gets a batch of its own.
+    """
+    if batch_tokens < 1:
+        raise ValueError(f"batch_tokens must be >= 1, got {batch_tokens}")
+    longest = lengths[order[start]]
+    limit = min(len(order), start + max(1, batch_tokens // max(longest, 1)))
+    end = start + 1
+    while end < limit and lengths[order[end]] >= min_fill * longest:
+        end += 1
+    return end
+
+
 def plan_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
     """Group query indices into batches of at most ``batch_tokens`` padded tokens.
 
-    Queries are sorted by length, longest first (ties by index), and a batch
-    grows while ``n_queries * longest_length <= batch_tokens``. A query longer
-    than the budget gets a batch of its own.
+    Queries are sorted by length, longest first, and cut into consecutive
+    batches with :func:`next_batch_end` (the runner does the same, adapting
+    the budget after an out-of-memory error).
 
     Returns:
         Lists of indices into ``lengths``; every index appears exactly once.
     """
-    if batch_tokens < 1:
-        raise ValueError(f"batch_tokens must be >= 1, got {batch_tokens}")
-    order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
-    batches: list[list[int]] = []
-    current: list[int] = []
-    longest = 0
-    for i in order:
-        if current and (len(current) + 1) * longest > batch_tokens:
-            batches.append(current)
-            current = []
-        if not current:
-            longest = lengths[i]
-        current.append(i)
-    if current:
-        batches.append(current)
+    order = sort_by_length(lengths)
+    batches, start = [], 0
+    while start < len(order):
+        end = next_batch_end(order, lengths, start, batch_tokens)
+        batches.append(order[start:end])
+        start = end
     return batches
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    return isinstance(exc, torch.OutOfMemoryError) or (
+        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+
+
+def _has_t5_layout(model) -> bool:
+    """True when the model has the T5 block layout the fast single-step path relies on."""
+    try:
+        block = model.get_decoder().block[0]
+        return (hasattr(block.layer[0], "SelfAttention") and hasattr(block.layer[1], "EncDecAttention")
+                and not block.layer[1].EncDecAttention.has_relative_attention_bias
+                and len(block.layer) == 3)
+    except (AttributeError, IndexError, TypeError):
+        return False
 
 
 class T5Runner:
@@ -146,6 +180,13 @@ class T5Runner:
         if self.start_id is None:
             self.start_id = self.pad_id
         self._lock = threading.Lock()
+        self.oom_budget: int | None = None
+        #: counts of the last ``p_yes`` call: queries, distinct, batches, real_tokens, padded_tokens
+        self.last_stats: dict[str, int] = {}
+        config = model.config
+        self._scale_decoder_outputs = bool(getattr(config, "scale_decoder_outputs", config.tie_word_embeddings))
+        self._yes_no_rows = self.model.get_output_embeddings().weight[[self.yes_id, self.no_id]].detach()
+        self.fast_ok = _has_t5_layout(self.model)
 
     def tokenize(self, prompts: Sequence[str], max_length: int) -> list[list[int]]:
         """Token ids of each prompt, cut to ``max_length`` (EOS kept at the end)."""
@@ -154,43 +195,154 @@ class T5Runner:
         enc = self.tokenizer(list(prompts), max_length=max_length, truncation=True)
         return enc["input_ids"]
 
-    def p_yes(self, prompts: Sequence[str], *, max_length: int = 1024, batch_tokens: int = 8192,
-              progress: bool | None = False) -> np.ndarray:
-        """P(Yes) of each prompt; float64 array of shape ``(len(prompts),)``.
+    # ------------------------------------------------------------------ forward
+    def _plain_two_logits(self, input_ids, mask):
+        """(B, 2) logits of Yes and No from the model's own forward (full vocabulary)."""
+        import torch
 
-        Identical prompts are scored once. Batches hold at most ``batch_tokens``
-        padded tokens. Non-finite logits give NaN for that prompt.
+        decoder_ids = torch.full((input_ids.shape[0], 1), self.start_id, dtype=torch.long, device=input_ids.device)
+        out = self.model(input_ids=input_ids, attention_mask=mask, decoder_input_ids=decoder_ids, use_cache=False)
+        return out.logits[:, 0, [self.yes_id, self.no_id]]
+
+    def _encode(self, input_ids, mask):
+        """T5's encoder, with the attention bias built once per batch instead of once per layer.
+
+        Same operations as ``T5Stack.forward`` for the encoder (relative position
+        bias of block 0 shared by all blocks, padded keys at the dtype's minimum,
+        unscaled scores), but the (B, H, S, S) additive mask that transformers'
+        SDPA path rebuilds in every layer is made once and reused.
+        """
+        import torch
+        import torch.nn.functional as F
+
+        encoder = self.model.get_encoder()
+        h = encoder.embed_tokens(input_ids)
+        batch, length, _ = h.shape
+        first = encoder.block[0].layer[0].SelfAttention
+        bias = first.compute_bias(length, length, device=h.device).to(h.dtype)  # (1, H, S, S)
+        valid = mask.bool()[:, None, None, :]
+        attn_mask = torch.where(valid, bias, torch.finfo(h.dtype).min)  # (B, H, S, S)
+        for block in encoder.block:
+            sa_layer, ff_layer = block.layer[0], block.layer[-1]
+            sa = sa_layer.SelfAttention
+            x = sa_layer.layer_norm(h)
+            shape = (batch, length, sa.n_heads, sa.key_value_proj_dim)
+            q, k, v = (proj(x).view(shape).transpose(1, 2) for proj in (sa.q, sa.k, sa.v))
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=0.0, scale=1.0)
+            h = h + sa.o(out.transpose(1, 2).reshape(batch, length, -1))
+            h = ff_layer(h)
+        return encoder.final_layer_norm(h)
+
+    def _fast_two_logits(self, input_ids, mask):
+        """(B, 2) logits of Yes and No, computing only what the first decoder step needs.
+
+        Exact rewrites of T5's forward for one decoder position (contract, and
+        issue 3): (0) the encoder runs with its attention bias built once
+        (:meth:`_encode`); (1) self-attention over one position has weight 1, so it is
+        ``o(v(x))``; (2) cross-attention scores ``q_h . (W_k,h E)`` are computed as
+        ``(W_k,h^T q_h) . E`` and values as ``W_v,h (sum_s a_hs E_s)``, so the
+        encoder states are never projected through W_k / W_v (T5 does not scale
+        scores and has no position bias in cross-attention); (3) only the Yes and
+        No rows of the LM head are applied.
+        """
+        import torch
+
+        model = self.model
+        enc = self._encode(input_ids, mask)  # (B, S, d)
+        dec = model.get_decoder()
+        batch, _, d_model = enc.shape
+        bias = (1.0 - mask[:, None, :].to(enc.dtype)) * torch.finfo(enc.dtype).min  # (B, 1, S)
+        start = torch.full((batch, 1), self.start_id, dtype=torch.long, device=enc.device)
+        h = dec.embed_tokens(start)  # (B, 1, d)
+        for block in dec.block:
+            sa_layer, ca_layer, ff_layer = block.layer[0], block.layer[1], block.layer[2]
+            sa = sa_layer.SelfAttention
+            h = h + sa.o(sa.v(sa_layer.layer_norm(h)))
+            ca = ca_layer.EncDecAttention
+            heads, dk = ca.n_heads, ca.key_value_proj_dim
+            q = ca.q(ca_layer.layer_norm(h)).view(batch, heads, dk)  # (B, H, dk)
+            u = torch.einsum("bhk,hkd->bhd", q, ca.k.weight.view(heads, dk, d_model))  # (B, H, d)
+            scores = torch.bmm(u, enc.transpose(1, 2)) + bias  # (B, H, S)
+            weights = torch.softmax(scores.float(), dim=-1).to(enc.dtype)
+            ctx = torch.bmm(weights, enc)  # (B, H, d)
+            v = torch.einsum("bhd,hkd->bhk", ctx, ca.v.weight.view(heads, dk, d_model))  # (B, H, dk)
+            h = h + ca.o(v.reshape(batch, 1, heads * dk))
+            h = ff_layer(h)
+        h = dec.final_layer_norm(h)[:, 0, :]
+        if self._scale_decoder_outputs:
+            h = h * (d_model**-0.5)
+        return h @ self._yes_no_rows.T
+
+    def _two_logits(self, ids: list[list[int]], batch: Sequence[int], fast: bool):
+        import torch
+
+        width = max(len(ids[i]) for i in batch)
+        input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), width), dtype=torch.long)
+        for row, i in enumerate(batch):
+            input_ids[row, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
+            mask[row, : len(ids[i])] = 1
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        two = self._fast_two_logits(input_ids, mask) if fast and self.fast_ok else self._plain_two_logits(input_ids, mask)
+        return two.float().cpu().numpy().astype(np.float64)
+
+    def p_yes(self, prompts: Sequence[str], *, max_length: int = 1024, batch_tokens: int = 8192,
+              progress: bool | None = False, fast_forward: bool = True) -> np.ndarray:
+        """P(Yes) of each prompt; float64 array of shape ``(len(prompts),)``, values in [0, 1].
+
+        Identical prompts are scored once; queries are sorted by token length
+        and packed into batches of at most ``batch_tokens`` padded tokens. On a
+        CUDA out-of-memory error the batch is retried with half the budget, and
+        the smaller budget is kept for the rest of the run; nothing is lost.
+        Non-finite logits give NaN for that prompt.
+
+        Raises:
+            RuntimeError: out of memory with a single query in the batch.
         """
         import torch
         from tqdm.auto import tqdm
 
         unique = list(dict.fromkeys(prompts))
         ids = self.tokenize(unique, max_length)
+        lengths = [len(x) for x in ids]
+        order = sort_by_length(lengths)
         scores = np.full(len(unique), np.nan, dtype=np.float64)
-        batches = plan_batches([len(x) for x in ids], batch_tokens)
+        stats = {"queries": len(prompts), "distinct": len(unique), "batches": 0,
+                 "real_tokens": sum(lengths), "padded_tokens": 0}
         with self._lock, torch.inference_mode(), tqdm(
-            total=len(unique), desc="queries", unit="q", disable=None if progress is None else not progress, leave=False
+            total=len(unique), desc="queries", unit="q", disable=None if progress is None else not progress,
+            leave=False,
         ) as bar:
-            for batch in batches:
-                width = max(len(ids[i]) for i in batch)
-                input_ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
-                for row, i in enumerate(batch):
-                    input_ids[row, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
-                    mask[row, : len(ids[i])] = 1
-                decoder_ids = torch.full((len(batch), 1), self.start_id, dtype=torch.long)
-                out = self.model(
-                    input_ids=input_ids.to(self.device),
-                    attention_mask=mask.to(self.device),
-                    decoder_input_ids=decoder_ids.to(self.device),
-                    use_cache=False,
-                )
-                two = out.logits[:, 0, [self.yes_id, self.no_id]].float().cpu().numpy().astype(np.float64)
+            start = 0
+            while start < len(order):
+                budget = min(batch_tokens, self.oom_budget or batch_tokens)
+                end = next_batch_end(order, lengths, start, budget)
+                batch = order[start:end]
+                try:
+                    two = self._two_logits(ids, batch, fast_forward)
+                except Exception as exc:
+                    if not _is_oom(exc):
+                        raise
+                    if self.device.startswith("cuda"):
+                        torch.cuda.empty_cache()
+                    padded = len(batch) * lengths[batch[0]]
+                    if len(batch) == 1:
+                        raise RuntimeError(
+                            f"out of memory on a single query of {lengths[batch[0]]} tokens; "
+                            "lower --max-length or use a larger device") from exc
+                    self.oom_budget = max(1, padded // 2)
+                    warnings.warn(f"out of memory with {len(batch)} queries x {lengths[batch[0]]} tokens; "
+                                  f"batch_tokens lowered to {self.oom_budget} for the rest of the run",
+                                  RuntimeWarning, stacklevel=2)
+                    continue
                 diff = two[:, 0] - two[:, 1]
                 with np.errstate(over="ignore", invalid="ignore"):
-                    p = 1.0 / (1.0 + np.exp(-diff))
-                scores[batch] = p
+                    scores[batch] = 1.0 / (1.0 + np.exp(-diff))
                 bar.update(len(batch))
+                stats["batches"] += 1
+                stats["padded_tokens"] += len(batch) * lengths[batch[0]]
+                start = end
+        self.last_stats = stats
         index = {p: k for k, p in enumerate(unique)}
         return scores[[index[p] for p in prompts]] if prompts else scores
 

@@ -1,0 +1,198 @@
+"""The throughput engine is exact: every optimisation against the plain float64 reference,
+out-of-memory back-off, and the persistent score cache."""
+
+import random
+import shutil
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+from unieval_local import Scorer
+from unieval_local.cache import ScoreCache
+from unieval_local.checkpoints import resolve_checkpoint
+from unieval_local.runner import T5Runner, plan_batches
+
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def mixed_prompts(summeval_records):
+    """40 prompts of mixed lengths: long (some over 1,024 tokens, truncated), short, duplicated."""
+    recs = summeval_records
+    prompts = [f"question: Is this a coherent summary to the document? </s> summary: {r['target']} </s> document: {r['source']}"
+               for r in recs[:12]]
+    prompts += [f"question: Is this a fluent paragraph? </s> paragraph: {r['target'][: 20 + 9 * i]}" for i, r in enumerate(recs[12:28])]
+    prompts += [f"question: Is this summary relevant to the reference? </s> summary: {r['target']} </s> reference: {r['references'][0]}"
+                for r in recs[28:34]]
+    prompts += prompts[:3] + prompts[15:18]  # duplicates
+    random.Random(0).shuffle(prompts)
+    return prompts
+
+
+@pytest.fixture(scope="module")
+def runner(tiny_ckpt):
+    return T5Runner(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32")
+
+
+@pytest.fixture(scope="module")
+def want(reference, mixed_prompts):
+    return np.array([reference(p) for p in mixed_prompts])
+
+
+def test_inputs_mix_truncated_and_short(runner, mixed_prompts):
+    full = [len(x) for x in runner.tokenizer(mixed_prompts).input_ids]
+    assert max(full) > 1024 and min(full) < 40 and len(set(mixed_prompts)) < len(mixed_prompts)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("batch_tokens", [1, 1500, 10**6])
+def test_every_engine_setting_equals_reference(runner, mixed_prompts, want, fast, batch_tokens):
+    got = runner.p_yes(mixed_prompts, max_length=1024, batch_tokens=batch_tokens, fast_forward=fast)
+    assert np.abs(got - want).max() < TOL
+    stats = runner.last_stats
+    assert stats["queries"] == 40 and stats["distinct"] == len(set(mixed_prompts))
+
+
+def test_fast_forward_matches_the_models_own_forward(runner, mixed_prompts):
+    fast = runner.p_yes(mixed_prompts, max_length=256, batch_tokens=4096, fast_forward=True)
+    plain = runner.p_yes(mixed_prompts, max_length=256, batch_tokens=4096, fast_forward=False)
+    assert np.abs(fast - plain).max() < 2e-6 and fast.std() > 1e-3
+
+
+def test_unieval_loop_baseline_equals_reference(tiny_ckpt, reference, summeval_records):
+    from benchmark import UniEvalLoop  # scripts/benchmark.py, variant (a)
+
+    loop = UniEvalLoop(str(tiny_ckpt), "cpu")
+    recs = summeval_records[:6]
+    got = loop.evaluate(recs, ["coherence", "fluency"])
+    scorer = Scorer(model=tiny_ckpt)
+    for aspect in ["coherence", "fluency"]:
+        ours = [e.value for e in scorer.score(recs, aspect=aspect).examples]
+        assert np.abs(np.array(got[aspect]) - np.array(ours)).max() < TOL
+    assert loop.queries == 6 + sum(len(scorer.splitter(r["target"])) for r in recs)
+
+
+def test_batches_never_pad_a_query_by_more_than_a_quarter():
+    rng = random.Random(3)
+    lengths = [rng.randint(5, 1024) for _ in range(300)]
+    for budget in (1, 500, 4096, 10**6):
+        batches = plan_batches(lengths, budget)
+        assert sorted(i for b in batches for i in b) == list(range(300))
+        for b in batches:
+            longest = max(lengths[i] for i in b)
+            assert lengths[b[0]] == longest
+            assert len(b) == 1 or len(b) * longest <= budget
+            assert all(lengths[i] >= 0.75 * longest for i in b)
+
+
+def test_out_of_memory_halves_the_batch_and_loses_nothing(tiny_ckpt, mixed_prompts, monkeypatch):
+    import torch
+
+    runner = T5Runner(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32")
+    base = runner.p_yes(mixed_prompts, max_length=1024, batch_tokens=10**6)
+    real = runner._two_logits
+    sizes = []
+
+    def flaky(ids, batch, fast):
+        sizes.append(len(batch))
+        padded = len(batch) * max(len(ids[i]) for i in batch)
+        # after an OOM, every batch respects the lowered token budget
+        assert runner.oom_budget is None or len(batch) == 1 or padded <= runner.oom_budget
+        if len(batch) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(ids, batch, fast)
+
+    monkeypatch.setattr(runner, "_two_logits", flaky)
+    with pytest.warns(RuntimeWarning, match="out of memory .* batch_tokens lowered"):
+        got = runner.p_yes(mixed_prompts, max_length=1024, batch_tokens=10**6)
+    assert np.abs(got - base).max() < 1e-6
+    assert runner.oom_budget is not None and max(sizes) > 2
+
+    def always(ids, batch, fast):
+        raise torch.OutOfMemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(runner, "_two_logits", always)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError, match="single query"):
+            runner.p_yes(mixed_prompts[:3], max_length=1024, batch_tokens=10**6)
+
+
+def test_other_errors_are_not_swallowed(tiny_ckpt, monkeypatch):
+    runner = T5Runner(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32")
+    monkeypatch.setattr(runner, "_two_logits", lambda *a: (_ for _ in ()).throw(ValueError("boom")))
+    with pytest.raises(ValueError, match="boom"):
+        runner.p_yes(["question: x </s> paragraph: y"], max_length=64, batch_tokens=100)
+
+
+class CountingRunner:
+    def __init__(self):
+        self.seen = []
+
+    def p_yes(self, prompts, **kw):
+        self.seen += list(prompts)
+        return np.array([0.25 if "NAN" not in p else np.nan for p in prompts], dtype=np.float64)
+
+
+def _scorer(ckpt, cache_dir, dtype="float32"):
+    inner = CountingRunner()
+    return Scorer(model=ckpt, runner_factory=lambda *a: inner, cache_dir=cache_dir, dtype=dtype), inner
+
+
+def test_cache_second_run_scores_nothing_new(fake_ckpt, tmp_path):
+    data = [{"target": f"Sentence {i}. Another {i % 3}.", "source": "doc"} for i in range(10)]
+    s1, inner1 = _scorer(fake_ckpt, tmp_path / "c")
+    first = s1.score(data, aspect="consistency")
+    assert len(inner1.seen) == len(set(inner1.seen)) == 13  # 10 + 3 distinct sentences
+    s2, inner2 = _scorer(fake_ckpt, tmp_path / "c")
+    assert s2.score(data, aspect="consistency") .examples == first.examples
+    assert inner2.seen == []
+    data.append({"target": "Brand new.", "source": "doc"})
+    s2.score(data, aspect="consistency")
+    assert len(inner2.seen) == 1 and "Brand new." in inner2.seen[0]
+
+
+def test_cache_misses_on_changed_checkpoint_or_dtype(fake_ckpt, tmp_path):
+    data = [{"target": "One. Two.", "source": "doc"}]
+    _scorer(fake_ckpt, tmp_path / "c")[0].score(data, aspect="consistency")
+    with pytest.warns(RuntimeWarning):
+        s, inner = _scorer(fake_ckpt, tmp_path / "c", dtype="bfloat16")
+        s.score(data, aspect="consistency")
+    assert len(inner.seen) == 2
+    moved = tmp_path / "same-content" / "unieval-sum"
+    shutil.copytree(fake_ckpt, moved)
+    s, inner = _scorer(moved, tmp_path / "c")
+    s.score(data, aspect="consistency")
+    assert inner.seen == []  # keyed on content, not path
+    (moved / "config.json").write_text('{"changed": true}')
+    s, inner = _scorer(moved, tmp_path / "c")
+    s.score(data, aspect="consistency")
+    assert len(inner.seen) == 2
+
+
+def test_cache_never_stores_non_finite(fake_ckpt, tmp_path):
+    s, inner = _scorer(fake_ckpt, tmp_path / "c")
+    s.score_values([], task="summarization", aspects=["fluency"])
+    runner = s.runner("unieval-sum")
+    runner.p_yes(["ok", "NAN"], max_length=10, batch_tokens=10)
+    assert len(ScoreCache(tmp_path / "c")) == 1
+
+
+def test_cache_is_safe_under_concurrent_writers(tmp_path):
+    code = textwrap.dedent(f"""
+        import sys
+        from unieval_local.cache import ScoreCache
+        c = ScoreCache({str(tmp_path / 'c')!r})
+        tag = sys.argv[1]
+        for i in range(0, 400, 20):
+            c.put_many({{f"{{tag}}-{{j}}": j / 400 for j in range(i, i + 20)}})
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code, tag]) for tag in ("a", "b", "c")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+    cache = ScoreCache(tmp_path / "c")
+    assert len(cache) == 1200
+    assert cache.get_many(["b-399", "a-0"]) == {"b-399": 399 / 400, "a-0": 0.0}

@@ -1,0 +1,158 @@
+"""An opt-in persistent score cache: re-running an evaluation costs only what changed.
+
+One SQLite file (``<cache_dir>/scores.sqlite``, WAL mode, safe for several
+processes writing at once) maps a query key to its P(Yes). The key is a SHA-256
+over everything that can change a score:
+
+- the checkpoint's CONTENT fingerprint (SHA-256 of config, weights and
+  tokenizer files; not its path), memoised per (file, size, mtime) so that a
+  3 GB checkpoint is hashed once;
+- the prompt, ``max_length``, dtype, device type, the fast cross-attention
+  switch, :data:`ENGINE_VERSION`, and the torch and transformers versions.
+
+Only finite scores are stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .checkpoints import sha256_file
+
+#: Bump when a change to the engine can change scores (it is part of every key).
+ENGINE_VERSION = "1"
+
+#: Files of a checkpoint folder that can change a score.
+_FINGERPRINT_SUFFIXES = (".json", ".safetensors", ".bin", ".model")
+
+
+class ScoreCache:
+    """A SQLite-backed map from query key to P(Yes), shared by processes.
+
+    Args:
+        cache_dir: folder for ``scores.sqlite`` (created if missing).
+
+    Raises:
+        OSError / sqlite3.Error: the folder or database cannot be written.
+    """
+
+    def __init__(self, cache_dir: str | os.PathLike):
+        self.folder = Path(cache_dir).expanduser()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.path = self.folder / "scores.sqlite"
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, timeout=120, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL NOT NULL)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS file_hashes (path TEXT, size INTEGER, mtime_ns INTEGER, sha256 TEXT,"
+            " PRIMARY KEY (path, size, mtime_ns))"
+        )
+
+    def get_many(self, keys: Sequence[str]) -> dict[str, float]:
+        """The cached values of those ``keys`` that are present."""
+        found: dict[str, float] = {}
+        keys = list(dict.fromkeys(keys))
+        with self._lock:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                found.update(self._db.execute(f"SELECT key, value FROM scores WHERE key IN ({marks})", chunk))
+        return found
+
+    def put_many(self, items: dict[str, float]) -> None:
+        """Store finite values (one transaction)."""
+        rows = [(k, float(v)) for k, v in items.items() if np.isfinite(v)]
+        if not rows:
+            return
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO scores (key, value) VALUES (?, ?)", rows)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
+
+    def file_sha256(self, path: Path) -> str:
+        """SHA-256 of a file, memoised on (resolved path, size, mtime)."""
+        st = path.stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+        with self._lock:
+            row = self._db.execute(
+                "SELECT sha256 FROM file_hashes WHERE path=? AND size=? AND mtime_ns=?", key).fetchone()
+        if row:
+            return row[0]
+        digest = sha256_file(path)
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?)", (*key, digest))
+        return digest
+
+    def fingerprint(self, folder: str | os.PathLike) -> str:
+        """Content fingerprint of a checkpoint folder (config, weights, tokenizer files)."""
+        folder = Path(folder)
+        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in _FINGERPRINT_SUFFIXES
+                       and p.name != "unieval_manifest.json")
+        h = hashlib.sha256()
+        for p in files:
+            h.update(f"{p.name}\0{self.file_sha256(p)}\n".encode())
+        return h.hexdigest()
+
+
+class CachedRunner:
+    """Wraps a runner: cached prompts are looked up, the rest are scored and stored.
+
+    Args:
+        inner: the runner (``p_yes(prompts, **settings)``).
+        cache: the :class:`ScoreCache`.
+        checkpoint_path: the checkpoint folder, fingerprinted by content.
+        dtype, device, fast_forward: settings that enter every key.
+    """
+
+    def __init__(self, inner, cache: ScoreCache, checkpoint_path: str | os.PathLike, *, dtype: str,
+                 device: str, fast_forward: bool):
+        from .runner import library_versions
+
+        self.inner = inner
+        self.cache = cache
+        torch_v, tf_v = library_versions()
+        self._context = json.dumps({
+            "engine": ENGINE_VERSION, "checkpoint": cache.fingerprint(checkpoint_path), "dtype": dtype,
+            "device": str(device).split(":")[0], "fast_forward": bool(fast_forward),
+            "torch": torch_v, "transformers": tf_v,
+        }, sort_keys=True)
+        self.hits = self.misses = 0
+
+    def key(self, prompt: str, max_length: int) -> str:
+        """The cache key of one query."""
+        return hashlib.sha256(f"{self._context}\0{max_length}\0{prompt}".encode()).hexdigest()
+
+    def __getattr__(self, name):  # tokenizer, yes_id ... of the inner runner
+        return getattr(self.inner, name)
+
+    def p_yes(self, prompts: Sequence[str], *, max_length: int, **settings) -> np.ndarray:
+        """Same contract as the inner runner's ``p_yes``."""
+        keys = [self.key(p, max_length) for p in prompts]
+        found = self.cache.get_many(keys)
+        todo = list(dict.fromkeys(p for p, k in zip(prompts, keys) if k not in found))
+        self.hits += len(set(keys) & found.keys())
+        self.misses += len(todo)
+        if todo:
+            values = self.inner.p_yes(todo, max_length=max_length, **settings)
+            new = {self.key(p, max_length): float(v) for p, v in zip(todo, values)}
+            self.cache.put_many(new)
+            found.update(new)
+        return np.array([found[k] for k in keys], dtype=np.float64)
