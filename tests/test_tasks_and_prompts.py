@@ -5,7 +5,7 @@ from pydantic import ValidationError
 
 from unieval_local import UniEvalConfig, UniEvalData, UnknownTaskError
 from unieval_local.plan import render_prompt
-from unieval_local.tasks import get_aspect, get_task
+from unieval_local.tasks import TASKS, get_aspect, get_task
 
 EX = UniEvalData(target="The summary. Second one.", source="The document.", references=["Ref one.", "Ref two."])
 
@@ -35,6 +35,40 @@ def test_prompt_keeps_text_verbatim():
     assert got == "question: Is this a coherent summary to the document? </s> summary:   spaced\nout   </s> document: doc  "
 
 
+DIALOG = UniEvalData(target="Hi there.", source="a \n b \n\n", context="fact here\n")
+ALL_GOLDEN = {
+    ("dialogue", "naturalness"): "question: Is this a natural response in the dialogue? </s> response: Hi there.",
+    ("dialogue", "coherence"): "question: Is this a coherent response given the dialogue history? </s> response: Hi there. "
+                               "</s> dialogue history: a \n b \n\n",
+    ("dialogue", "engagingness"): "question: Is this an engaging and informative response according to the dialogue history "
+                                  "and fact? </s> response: Hi there. </s> dialogue history: a \n b \n\n </s> fact: fact here\n",
+    ("dialogue", "groundedness"): "question: Is this response consistent with knowledge in the fact? </s> response: Hi there. "
+                                  "</s> fact: fact here\n",
+    ("dialogue", "understandability"): "question: Is this an understandable response in the dialogue? </s> response: Hi there.",
+}
+
+
+@pytest.mark.parametrize("key", sorted(ALL_GOLDEN))
+def test_golden_dialogue_prompts(key):
+    assert render_prompt(get_aspect(*key), DIALOG, DIALOG.target) == ALL_GOLDEN[key]
+
+
+def test_golden_data2text_and_fact_prompts():
+    ex = UniEvalData(target="Out.", source="Doc.", references=["Ref."])
+    assert render_prompt(get_aspect("data2text", "naturalness"), ex, "Out.") == \
+        "question: Is this a fluent utterance? </s> utterance: Out."
+    assert render_prompt(get_aspect("data2text", "informativeness"), ex, "Out.", "Ref.") == \
+        "question: Is this sentence informative according to the reference? </s> sentence: Out. </s> reference: Ref."
+    assert render_prompt(get_aspect("fact", "consistency"), ex, "Out.") == \
+        "question: Is this claim consistent with the document? </s> claim: Out. </s> document: Doc."
+
+
+def test_every_builtin_aspect_has_a_golden_prompt():
+    covered = {("summarization", a) for a in GOLDEN} | set(ALL_GOLDEN) | {
+        ("data2text", "naturalness"), ("data2text", "informativeness"), ("fact", "consistency")}
+    assert covered == {(t.name, a) for t in TASKS.values() for a in t.aspects}
+
+
 def test_registry_fields_and_granularity():
     aspects = get_task("summarization").aspects
     assert list(aspects) == ["coherence", "consistency", "fluency", "relevance"]
@@ -46,8 +80,18 @@ def test_registry_fields_and_granularity():
     assert {a.checkpoint for a in aspects.values()} == {"unieval-sum"}
 
 
+def test_other_tasks_checkpoints_and_reductions():
+    assert get_aspect("dialogue", "engagingness").reduction == "sum"
+    assert get_aspect("dialogue", "engagingness").value_range == "[0, n_sentences]"
+    assert get_aspect("dialogue", "engagingness").required_fields == ("target", "source", "context")
+    assert {a.checkpoint for a in get_task("dialogue").aspects.values()} == {"unieval-dialog"}
+    assert get_aspect("fact", "consistency").checkpoint == "unieval-fact"
+    assert get_aspect("fact", "consistency").granularity == "sentence"
+    assert {a.checkpoint for a in get_task("data2text").aspects.values()} == {"unieval-sum"}
+
+
 def test_unknown_names_list_valid_ones():
-    with pytest.raises(UnknownTaskError, match="valid tasks: summarization"):
+    with pytest.raises(UnknownTaskError, match="valid tasks: summarization, dialogue, data2text, fact"):
         get_task("translation")
     with pytest.raises(UnknownTaskError, match="valid aspects: coherence, consistency, fluency, relevance"):
         get_aspect("summarization", "novelty")

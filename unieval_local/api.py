@@ -17,10 +17,10 @@ import numpy as np
 from . import __version__
 from .checkpoints import ModelSpec, ResolvedCheckpoint, resolve_checkpoint
 from .errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, RequestTooLargeError
-from .plan import ReferenceReduction, build_plan, fold, validate_examples
-from .schema import Signature, UniEvalData, UniEvalResult, UniEvalStats
+from .plan import ReferenceReduction, build_plan, fold, validate_examples, warn_input_hints
+from .schema import EvaluationResult, ExampleScores, Signature, UniEvalData, UniEvalResult, UniEvalStats
 from .sentences import DEFAULT_SPLITTER, SentenceSplitter
-from .tasks import Aspect, get_aspect
+from .tasks import DEFAULT_REGISTRY, Aspect, Registry
 
 #: The most examples one request (one ``score`` call) may hold, as in the hosted metric.
 MAX_EXAMPLES_PER_REQUEST = 250
@@ -53,11 +53,14 @@ class Scorer:
         cache_dir: opt-in persistent score cache (SQLite) in this folder; a query
             already scored with the same checkpoint content and settings is not
             run again (see :mod:`unieval_local.cache`).
+        aspects_config: a YAML file of user-defined aspects added to the tasks
+            (see :mod:`unieval_local.aspects_config`); ``scorer.registry`` holds them.
         runner_factory: advanced/testing: ``f(ResolvedCheckpoint, device, dtype)``
             returning a runner (default loads the T5 model, cached per process).
 
     Raises:
         ValueError: bad ``dtype``, ``max_length``, ``batch_tokens`` or reduction.
+        AspectsConfigError: an invalid aspects config (a ``ValueError``).
 
     Example:
         >>> scorer = Scorer(model="ckpts/unieval-sum", device="cpu")  # doctest: +SKIP
@@ -80,6 +83,7 @@ class Scorer:
         progress: bool | None = False,
         fast_forward: bool = True,
         cache_dir: str | os.PathLike | None = None,
+        aspects_config: str | os.PathLike | None = None,
         runner_factory: Callable[[ResolvedCheckpoint, str, str], Any] | None = None,
     ):
         from .runner import check_dtype
@@ -101,6 +105,11 @@ class Scorer:
         self.fast_forward = bool(fast_forward)
         self.cache_dir = cache_dir
         self._cache = None
+        self.registry: Registry = DEFAULT_REGISTRY
+        if aspects_config is not None:
+            from .aspects_config import load_aspects_config
+
+            self.registry = DEFAULT_REGISTRY.with_aspects(load_aspects_config(aspects_config, DEFAULT_REGISTRY))
         self._device_arg = device
         self._device: str | None = None
         self._runner_factory = runner_factory
@@ -158,7 +167,7 @@ class Scorer:
 
     def signature(self, task: str, aspect: str) -> Signature:
         """The reproducibility signature of results for ``(task, aspect)``."""
-        a = get_aspect(task, aspect)
+        a = self.registry.get_aspect(task, aspect)
         ckpt = self.checkpoint(a.checkpoint)
         try:
             from .runner import library_versions
@@ -199,7 +208,7 @@ class Scorer:
             planning problem, or got non-finite logits; ``problems`` lists the
             planning problems.
         """
-        resolved: list[Aspect] = [get_aspect(task, a) for a in aspects]
+        resolved: list[Aspect] = [self.registry.get_aspect(task, a) for a in aspects]
         by_checkpoint: dict[str, list[Aspect]] = {}
         for a in resolved:
             by_checkpoint.setdefault(a.checkpoint, []).append(a)
@@ -220,6 +229,64 @@ class Scorer:
             out.update(fold(plan, p_yes, self.reference_reduction))
         return {a: out[a] for a in aspects}, problems
 
+    def _check_request(self, data: Iterable[Mapping[str, Any] | UniEvalData], task: str,
+                       aspects: Sequence[str]) -> list[UniEvalData]:
+        """Validate one request for all its aspects; raise for any problem (nothing scored)."""
+        resolved = [self.registry.get_aspect(task, a) for a in aspects]
+        items = list(data)
+        if len(items) > MAX_EXAMPLES_PER_REQUEST:
+            raise RequestTooLargeError(
+                f"a request holds at most {MAX_EXAMPLES_PER_REQUEST} examples, got {len(items)}; "
+                "split the data into several requests or use the CLI "
+                "(`unieval-local score FILE`), which splits any number of records"
+            )
+        if not items:
+            raise InvalidExampleError([ExampleProblem(0, "data", "the request holds no examples")])
+        examples, problems = validate_examples(items, resolved)
+        if problems:
+            raise InvalidExampleError(problems)
+        warn_input_hints(examples, self.registry.get_task(task), resolved)
+        return examples
+
+    def evaluate(self, data: Iterable[Mapping[str, Any] | UniEvalData], *, task: str = "summarization",
+                 aspects: Sequence[str] | str | None = None) -> EvaluationResult:
+        """Score one request (at most 250 examples) for several aspects of one task at once.
+
+        All aspects that share a checkpoint go through the model as one batch plan.
+
+        Args:
+            data: examples as dicts or :class:`UniEvalData`.
+            task: task name.
+            aspects: aspect names; ``None`` or ``"all"``: every aspect of the task.
+
+        Returns:
+            :class:`EvaluationResult`: per example its score per aspect and its
+            ``aspect_mean`` (mean over aspects, UniEval's per-sample "overall");
+            per aspect a :class:`UniEvalResult` whose ``overall`` is the mean over
+            examples. Ranges: [0, 1] except dialogue engagingness ([0, n_sentences]).
+
+        Raises:
+            The errors of :meth:`score`.
+        """
+        names = self.registry.aspect_names(task, aspects)
+        examples = self._check_request(data, task, names)
+        values = self.score_values(examples, task=task, aspects=names, strict=True)[0]
+        bad = sorted({i for v in values.values() for i in np.flatnonzero(~np.isfinite(v)).tolist()})
+        if bad:
+            raise NonFiniteScoreError(
+                f"the model gave non-finite logits for examples {bad[:20]} "
+                f"(dtype {self.dtype}); try dtype='float32'", bad)
+        per_aspect = {
+            a: UniEvalResult(overall=UniEvalStats(value=float(np.mean(v))),
+                             examples=[UniEvalStats(value=float(x)) for x in v],
+                             signature=self.signature(task, a))
+            for a, v in values.items()
+        }
+        rows = [ExampleScores(scores={a: float(values[a][i]) for a in names},
+                              aspect_mean=float(np.mean([values[a][i] for a in names])))
+                for i in range(len(examples))]
+        return EvaluationResult(task=task, aspects=names, examples=rows, per_aspect=per_aspect)
+
     def score(self, data: Iterable[Mapping[str, Any] | UniEvalData], *, task: str = "summarization",
               aspect: str = "coherence") -> UniEvalResult:
         """Score one request of at most 250 examples for one (task, aspect).
@@ -232,8 +299,9 @@ class Scorer:
             aspect: aspect name of the task.
 
         Returns:
-            :class:`UniEvalResult`: ``examples[i].value`` in [0, 1] per example in
-            input order, ``overall.value`` their mean, and a ``signature``.
+            :class:`UniEvalResult`: ``examples[i].value`` per example in input
+            order (in [0, 1]; dialogue engagingness in [0, n_sentences]),
+            ``overall.value`` their mean, and a ``signature``.
 
         Raises:
             UnknownTaskError: unknown task or aspect (a ``ValueError``).
@@ -243,30 +311,8 @@ class Scorer:
             CheckpointNotFoundError, CheckpointError: no usable checkpoint.
             NonFiniteScoreError: the model produced NaN/inf for some examples.
         """
-        a = get_aspect(task, aspect)
-        items = list(data)
-        if len(items) > MAX_EXAMPLES_PER_REQUEST:
-            raise RequestTooLargeError(
-                f"a request holds at most {MAX_EXAMPLES_PER_REQUEST} examples, got {len(items)}; "
-                "split the data into several requests or use the CLI "
-                "(`unieval-local score FILE`), which splits any number of records"
-            )
-        if not items:
-            raise InvalidExampleError([ExampleProblem(0, "data", "the request holds no examples")])
-        examples, problems = validate_examples(items, [a])
-        if problems:
-            raise InvalidExampleError(problems)
-        values = self.score_values(examples, task=task, aspects=[aspect], strict=True)[0][aspect]
-        bad = [i for i, v in enumerate(values) if not np.isfinite(v)]
-        if bad:
-            raise NonFiniteScoreError(
-                f"the model gave non-finite logits for examples {bad[:20]} "
-                f"(dtype {self.dtype}); try dtype='float32'", bad)
-        return UniEvalResult(
-            overall=UniEvalStats(value=float(np.mean(values))),
-            examples=[UniEvalStats(value=float(v)) for v in values],
-            signature=self.signature(task, aspect),
-        )
+        self.registry.get_aspect(task, aspect)
+        return self.evaluate(data, task=task, aspects=[aspect]).per_aspect[aspect]
 
 
 _DEFAULT_SCORERS: dict[str, Scorer] = {}

@@ -67,7 +67,10 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("input", help="records: .jsonl (streamed; '-' for stdin) or a .json list")
     sc.add_argument("--task", default="summarization", choices=list(TASKS), help="task (default summarization)")
     sc.add_argument("--aspect", action="append", dest="aspects", metavar="ASPECT",
-                    help=f"aspect to score, repeatable (default coherence). {aspects_help}")
+                    help=f"aspect to score, repeatable; 'all' for every aspect of the task (default: "
+                    f"the task's first aspect). {aspects_help}")
+    sc.add_argument("--aspects-config", default=None, metavar="FILE",
+                    help="YAML file of user-defined aspects (see configs/aspects.example.yaml)")
     sc.add_argument("--model", action="append", metavar="DIR|HUB_ID|NAME=DIR",
                     help="checkpoint folder or hub id for every task, or NAME=DIR per checkpoint "
                     f"({', '.join(CHECKPOINTS)}); default: $UNIEVAL_LOCAL_HOME, HF cache, hub")
@@ -101,6 +104,13 @@ def _build_parser() -> argparse.ArgumentParser:
     dl.add_argument("--checkpoint", action="append", choices=list(CHECKPOINTS), help="checkpoint name, repeatable")
     dl.add_argument("--to", required=True, help="folder to write into (use it as UNIEVAL_LOCAL_HOME)")
     dl.add_argument("--revision", default=None, help="hub branch, tag or commit (default main)")
+
+    tk = sub.add_parser(
+        "tasks",
+        help="list tasks and aspects",
+        description="Print every task and aspect: the fields it needs, granularity, range and checkpoint.",
+    )
+    tk.add_argument("--aspects-config", default=None, metavar="FILE", help="include user-defined aspects")
 
     vf = sub.add_parser(
         "verify",
@@ -157,22 +167,25 @@ def cmd_score(args: argparse.Namespace) -> int:
     from .errors import CheckpointError, CheckpointNotFoundError, UnknownTaskError
     from .plan import validate_examples
     from .records import InputFileError, count_records, iter_records
-    from .tasks import get_aspect
+    from .plan import input_hint_counts, input_hint_message
 
-    aspects = list(dict.fromkeys(args.aspects or ["coherence"]))
     try:
-        resolved = [get_aspect(args.task, a) for a in aspects]
         scorer = Scorer(model=_model_arg(args.model), device=args.device, dtype=args.dtype,
                         max_length=args.max_length, batch_tokens=args.batch_tokens,
                         reference_reduction=args.reference_reduction, offline=args.offline,
                         progress=False if args.no_progress else None, cache_dir=args.cache_dir,
-                        fast_forward=args.fast_forward)
+                        fast_forward=args.fast_forward, aspects_config=args.aspects_config)
+        registry = scorer.registry
+        wanted = args.aspects or [next(iter(registry.get_task(args.task).aspects))]
+        aspects = registry.aspect_names(args.task, "all" if "all" in wanted else wanted)
+        resolved = [registry.get_aspect(args.task, a) for a in aspects]
+        task = registry.get_task(args.task)
         records = iter_records(args.input)
         first = next(records, None)
         total = count_records(args.input)
         if first is None:
             raise InputFileError(f"{args.input} holds no records")
-    except (UnknownTaskError, ValueError, InputFileError, OSError) as exc:
+    except (UnknownTaskError, ValueError, InputFileError, OSError) as exc:  # AspectsConfigError too
         print(f"unieval-local: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
@@ -193,10 +206,13 @@ def cmd_score(args: argparse.Namespace) -> int:
     values: dict[str, list[float]] = {a: [] for a in aspects}
     per_system: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     n_rows = n_failed = 0
+    hints: dict[str, int] = defaultdict(int)
 
     def flush(chunk) -> None:
         nonlocal n_rows, n_failed
         examples, problems = validate_examples([r.data for r in chunk], resolved)
+        for name, n in input_hint_counts(examples, task, resolved).items():
+            hints[name] += n
         errors: dict[int, list[str]] = defaultdict(list)
         scores, plan_problems = scorer.score_values(examples, task=args.task, aspects=aspects)
         for p in problems + plan_problems:
@@ -219,6 +235,8 @@ def cmd_score(args: argparse.Namespace) -> int:
                                            "NonFiniteScore")
                 else:
                     line["scores"] = row
+                    if len(aspects) > 1:
+                        line["aspect_mean"] = float(np.mean(list(row.values())))
                     for a, v in row.items():
                         values[a].append(v)
                         if "system_id" in line:
@@ -250,6 +268,8 @@ def cmd_score(args: argparse.Namespace) -> int:
             out.close()
     signature = scorer.signature(args.task, aspects[0]).model_copy(update={"aspect": "+".join(aspects)})
     _print_summary(aspects, values, per_system, n_rows, n_failed, signature, sys.stderr)
+    if hints:
+        print(f"warning: {input_hint_message(task, dict(hints))}", file=sys.stderr)
     return EXIT_ROWS_FAILED if n_failed else EXIT_OK
 
 
@@ -276,6 +296,30 @@ def cmd_download(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_tasks(args: argparse.Namespace) -> int:
+    """``unieval-local tasks``: print the registry as a table; exit 0 (2 on a bad config)."""
+    from .tasks import DEFAULT_REGISTRY
+
+    registry = DEFAULT_REGISTRY
+    if args.aspects_config:
+        from .aspects_config import load_aspects_config
+
+        try:
+            registry = DEFAULT_REGISTRY.with_aspects(load_aspects_config(args.aspects_config, DEFAULT_REGISTRY))
+        except ValueError as exc:
+            print(f"unieval-local: error: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    rows = [("task", "aspect", "needs", "granularity", "range", "checkpoint")]
+    for task in registry.tasks.values():
+        for a in task.aspects.values():
+            gran = "whole target" if a.granularity == "output" else f"{a.reduction} over sentences"
+            rows.append((task.name, a.name, ", ".join(a.required_fields), gran, a.value_range, a.checkpoint))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    return EXIT_OK
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     """``unieval-local verify``: print a report per checkpoint; exit 0 when all pass, else 1."""
     from .checkpoints import verify_checkpoint
@@ -291,7 +335,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``unieval-local`` console script; returns the exit status."""
     args = _build_parser().parse_args(argv)
-    handler = {"score": cmd_score, "download": cmd_download, "verify": cmd_verify}[args.command]
+    handler = {"score": cmd_score, "download": cmd_download, "verify": cmd_verify, "tasks": cmd_tasks}[args.command]
     return handler(args)
 
 

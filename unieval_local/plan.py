@@ -14,6 +14,7 @@ repo) or, on request, the maximum is taken.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -117,6 +118,42 @@ def parse_example(index: int, item: Any) -> tuple[UniEvalData | None, list[Examp
             loc = ".".join(str(p) for p in err["loc"]) or "record"
             problems.append(ExampleProblem(index, loc, err["msg"]))
         return None, problems
+
+
+def input_hint_counts(examples: Sequence[UniEvalData | None], task, aspects: Sequence[Aspect]) -> dict[str, int]:
+    """Per field, how many examples lack the ending the checkpoint was trained with.
+
+    UniEval's dialogue checkpoint saw histories ending with a blank line and
+    facts ending with a newline (``task.input_hints``). Only fields that the
+    given aspects use are counted.
+    """
+    used = {pf.field for a in aspects for pf in a.fields}
+    counts: dict[str, int] = {}
+    for name, (suffix, _) in task.input_hints.items():
+        if name in used:
+            n = sum(1 for ex in examples if ex is not None and isinstance(ex.get_field(name), str)
+                    and not ex.get_field(name).endswith(suffix))
+            if n:
+                counts[name] = n
+    return counts
+
+
+def input_hint_message(task, counts: dict[str, int]) -> str:
+    """One sentence per field of :func:`input_hint_counts` (empty string if none)."""
+    parts = []
+    for name, n in counts.items():
+        suffix, what = task.input_hints[name]
+        parts.append(f"{n} example(s) have a '{name}' not ending with {suffix!r} ({what}), as the "
+                     f"{task.name} checkpoint was trained; they are scored as given (text is never rewritten)")
+    return "; ".join(parts)
+
+
+def warn_input_hints(examples: Sequence[UniEvalData | None], task, aspects: Sequence[Aspect]) -> dict[str, int]:
+    """Warn once per call when inputs lack the trained endings (see :func:`input_hint_counts`)."""
+    counts = input_hint_counts(examples, task, aspects)
+    if counts:
+        warnings.warn(input_hint_message(task, counts), UserWarning, stacklevel=3)
+    return counts
 
 
 def validate_examples(

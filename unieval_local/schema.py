@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from .tasks import get_aspect, get_task
+from .tasks import DEFAULT_REGISTRY
 
 
 class UniEvalConfig(BaseModel):
@@ -19,7 +19,9 @@ class UniEvalConfig(BaseModel):
 
     ``evaluation_aspect`` is the hosted schema's name; ``aspect=`` is accepted
     too and ``config.aspect`` reads it. Both names are validated against the
-    registry (:mod:`unieval_local.tasks`).
+    registry (:mod:`unieval_local.tasks`): the built-ins, or the one passed as
+    ``UniEvalConfig.model_validate(data, context={"registry": scorer.registry})``
+    to accept user-defined aspects.
 
     Raises:
         pydantic.ValidationError: unknown task or aspect (the message lists valid names).
@@ -33,9 +35,9 @@ class UniEvalConfig(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _known(self) -> "UniEvalConfig":
-        get_task(self.task)
-        get_aspect(self.task, self.evaluation_aspect)
+    def _known(self, info: ValidationInfo) -> "UniEvalConfig":
+        registry = (info.context or {}).get("registry", DEFAULT_REGISTRY)
+        registry.get_aspect(self.task, self.evaluation_aspect)
         return self
 
     @property
@@ -132,7 +134,7 @@ class Signature(BaseModel):
 
 
 class UniEvalStats(BaseModel):
-    """One score. ``value`` is in [0, 1] for every summarization aspect."""
+    """One score. ``value`` is in [0, 1], except dialogue engagingness: [0, n_sentences]."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -153,3 +155,39 @@ class UniEvalResult(BaseModel):
     overall: UniEvalStats
     examples: list[UniEvalStats]
     signature: Signature | None = None
+
+
+class ExampleScores(BaseModel):
+    """One example's scores in a multi-aspect evaluation.
+
+    Attributes:
+        scores: aspect -> score.
+        aspect_mean: the mean of this example's aspect scores (what UniEval's
+            ``evaluate`` calls the sample's ``overall``). Not to be confused
+            with ``UniEvalResult.overall``, the mean of one aspect over examples.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    scores: dict[str, float]
+    aspect_mean: float
+
+
+class EvaluationResult(BaseModel):
+    """A multi-aspect evaluation of one request (``Scorer.evaluate``).
+
+    Attributes:
+        task: the task.
+        aspects: the aspects, in the order asked.
+        examples: per example, in input order: its score per aspect and its
+            ``aspect_mean`` (mean over aspects; UniEval's per-sample overall).
+        per_aspect: aspect -> :class:`UniEvalResult`, whose ``overall`` is the
+            mean over examples of that aspect.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    task: str
+    aspects: list[str]
+    examples: list[ExampleScores]
+    per_aspect: dict[str, UniEvalResult]

@@ -85,89 +85,158 @@ class Aspect:
 
 @dataclass(frozen=True)
 class Task:
-    """A task: its name and its aspects, keyed by aspect name."""
+    """A task: its name, its aspects (keyed by name) and its default checkpoint.
+
+    ``input_hints`` maps a field to the ending the checkpoint saw in training
+    (e.g. dialogue history ends with a blank line); inputs without it are
+    scored as given, with one warning per call.
+    """
 
     name: str
     aspects: dict[str, Aspect] = field(default_factory=dict)
     description: str = ""
+    checkpoint: str = "unieval-sum"
+    input_hints: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def _fields(*pairs: tuple[str, str]) -> tuple[PromptField, ...]:
     return tuple(PromptField(label, name) for label, name in pairs)
 
 
-_SUM = "summarization"
+def _task(name: str, checkpoint: str, description: str, aspects: list[Aspect],
+          input_hints: dict[str, tuple[str, str]] | None = None) -> Task:
+    return Task(name, {a.name: a for a in aspects}, description, checkpoint, input_hints or {})
 
+
+_SUM, _DIA, _D2T, _FACT = "summarization", "dialogue", "data2text", "fact"
+
+#: The built-in tasks: UniEval's templates (``utils.add_question``) and reductions (``evaluator.py``).
 TASKS: dict[str, Task] = {
-    _SUM: Task(
-        name=_SUM,
-        description="Summaries of a source document (UniEval, SummEval-trained).",
-        aspects={
-            "coherence": Aspect(
-                _SUM,
-                "coherence",
-                "Is this a coherent summary to the document?",
-                _fields(("summary", "target"), ("document", "source")),
-                description="the summary is well structured and organised, given the document",
-            ),
-            "consistency": Aspect(
-                _SUM,
-                "consistency",
-                "Is this claim consistent with the document?",
-                _fields(("claim", "target"), ("document", "source")),
-                granularity="sentence",
-                description="every summary sentence is supported by the document (mean over sentences)",
-            ),
-            "fluency": Aspect(
-                _SUM,
-                "fluency",
-                "Is this a fluent paragraph?",
-                _fields(("paragraph", "target")),
-                granularity="sentence",
-                description="each sentence is well formed (mean over sentences)",
-            ),
-            "relevance": Aspect(
-                _SUM,
-                "relevance",
-                "Is this summary relevant to the reference?",
-                _fields(("summary", "target"), ("reference", "references")),
-                description="the summary holds the reference's important content (mean over references)",
-            ),
-        },
-    ),
+    _SUM: _task(_SUM, "unieval-sum", "Summaries of a source document (SummEval-trained).", [
+        Aspect(_SUM, "coherence", "Is this a coherent summary to the document?",
+               _fields(("summary", "target"), ("document", "source")),
+               description="the summary is well structured and organised, given the document"),
+        Aspect(_SUM, "consistency", "Is this claim consistent with the document?",
+               _fields(("claim", "target"), ("document", "source")), granularity="sentence",
+               description="every summary sentence is supported by the document (mean over sentences)"),
+        Aspect(_SUM, "fluency", "Is this a fluent paragraph?", _fields(("paragraph", "target")),
+               granularity="sentence", description="each sentence is well formed (mean over sentences)"),
+        Aspect(_SUM, "relevance", "Is this summary relevant to the reference?",
+               _fields(("summary", "target"), ("reference", "references")),
+               description="the summary holds the reference's important content (mean over references)"),
+    ]),
+    _DIA: _task(_DIA, "unieval-dialog", "Responses in a knowledge-grounded dialogue (Topical-Chat-trained).", [
+        Aspect(_DIA, "naturalness", "Is this a natural response in the dialogue?", _fields(("response", "target")),
+               checkpoint="unieval-dialog", description="the response is something a person would say"),
+        Aspect(_DIA, "coherence", "Is this a coherent response given the dialogue history?",
+               _fields(("response", "target"), ("dialogue history", "source")), checkpoint="unieval-dialog",
+               description="the response follows from the dialogue history"),
+        Aspect(_DIA, "engagingness",
+               "Is this an engaging and informative response according to the dialogue history and fact?",
+               _fields(("response", "target"), ("dialogue history", "source"), ("fact", "context")),
+               granularity="sentence", reduction="sum", checkpoint="unieval-dialog",
+               description="SUM over response sentences (UniEval), so it can exceed 1"),
+        Aspect(_DIA, "groundedness", "Is this response consistent with knowledge in the fact?",
+               _fields(("response", "target"), ("fact", "context")), checkpoint="unieval-dialog",
+               description="the response agrees with the knowledge fact"),
+        Aspect(_DIA, "understandability", "Is this an understandable response in the dialogue?",
+               _fields(("response", "target")), checkpoint="unieval-dialog",
+               description="the response can be understood"),
+    ], input_hints={"source": ("\n\n", "dialogue history: turns separated by newlines, ending with a blank line"),
+                    "context": ("\n", "fact: ending with a newline")}),
+    _D2T: _task(_D2T, "unieval-sum", "Text generated from data, e.g. a dialogue act (SF-RES/SF-HOT).", [
+        Aspect(_D2T, "naturalness", "Is this a fluent utterance?", _fields(("utterance", "target")),
+               description="the utterance is fluent and natural"),
+        Aspect(_D2T, "informativeness", "Is this sentence informative according to the reference?",
+               _fields(("sentence", "target"), ("reference", "references")),
+               description="the sentence carries the reference's information (mean over references)"),
+    ]),
+    _FACT: _task(_FACT, "unieval-fact", "Factual consistency of any text with a source document.", [
+        Aspect(_FACT, "consistency", "Is this claim consistent with the document?",
+               _fields(("claim", "target"), ("document", "source")), granularity="sentence",
+               checkpoint="unieval-fact", description="every sentence is supported by the document (mean)"),
+    ]),
 }
 
 
+class Registry:
+    """Tasks and their aspects: the built-ins plus, optionally, user-defined aspects.
+
+    Args:
+        tasks: task name -> :class:`Task` (default: the built-in :data:`TASKS`).
+    """
+
+    def __init__(self, tasks: dict[str, Task] | None = None):
+        self.tasks: dict[str, Task] = dict(TASKS if tasks is None else tasks)
+
+    def task_names(self) -> list[str]:
+        """Names of all tasks, in registry order."""
+        return list(self.tasks)
+
+    def get_task(self, task: str) -> Task:
+        """Return the :class:`Task` named ``task``.
+
+        Raises:
+            UnknownTaskError: the name is not registered; the message lists valid names.
+        """
+        try:
+            return self.tasks[task]
+        except (KeyError, TypeError):
+            raise UnknownTaskError(f"unknown task {task!r}; valid tasks: {', '.join(self.tasks)}") from None
+
+    def get_aspect(self, task: str, aspect: str) -> Aspect:
+        """Return the :class:`Aspect` ``aspect`` of ``task``.
+
+        Raises:
+            UnknownTaskError: unknown task or aspect; the message lists the valid ones.
+        """
+        t = self.get_task(task)
+        try:
+            return t.aspects[aspect]
+        except (KeyError, TypeError):
+            raise UnknownTaskError(
+                f"unknown aspect {aspect!r} for task {task!r}; valid aspects: {', '.join(t.aspects)}"
+            ) from None
+
+    def aspect_names(self, task: str, aspects: str | list[str] | tuple[str, ...] | None) -> list[str]:
+        """Expand ``None`` or ``"all"`` to every aspect of ``task``; check the names; drop repeats."""
+        names = list(self.get_task(task).aspects) if aspects in (None, "all", ["all"], ("all",)) else list(aspects)
+        for a in names:
+            self.get_aspect(task, a)
+        return list(dict.fromkeys(names))
+
+    def with_aspects(self, extra: list[Aspect]) -> "Registry":
+        """A new registry with ``extra`` aspects added to their tasks.
+
+        Raises:
+            UnknownTaskError: an aspect names an unknown task.
+            ValueError: an aspect already exists in its task.
+        """
+        tasks = dict(self.tasks)
+        for a in extra:
+            if a.task not in tasks:
+                raise UnknownTaskError(f"unknown task {a.task!r} for aspect {a.name!r}; valid tasks: {', '.join(tasks)}")
+            t = tasks[a.task]
+            if a.name in t.aspects:
+                raise ValueError(f"aspect {a.name!r} already exists for task {a.task!r}")
+            tasks[a.task] = Task(t.name, {**t.aspects, a.name: a}, t.description, t.checkpoint, t.input_hints)
+        return Registry(tasks)
+
+
+#: The registry of built-in tasks and aspects.
+DEFAULT_REGISTRY = Registry()
+
+
 def task_names() -> list[str]:
-    """Names of all registered tasks, in registry order."""
-    return list(TASKS)
+    """Names of the built-in tasks."""
+    return DEFAULT_REGISTRY.task_names()
 
 
 def get_task(task: str) -> Task:
-    """Return the :class:`Task` named ``task``.
-
-    Raises:
-        UnknownTaskError: the name is not registered; the message lists valid names.
-    """
-    try:
-        return TASKS[task]
-    except (KeyError, TypeError):
-        raise UnknownTaskError(
-            f"unknown task {task!r}; valid tasks: {', '.join(TASKS)}"
-        ) from None
+    """The built-in :class:`Task` ``task`` (see :meth:`Registry.get_task`)."""
+    return DEFAULT_REGISTRY.get_task(task)
 
 
 def get_aspect(task: str, aspect: str) -> Aspect:
-    """Return the :class:`Aspect` ``aspect`` of ``task``.
-
-    Raises:
-        UnknownTaskError: unknown task or aspect; the message lists the valid ones.
-    """
-    t = get_task(task)
-    try:
-        return t.aspects[aspect]
-    except (KeyError, TypeError):
-        raise UnknownTaskError(
-            f"unknown aspect {aspect!r} for task {task!r}; "
-            f"valid aspects: {', '.join(t.aspects)}"
-        ) from None
+    """The built-in :class:`Aspect` (see :meth:`Registry.get_aspect`)."""
+    return DEFAULT_REGISTRY.get_aspect(task, aspect)

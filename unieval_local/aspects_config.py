@@ -1,0 +1,161 @@
+"""User-defined aspects from a YAML file (``--aspects-config`` / ``Scorer(aspects_config=...)``).
+
+The UniEval paper (Sec. 5.4, "transfer to unseen dimensions") shows the
+Boolean-QA evaluators answer new questions zero-shot. A config adds such
+questions to an existing task; they run through the same validation and engine
+as the built-ins. Format (see ``configs/aspects.example.yaml``)::
+
+    aspects:
+      - task: summarization          # an existing task
+        name: conciseness            # new aspect name (letters, digits, _ and -)
+        question: Is this a concise summary of the document?
+        fields:                      # prompt order; must include the target
+          - {label: summary, field: target}
+          - {label: document, field: source}
+        granularity: output          # output (default) | sentence
+        reduction: mean              # mean (default) | sum | min, over sentences
+        checkpoint: unieval-sum      # optional; default: the task's checkpoint
+
+``field`` is any field of the example: ``target``, ``source``, ``context``,
+``references`` (one query per reference) or an extra one such as ``instruction``.
+The prompt is ``question: <question> </s> <label>: <value> </s> ...``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import UniEvalError
+from .tasks import Aspect, PromptField, Registry
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*$")
+
+
+class AspectsConfigError(ValueError, UniEvalError):
+    """The aspects config file is unreadable or invalid; the message names the key and line."""
+
+
+class _FieldSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str = Field(min_length=1)
+    field: str
+
+    @field_validator("field")
+    @classmethod
+    def _identifier(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", v):
+            raise ValueError(f"field must be an identifier such as 'source' or 'instruction', got {v!r}")
+        return v
+
+
+class _AspectSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    task: str
+    name: str
+    question: str = Field(min_length=1)
+    fields: list[_FieldSpec] = Field(min_length=1)
+    granularity: Literal["output", "sentence"] = "output"
+    reduction: Literal["mean", "sum", "min"] = "mean"
+    checkpoint: str | None = None
+    description: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME.match(v) or v == "all":
+            raise ValueError(f"name must start with a letter and hold letters, digits, _ or - (not 'all'), got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _has_target(self) -> "_AspectSpec":
+        if not any(f.field == "target" for f in self.fields):
+            raise ValueError("fields must include the text under evaluation: {label: ..., field: target}")
+        return self
+
+
+class _ConfigFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    aspects: list[_AspectSpec] = Field(min_length=1)
+
+
+def _line_map(text: str) -> dict[tuple, int]:
+    """Map each key path of a YAML document to its 1-based line."""
+    import yaml
+
+    lines: dict[tuple, int] = {}
+
+    def walk(node, path):
+        lines[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                lines[path + (k.value,)] = k.start_mark.line + 1
+                walk(v, path + (k.value,))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                walk(v, path + (i,))
+
+    root = yaml.compose(text)
+    if root is not None:
+        walk(root, ())
+    return lines
+
+
+def load_aspects_config(path: str | os.PathLike, registry: Registry) -> list[Aspect]:
+    """Read a YAML aspects config and return its aspects.
+
+    Args:
+        path: the YAML file.
+        registry: the registry the aspects join (tasks must exist in it).
+
+    Returns:
+        The aspects, in file order.
+
+    Raises:
+        AspectsConfigError: unreadable YAML, unknown key, bad value, missing
+            question, unknown task, or a name that already exists; each message
+            names the file, the key path (e.g. ``aspects[0].granularity``) and its line.
+    """
+    import yaml
+
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = yaml.safe_load(text)
+    except OSError as exc:
+        raise AspectsConfigError(f"cannot read aspects config {str(path)!r}: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise AspectsConfigError(f"{path}: not valid YAML: {exc}") from exc
+    lines = _line_map(text)
+    try:
+        spec = _ConfigFile.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            key = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(loc))
+            line = next((lines[loc[:n]] for n in range(len(loc), -1, -1) if loc[:n] in lines), None)
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            if err["type"] == "missing":
+                msg = "missing required key"
+            problems.append(f"{path}:{line}: {key or 'file'}: {msg}")
+        raise AspectsConfigError("invalid aspects config:\n  " + "\n  ".join(problems)) from None
+    aspects = []
+    for i, a in enumerate(spec.aspects):
+        where = f"{path}:{lines.get(('aspects', i), '?')}: aspects[{i}]"
+        if a.task not in registry.tasks:
+            raise AspectsConfigError(f"{where}.task: unknown task {a.task!r}; valid tasks: {', '.join(registry.tasks)}")
+        if a.name in registry.tasks[a.task].aspects or any(b.task == a.task and b.name == a.name for b in aspects):
+            raise AspectsConfigError(f"{where}.name: aspect {a.name!r} already exists for task {a.task!r}")
+        aspects.append(Aspect(
+            task=a.task, name=a.name, question=a.question,
+            fields=tuple(PromptField(f.label, f.field) for f in a.fields),
+            granularity=a.granularity, reduction=a.reduction,
+            checkpoint=a.checkpoint or registry.tasks[a.task].checkpoint,
+            description=a.description or f"user-defined ({path.name})",
+        ))
+    return aspects
