@@ -71,8 +71,10 @@ class UniEvalLoop:
 
     def __init__(self, model_dir: str, device: str, max_length: int = 1024, batch_size: int = 8):
         import torch
+        import transformers
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+        transformers.utils.logging.disable_progress_bar()
         self.torch = torch
         self.device, self.max_length, self.batch_size = device, max_length, batch_size
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)

@@ -196,3 +196,19 @@ def test_cache_is_safe_under_concurrent_writers(tmp_path):
     cache = ScoreCache(tmp_path / "c")
     assert len(cache) == 1200
     assert cache.get_many(["b-399", "a-0"]) == {"b-399": 399 / 400, "a-0": 0.0}
+
+
+def test_unusable_cache_folder_is_a_clear_error(tmp_path, tiny_ckpt, capsys):
+    from unieval_local.cache import CacheError
+    from unieval_local.cli import main
+
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CacheError, match="cannot use cache folder"):
+        Scorer(model=tiny_ckpt, cache_dir=tmp_path / "file")
+    src = tmp_path / "in.jsonl"
+    src.write_text('{"target": "A b.", "source": "C d."}\n')
+    assert main(["score", str(src), "--model", str(tiny_ckpt), "--cache-dir", str(tmp_path / "file")]) == 2
+    assert "cannot use cache folder" in capsys.readouterr().err
+    assert main(["score", str(src), "--model", str(tiny_ckpt), "--cache-dir", str(tmp_path / "c"), "--no-progress"]) == 0
+    assert main(["score", str(src), "--model", str(tiny_ckpt), "--cache-dir", str(tmp_path / "c"), "--no-progress"]) == 0
+    assert "cache " + str(tmp_path / "c") + ": 1 queries reused, 0 scored" in capsys.readouterr().err

@@ -60,6 +60,7 @@ class Scorer:
 
     Raises:
         ValueError: bad ``dtype``, ``max_length``, ``batch_tokens`` or reduction.
+        CacheError: ``cache_dir`` cannot be created or written (a ``ValueError``).
         AspectsConfigError: an invalid aspects config (a ``ValueError``).
 
     Example:
@@ -105,6 +106,10 @@ class Scorer:
         self.fast_forward = bool(fast_forward)
         self.cache_dir = cache_dir
         self._cache = None
+        if cache_dir is not None:
+            from .cache import ScoreCache
+
+            self._cache = ScoreCache(cache_dir)  # fail early on an unusable folder
         self.registry: Registry = DEFAULT_REGISTRY
         if aspects_config is not None:
             from .aspects_config import load_aspects_config
@@ -155,15 +160,18 @@ class Scorer:
                     from .runner import load_runner
 
                     runner = load_runner(ckpt, self.device, self.dtype)
-                if self.cache_dir is not None:
-                    from .cache import CachedRunner, ScoreCache
+                if self._cache is not None:
+                    from .cache import CachedRunner
 
-                    if self._cache is None:
-                        self._cache = ScoreCache(self.cache_dir)
                     runner = CachedRunner(runner, self._cache, ckpt.path, dtype=self.dtype,
                                           device=self.device, fast_forward=self.fast_forward)
                 self._runners[name] = runner
             return self._runners[name]
+
+    def cache_stats(self) -> dict[str, int]:
+        """Queries answered from the score cache (``hits``) and scored anew (``misses``) so far."""
+        runners = [r for r in self._runners.values() if hasattr(r, "hits")]
+        return {"hits": sum(r.hits for r in runners), "misses": sum(r.misses for r in runners)}
 
     def signature(self, task: str, aspect: str) -> Signature:
         """The reproducibility signature of results for ``(task, aspect)``."""

@@ -26,12 +26,17 @@ from pathlib import Path
 import numpy as np
 
 from .checkpoints import sha256_file
+from .errors import UniEvalError
 
 #: Bump when a change to the engine can change scores (it is part of every key).
 ENGINE_VERSION = "1"
 
 #: Files of a checkpoint folder that can change a score.
 _FINGERPRINT_SUFFIXES = (".json", ".safetensors", ".bin", ".model")
+
+
+class CacheError(ValueError, UniEvalError):
+    """The cache folder cannot be created, opened or written."""
 
 
 class ScoreCache:
@@ -41,22 +46,25 @@ class ScoreCache:
         cache_dir: folder for ``scores.sqlite`` (created if missing).
 
     Raises:
-        OSError / sqlite3.Error: the folder or database cannot be written.
+        CacheError: the folder or database cannot be created or written (a ``ValueError``).
     """
 
     def __init__(self, cache_dir: str | os.PathLike):
         self.folder = Path(cache_dir).expanduser()
-        self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / "scores.sqlite"
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, timeout=120, check_same_thread=False, isolation_level=None)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL NOT NULL)")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS file_hashes (path TEXT, size INTEGER, mtime_ns INTEGER, sha256 TEXT,"
-            " PRIMARY KEY (path, size, mtime_ns))"
-        )
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=120, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL NOT NULL)")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS file_hashes (path TEXT, size INTEGER, mtime_ns INTEGER, sha256 TEXT,"
+                " PRIMARY KEY (path, size, mtime_ns))"
+            )
+        except (OSError, sqlite3.Error) as exc:
+            raise CacheError(f"cannot use cache folder {str(self.folder)!r}: {type(exc).__name__}: {exc}") from exc
 
     def get_many(self, keys: Sequence[str]) -> dict[str, float]:
         """The cached values of those ``keys`` that are present."""

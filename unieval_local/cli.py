@@ -4,8 +4,8 @@ Exit status of ``unieval-local score``:
     0  every record was scored;
     1  some records failed: each has an error record in the output, the others
        are scored;
-    2  usage error, unreadable or empty input, unwritable output or unavailable
-       device (nothing scored);
+    2  usage error, unreadable or empty input, unwritable output or cache
+       folder, unavailable device (nothing scored);
     3  checkpoint not found or not loadable (nothing scored).
 """
 
@@ -59,8 +59,8 @@ def _build_parser() -> argparse.ArgumentParser:
             "record, in input order: {index, key, [doc_id, system_id], scores: {aspect: value}} "
             "or {index, key, error: {type, message}}. Records are sent in requests of at most "
             "250. The mean per aspect (and per system_id) is printed on stderr. Exit status: "
-            "0 all scored, 1 some records failed (the rest are scored), 2 usage, input, output or "
-            "device error, "
+            "0 all scored, 1 some records failed (the rest are scored), 2 usage, input, output, "
+            "cache or device error, "
             "3 checkpoint not found or not loadable."
         ),
     )
@@ -268,6 +268,9 @@ def cmd_score(args: argparse.Namespace) -> int:
             out.close()
     signature = scorer.signature(args.task, aspects[0]).model_copy(update={"aspect": "+".join(aspects)})
     _print_summary(aspects, values, per_system, n_rows, n_failed, signature, sys.stderr)
+    if args.cache_dir:
+        st = scorer.cache_stats()
+        print(f"cache {args.cache_dir}: {st['hits']} queries reused, {st['misses']} scored", file=sys.stderr)
     if hints:
         print(f"warning: {input_hint_message(task, dict(hints))}", file=sys.stderr)
     return EXIT_ROWS_FAILED if n_failed else EXIT_OK
