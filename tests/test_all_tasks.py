@@ -133,8 +133,24 @@ BAD_CONFIGS = [
      r"bad.yaml:2: aspects\[0\].task: unknown task 'poetry'"),
     ("aspects:\n  - task: summarization\n    name: coherence\n    question: Q?\n    fields:\n      - {label: s, field: target}\n",
      r"aspect 'coherence' already exists"),
-    ("aspects: [unclosed\n", r"not valid YAML"),
+    ("aspects: [unclosed\n", r"bad.yaml:2:1: not valid YAML"),
+    ("", r"bad.yaml: the file is empty"),
+    ("aspects:\n  - task: summarization\n    name: x\n    question: Q?\n    fields:\n      - {label: s, field: target}\n"
+     "    checkpoint: unieval-summ\n", r"bad.yaml:7: aspects\[0\].checkpoint: unknown checkpoint 'unieval-summ'"),
+    ("aspects:\n  - task: summarization\n    name: x\n    question: Q?\n    fields:\n      - {label: s, field: target}\n"
+     "      - {label: d, field: source}\n    chunk_field: context\n", r"chunk_field: must be one of .*'source'"),
 ]
+
+
+def test_signature_tells_custom_aspect_definitions_apart(tmp_path, fake_ckpt):
+    sigs = []
+    for q in ("Is this concise?", "Is this short?"):
+        path = tmp_path / f"{len(sigs)}.yaml"
+        path.write_text(f"aspects:\n  - task: summarization\n    name: concise\n    question: {q}\n"
+                        "    fields: [{label: summary, field: target}]\n")
+        sigs.append(str(Scorer(model=fake_ckpt, aspects_config=path).signature("summarization", "concise")))
+    assert sigs[0] != sigs[1] and "aspect:concise#" in sigs[0]
+    assert "#" not in str(Scorer(model=fake_ckpt).signature("summarization", "coherence")).split("|")[2]
 
 
 @pytest.mark.parametrize("text,message", BAD_CONFIGS)

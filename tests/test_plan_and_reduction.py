@@ -60,8 +60,10 @@ def test_plan_layout_and_fold_grid():
     plan, problems = build_plan([ex, None], [get_aspect("summarization", "fluency"),
                                              get_aspect("summarization", "relevance")], DEFAULT_SPLITTER)
     assert problems == []
-    assert plan.blocks["fluency"] == [Block(0, 1, 2), None]
-    assert plan.blocks["relevance"] == [Block(2, 2, 1), None]
+    assert plan.blocks["fluency"] == [Block([[[0], [1]]], [(0, 6), (7, 13)]), None]
+    assert plan.blocks["relevance"] == [Block([[[2]], [[3]]], [(0, 13)]), None]
+    assert [(q.example, q.aspect, q.reference, q.unit) for q in plan.queries] == [
+        (0, "fluency", 0, 0), (0, "fluency", 0, 1), (0, "relevance", 0, 0), (0, "relevance", 1, 0)]
     assert plan.prompts[3] == render_prompt(get_aspect("summarization", "relevance"), ex, ex.target, "y")
     p = np.array([0.1, 0.5, 0.4, 0.8])
     out = fold(plan, p)

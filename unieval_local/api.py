@@ -183,8 +183,16 @@ class Scorer:
             torch_v, tf_v = library_versions()
         except ImportError:  # pragma: no cover - torch is a dependency
             torch_v = tf_v = "unknown"
+        builtin = DEFAULT_REGISTRY.tasks.get(task)
+        custom = builtin is None or aspect not in builtin.aspects
+        aspect_hash = None
+        if custom:
+            import hashlib
+
+            aspect_hash = hashlib.sha256(repr((a.question, a.fields, a.granularity, a.reduction, a.chunk_field,
+                                               a.window_reduction, a.chunk_unit)).encode()).hexdigest()[:12]
         return Signature(
-            package=__version__, task=task, aspect=aspect,
+            package=__version__, task=task, aspect=aspect, aspect_hash=aspect_hash,
             checkpoint=ckpt.hub_id or str(ckpt.path), revision=ckpt.revision,
             max_length=self.max_length, splitter=self.splitter.name,
             reference_reduction=self.reference_reduction, dtype=self.dtype,

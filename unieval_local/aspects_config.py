@@ -14,7 +14,11 @@ as the built-ins. Format (see ``configs/aspects.example.yaml``)::
           - {label: document, field: source}
         granularity: output          # output (default) | sentence
         reduction: mean              # mean (default) | sum | min, over sentences
-        checkpoint: unieval-sum      # optional; default: the task's checkpoint
+        checkpoint: unieval-sum      # optional; default: the task's checkpoint (or a hub id)
+        chunk_field: source          # optional; the long field long_input="chunk" windows
+                                     # (default: the last non-target field)
+        window_reduction: mean       # optional; max | mean over windows
+        chunk_unit: sentence         # optional; sentence | line (dialogue turns)
 
 ``field`` is any field of the example: ``target``, ``source``, ``context``,
 ``references`` (one query per reference) or an extra one such as ``instruction``.
@@ -31,9 +35,10 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import UniEvalError
-from .tasks import Aspect, PromptField, Registry
+from .tasks import CHECKPOINTS, Aspect, PromptField, Registry
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*$")
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
 
 class AspectsConfigError(ValueError, UniEvalError):
@@ -63,6 +68,9 @@ class _AspectSpec(BaseModel):
     reduction: Literal["mean", "sum", "min"] = "mean"
     checkpoint: str | None = None
     description: str = ""
+    chunk_field: str | None = None
+    window_reduction: Literal["max", "mean"] = "mean"
+    chunk_unit: Literal["sentence", "line"] = "sentence"
 
     @field_validator("name")
     @classmethod
@@ -129,7 +137,13 @@ def load_aspects_config(path: str | os.PathLike, registry: Registry) -> list[Asp
     except OSError as exc:
         raise AspectsConfigError(f"cannot read aspects config {str(path)!r}: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise AspectsConfigError(f"{path}: not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise AspectsConfigError(f"{where}: not valid YAML: {problem}") from exc
+    if data is None:
+        raise AspectsConfigError(f"{path}: the file is empty; it needs an 'aspects:' list "
+                                 "(see configs/aspects.example.yaml)")
     lines = _line_map(text)
     try:
         spec = _ConfigFile.model_validate(data)
@@ -138,7 +152,7 @@ def load_aspects_config(path: str | os.PathLike, registry: Registry) -> list[Asp
         for err in exc.errors():
             loc = tuple(err["loc"])
             key = "".join(f"[{p}]" if isinstance(p, int) else (f".{p}" if i else str(p)) for i, p in enumerate(loc))
-            line = next((lines[loc[:n]] for n in range(len(loc), -1, -1) if loc[:n] in lines), None)
+            line = next((lines[loc[:n]] for n in range(len(loc), -1, -1) if loc[:n] in lines), 1)
             msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
             if err["type"] == "missing":
                 msg = "missing required key"
@@ -151,11 +165,21 @@ def load_aspects_config(path: str | os.PathLike, registry: Registry) -> list[Asp
             raise AspectsConfigError(f"{where}.task: unknown task {a.task!r}; valid tasks: {', '.join(registry.tasks)}")
         if a.name in registry.tasks[a.task].aspects or any(b.task == a.task and b.name == a.name for b in aspects):
             raise AspectsConfigError(f"{where}.name: aspect {a.name!r} already exists for task {a.task!r}")
+        if a.checkpoint is not None and a.checkpoint not in CHECKPOINTS and not _HUB_ID.match(a.checkpoint):
+            raise AspectsConfigError(
+                f"{path}:{lines.get(('aspects', i, 'checkpoint'), '?')}: aspects[{i}].checkpoint: unknown checkpoint "
+                f"{a.checkpoint!r}; use one of {', '.join(CHECKPOINTS)} or a hub id 'owner/name'")
+        fields = [f.field for f in a.fields]
+        chunk_field = a.chunk_field or next((f for f in reversed(fields) if f != "target"), None)
+        if chunk_field is not None and (chunk_field == "target" or chunk_field not in fields):
+            raise AspectsConfigError(f"{where}.chunk_field: must be one of the aspect's non-target fields "
+                                     f"{[f for f in fields if f != 'target']}, got {chunk_field!r}")
         aspects.append(Aspect(
             task=a.task, name=a.name, question=a.question,
             fields=tuple(PromptField(f.label, f.field) for f in a.fields),
             granularity=a.granularity, reduction=a.reduction,
             checkpoint=a.checkpoint or registry.tasks[a.task].checkpoint,
             description=a.description or f"user-defined ({path.name})",
+            chunk_field=chunk_field, window_reduction=a.window_reduction, chunk_unit=a.chunk_unit,
         ))
     return aspects

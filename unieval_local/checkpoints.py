@@ -146,7 +146,7 @@ def resolve_checkpoint(
             looked.append(f"the model mapping (no entry {name!r}; it has {sorted(model)})")
     else:
         explicit = model
-    hub_id = CHECKPOINTS.get(name)
+    hub_id = CHECKPOINTS.get(name) or (name if _HUB_ID.match(name) else None)
     if explicit is not None:
         text = os.fspath(explicit)
         folder = Path(text).expanduser()

@@ -316,6 +316,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     for task in registry.tasks.values():
         for a in task.aspects.values():
             gran = "whole target" if a.granularity == "output" else f"{a.reduction} over sentences"
+            if "references" in a.required_fields:
+                gran += ", mean over references"
             rows.append((task.name, a.name, ", ".join(a.required_fields), gran, a.value_range, a.checkpoint))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:

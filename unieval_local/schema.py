@@ -105,6 +105,10 @@ class UniEvalData(BaseModel):
 class Signature(BaseModel):
     """What produced a result: enough to reproduce it (sacrebleu-style signature).
 
+    ``aspect_hash`` (user-defined aspects only) is a short SHA-256 of the
+    aspect's question, fields, granularity and reductions, so two configs that
+    define the same name differently give different signatures.
+
     ``str(signature)`` gives a compact one-line form for papers and logs.
     """
 
@@ -113,6 +117,7 @@ class Signature(BaseModel):
     package: str
     task: str
     aspect: str
+    aspect_hash: str | None = None
     checkpoint: str
     revision: str | None = None
     max_length: int
@@ -126,7 +131,8 @@ class Signature(BaseModel):
     def __str__(self) -> str:
         ckpt = self.checkpoint + (f"@{self.revision[:12]}" if self.revision else "")
         return (
-            f"unieval-local:{self.package}|task:{self.task}|aspect:{self.aspect}|ckpt:{ckpt}"
+            f"unieval-local:{self.package}|task:{self.task}|aspect:{self.aspect}"
+            + (f"#{self.aspect_hash}" if self.aspect_hash else "") + f"|ckpt:{ckpt}"
             f"|maxlen:{self.max_length}|split:{self.splitter}|refs:{self.reference_reduction}"
             f"|dtype:{self.dtype}|device:{self.device}|torch:{self.torch}"
             f"|transformers:{self.transformers}"

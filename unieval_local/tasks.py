@@ -56,6 +56,13 @@ class Aspect:
             (``mean``; ``sum`` for UniEval's dialogue engagingness; ``min``).
         checkpoint: checkpoint name, a key of :data:`CHECKPOINTS` or a user's.
         description: one line for ``--help`` and the README table.
+        chunk_field: the long field that ``long_input="chunk"`` splits into
+            windows (``None``: the aspect is fitted instead).
+        window_reduction: how scores over windows combine: ``max`` for
+            consistency-like aspects (a claim is supported if some passage
+            supports it), ``mean`` otherwise.
+        chunk_unit: windows hold whole ``sentence`` s, or whole ``line`` s
+            (dialogue turns).
     """
 
     task: str
@@ -66,6 +73,9 @@ class Aspect:
     reduction: Reduction = "mean"
     checkpoint: str = "unieval-sum"
     description: str = ""
+    chunk_field: str | None = None
+    window_reduction: Literal["max", "mean"] = "mean"
+    chunk_unit: Literal["sentence", "line"] = "sentence"
 
     @property
     def required_fields(self) -> tuple[str, ...]:
@@ -114,15 +124,16 @@ _SUM, _DIA, _D2T, _FACT = "summarization", "dialogue", "data2text", "fact"
 TASKS: dict[str, Task] = {
     _SUM: _task(_SUM, "unieval-sum", "Summaries of a source document (SummEval-trained).", [
         Aspect(_SUM, "coherence", "Is this a coherent summary to the document?",
-               _fields(("summary", "target"), ("document", "source")),
+               _fields(("summary", "target"), ("document", "source")), chunk_field="source",
                description="the summary is well structured and organised, given the document"),
         Aspect(_SUM, "consistency", "Is this claim consistent with the document?",
                _fields(("claim", "target"), ("document", "source")), granularity="sentence",
+               chunk_field="source", window_reduction="max",
                description="every summary sentence is supported by the document (mean over sentences)"),
         Aspect(_SUM, "fluency", "Is this a fluent paragraph?", _fields(("paragraph", "target")),
                granularity="sentence", description="each sentence is well formed (mean over sentences)"),
         Aspect(_SUM, "relevance", "Is this summary relevant to the reference?",
-               _fields(("summary", "target"), ("reference", "references")),
+               _fields(("summary", "target"), ("reference", "references")), chunk_field="references",
                description="the summary holds the reference's important content (mean over references)"),
     ]),
     _DIA: _task(_DIA, "unieval-dialog", "Responses in a knowledge-grounded dialogue (Topical-Chat-trained).", [
@@ -130,7 +141,7 @@ TASKS: dict[str, Task] = {
                checkpoint="unieval-dialog", description="the response is something a person would say"),
         Aspect(_DIA, "coherence", "Is this a coherent response given the dialogue history?",
                _fields(("response", "target"), ("dialogue history", "source")), checkpoint="unieval-dialog",
-               description="the response follows from the dialogue history"),
+               chunk_field="source", chunk_unit="line", description="the response follows from the dialogue history"),
         Aspect(_DIA, "engagingness",
                "Is this an engaging and informative response according to the dialogue history and fact?",
                _fields(("response", "target"), ("dialogue history", "source"), ("fact", "context")),
@@ -138,7 +149,7 @@ TASKS: dict[str, Task] = {
                description="SUM over response sentences (UniEval), so it can exceed 1"),
         Aspect(_DIA, "groundedness", "Is this response consistent with knowledge in the fact?",
                _fields(("response", "target"), ("fact", "context")), checkpoint="unieval-dialog",
-               description="the response agrees with the knowledge fact"),
+               chunk_field="context", window_reduction="max", description="the response agrees with the knowledge fact"),
         Aspect(_DIA, "understandability", "Is this an understandable response in the dialogue?",
                _fields(("response", "target")), checkpoint="unieval-dialog",
                description="the response can be understood"),
@@ -148,13 +159,14 @@ TASKS: dict[str, Task] = {
         Aspect(_D2T, "naturalness", "Is this a fluent utterance?", _fields(("utterance", "target")),
                description="the utterance is fluent and natural"),
         Aspect(_D2T, "informativeness", "Is this sentence informative according to the reference?",
-               _fields(("sentence", "target"), ("reference", "references")),
+               _fields(("sentence", "target"), ("reference", "references")), chunk_field="references",
                description="the sentence carries the reference's information (mean over references)"),
     ]),
     _FACT: _task(_FACT, "unieval-fact", "Factual consistency of any text with a source document.", [
         Aspect(_FACT, "consistency", "Is this claim consistent with the document?",
                _fields(("claim", "target"), ("document", "source")), granularity="sentence",
-               checkpoint="unieval-fact", description="every sentence is supported by the document (mean)"),
+               checkpoint="unieval-fact", chunk_field="source", window_reduction="max",
+               description="every sentence is supported by the document (mean)"),
     ]),
 }
 
