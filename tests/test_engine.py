@@ -195,7 +195,7 @@ def test_cache_is_safe_under_concurrent_writers(tmp_path):
     assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
     cache = ScoreCache(tmp_path / "c")
     assert len(cache) == 1200
-    assert cache.get_many(["b-399", "a-0"]) == {"b-399": 399 / 400, "a-0": 0.0}
+    assert cache.get_many(["b-399", "a-0"]) == {"b-399": (399 / 400, None), "a-0": (0.0, None)}
 
 
 def test_unusable_cache_folder_is_a_clear_error(tmp_path, tiny_ckpt, capsys):

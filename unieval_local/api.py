@@ -9,6 +9,7 @@ import json
 import os
 import threading
 import warnings
+from dataclasses import dataclass, field
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,16 @@ import numpy as np
 from . import __version__
 from .checkpoints import ModelSpec, ResolvedCheckpoint, resolve_checkpoint
 from .errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, RequestTooLargeError
-from .plan import ReferenceReduction, build_plan, fold, validate_examples, warn_input_hints
+from .evidence import build_evidence
+from .plan import (
+    LONG_INPUT_MODES,
+    LongInput,
+    ReferenceReduction,
+    build_plan,
+    fold_all,
+    validate_examples,
+    warn_input_hints,
+)
 from .schema import EvaluationResult, ExampleScores, Signature, UniEvalData, UniEvalResult, UniEvalStats
 from .sentences import DEFAULT_SPLITTER, SentenceSplitter
 from .tasks import DEFAULT_REGISTRY, Aspect, Registry
@@ -53,6 +63,15 @@ class Scorer:
         cache_dir: opt-in persistent score cache (SQLite) in this folder; a query
             already scored with the same checkpoint content and settings is not
             run again (see :mod:`unieval_local.cache`).
+        long_input: ``truncate`` (default, UniEval: a prompt longer than
+            ``max_length`` loses its end, silently in UniEval, with a warning
+            here), ``fit`` (shorten the long context field so the question and
+            target stay whole) or ``chunk`` (score against windows of whole
+            sentences/turns of the long field: max over windows for
+            consistency-like aspects, mean for coherence). See
+            :func:`~unieval_local.plan.build_plan`.
+        window_overlap: sentences (turns) shared by consecutive windows in
+            ``chunk`` mode (default 1).
         aspects_config: a YAML file of user-defined aspects added to the tasks
             (see :mod:`unieval_local.aspects_config`); ``scorer.registry`` holds them.
         runner_factory: advanced/testing: ``f(ResolvedCheckpoint, device, dtype)``
@@ -85,6 +104,8 @@ class Scorer:
         fast_forward: bool = True,
         cache_dir: str | os.PathLike | None = None,
         aspects_config: str | os.PathLike | None = None,
+        long_input: LongInput = "truncate",
+        window_overlap: int = 1,
         runner_factory: Callable[[ResolvedCheckpoint, str, str], Any] | None = None,
     ):
         from .runner import check_dtype
@@ -110,6 +131,12 @@ class Scorer:
             from .cache import ScoreCache
 
             self._cache = ScoreCache(cache_dir)  # fail early on an unusable folder
+        if long_input not in LONG_INPUT_MODES:
+            raise ValueError(f"long_input must be one of {', '.join(LONG_INPUT_MODES)}, got {long_input!r}")
+        if not isinstance(window_overlap, int) or window_overlap < 0:
+            raise ValueError(f"window_overlap must be an integer >= 0, got {window_overlap!r}")
+        self.long_input = long_input
+        self.window_overlap = window_overlap
         self.registry: Registry = DEFAULT_REGISTRY
         if aspects_config is not None:
             from .aspects_config import load_aspects_config
@@ -195,11 +222,51 @@ class Scorer:
             package=__version__, task=task, aspect=aspect, aspect_hash=aspect_hash,
             checkpoint=ckpt.hub_id or str(ckpt.path), revision=ckpt.revision,
             max_length=self.max_length, splitter=self.splitter.name,
-            reference_reduction=self.reference_reduction, dtype=self.dtype,
+            reference_reduction=self.reference_reduction, long_input=self.long_input, dtype=self.dtype,
             device=self.device.split(":")[0], torch=torch_v, transformers=tf_v,
         )
 
     # ------------------------------------------------------------------ scoring
+    def _run(self, examples: Sequence[UniEvalData | None], task: str, aspects: Sequence[str],
+             strict: bool, evidence: bool = False) -> "_Run":
+        """Plan per checkpoint, run the model once per checkpoint, fold (and explain)."""
+        resolved: list[Aspect] = [self.registry.get_aspect(task, a) for a in aspects]
+        by_checkpoint: dict[str, list[Aspect]] = {}
+        for a in resolved:
+            by_checkpoint.setdefault(a.checkpoint, []).append(a)
+        plans, problems = {}, []
+        for ckpt_name, group in by_checkpoint.items():
+            counter = self.runner(ckpt_name) if self.long_input != "truncate" else None
+            if counter is not None and not hasattr(counter, "count"):
+                raise TypeError(f"long_input={self.long_input!r} needs a runner that counts tokens")
+            plans[ckpt_name], found = build_plan(
+                examples, group, self.splitter, long_input=self.long_input, counter=counter,
+                max_length=self.max_length, overlap=self.window_overlap)
+            problems += found
+        if strict and problems:
+            raise InvalidExampleError(problems)
+        run = _Run(values={}, problems=problems)
+        for ckpt_name, plan in plans.items():
+            runner = self.runner(ckpt_name) if plan.prompts else None
+            p_yes, n_tokens = np.empty(0), np.empty(0, dtype=np.int64)
+            if plan.prompts:
+                settings = dict(max_length=self.max_length, batch_tokens=self.batch_tokens,
+                                progress=self.progress, fast_forward=self.fast_forward)
+                if hasattr(runner, "score_prompts"):
+                    p_yes, n_tokens = runner.score_prompts(plan.prompts, **settings)
+                else:
+                    p_yes = runner.p_yes(plan.prompts, **settings)
+                    n_tokens = np.full(len(plan.prompts), -1, dtype=np.int64)
+            folded = fold_all(plan, p_yes, self.reference_reduction)
+            run.values.update(folded.values)
+            run.n_queries += len(set(plan.prompts))
+            run.n_truncated += len({p for p, n in zip(plan.prompts, n_tokens) if n > self.max_length})
+            if evidence:
+                counter = runner if hasattr(runner, "cut") else None
+                run.evidence.update(build_evidence(plan, folded, p_yes, n_tokens, examples, self.max_length, counter))
+        run.values = {a: run.values[a] for a in aspects}
+        return run
+
     def score_values(
         self, examples: Sequence[UniEvalData | None], *, task: str, aspects: Sequence[str],
         strict: bool = False,
@@ -216,7 +283,8 @@ class Scorer:
             task: task name.
             aspects: aspect names of ``task``.
             strict: raise :class:`InvalidExampleError` before running the model
-                when planning finds a problem (a target with no sentences).
+                when planning finds a problem (a target with no sentences, or one
+                too long for ``fit``/``chunk``).
 
         Returns:
             ``(values, problems)``: ``values[aspect]`` is a float64 array of shape
@@ -224,26 +292,8 @@ class Scorer:
             planning problem, or got non-finite logits; ``problems`` lists the
             planning problems.
         """
-        resolved: list[Aspect] = [self.registry.get_aspect(task, a) for a in aspects]
-        by_checkpoint: dict[str, list[Aspect]] = {}
-        for a in resolved:
-            by_checkpoint.setdefault(a.checkpoint, []).append(a)
-        plans, problems = {}, []
-        for ckpt_name, group in by_checkpoint.items():
-            plans[ckpt_name], found = build_plan(examples, group, self.splitter)
-            problems += found
-        if strict and problems:
-            raise InvalidExampleError(problems)
-        out: dict[str, np.ndarray] = {}
-        for ckpt_name, plan in plans.items():
-            p_yes = np.empty(0)
-            if plan.prompts:
-                p_yes = self.runner(ckpt_name).p_yes(
-                    plan.prompts, max_length=self.max_length, batch_tokens=self.batch_tokens,
-                    progress=self.progress, fast_forward=self.fast_forward,
-                )
-            out.update(fold(plan, p_yes, self.reference_reduction))
-        return {a: out[a] for a in aspects}, problems
+        run = self._run(examples, task, aspects, strict)
+        return run.values, run.problems
 
     def _check_request(self, data: Iterable[Mapping[str, Any] | UniEvalData], task: str,
                        aspects: Sequence[str]) -> list[UniEvalData]:
@@ -265,7 +315,7 @@ class Scorer:
         return examples
 
     def evaluate(self, data: Iterable[Mapping[str, Any] | UniEvalData], *, task: str = "summarization",
-                 aspects: Sequence[str] | str | None = None) -> EvaluationResult:
+                 aspects: Sequence[str] | str | None = None, evidence: bool = False) -> EvaluationResult:
         """Score one request (at most 250 examples) for several aspects of one task at once.
 
         All aspects that share a checkpoint go through the model as one batch plan.
@@ -274,6 +324,8 @@ class Scorer:
             data: examples as dicts or :class:`UniEvalData`.
             task: task name.
             aspects: aspect names; ``None`` or ``"all"``: every aspect of the task.
+            evidence: also return, per example and aspect, the sentences and
+                queries behind the score (:class:`~unieval_local.schema.Evidence`).
 
         Returns:
             :class:`EvaluationResult`: per example its score per aspect and its
@@ -286,25 +338,34 @@ class Scorer:
         """
         names = self.registry.aspect_names(task, aspects)
         examples = self._check_request(data, task, names)
-        values = self.score_values(examples, task=task, aspects=names, strict=True)[0]
+        run = self._run(examples, task, names, strict=True, evidence=evidence)
+        values = run.values
+        if run.n_truncated:
+            warnings.warn(
+                f"{run.n_truncated} of {run.n_queries} queries were longer than max_length={self.max_length} "
+                f"tokens and lost their end (long_input={self.long_input!r}); use long_input='fit' or 'chunk' "
+                "to keep the target whole, and evidence=True to see which", UserWarning, stacklevel=2)
         bad = sorted({i for v in values.values() for i in np.flatnonzero(~np.isfinite(v)).tolist()})
         if bad:
             raise NonFiniteScoreError(
                 f"the model gave non-finite logits for examples {bad[:20]} "
                 f"(dtype {self.dtype}); try dtype='float32'", bad)
+        ev = run.evidence if evidence else {}
         per_aspect = {
             a: UniEvalResult(overall=UniEvalStats(value=float(np.mean(v))),
-                             examples=[UniEvalStats(value=float(x)) for x in v],
+                             examples=[UniEvalStats(value=float(x), evidence=ev[a][i] if ev else None)
+                                       for i, x in enumerate(v)],
                              signature=self.signature(task, a))
             for a, v in values.items()
         }
         rows = [ExampleScores(scores={a: float(values[a][i]) for a in names},
-                              aspect_mean=float(np.mean([values[a][i] for a in names])))
+                              aspect_mean=float(np.mean([values[a][i] for a in names])),
+                              evidence={a: ev[a][i] for a in names} if ev else None)
                 for i in range(len(examples))]
         return EvaluationResult(task=task, aspects=names, examples=rows, per_aspect=per_aspect)
 
     def score(self, data: Iterable[Mapping[str, Any] | UniEvalData], *, task: str = "summarization",
-              aspect: str = "coherence") -> UniEvalResult:
+              aspect: str = "coherence", evidence: bool = False) -> UniEvalResult:
         """Score one request of at most 250 examples for one (task, aspect).
 
         Args:
@@ -313,6 +374,8 @@ class Scorer:
                 ``reference`` names are accepted).
             task: task name (see ``unieval-local tasks`` / README table).
             aspect: aspect name of the task.
+            evidence: also return each example's sentences and queries
+                (``examples[i].evidence``); off by default, as in the hosted schema.
 
         Returns:
             :class:`UniEvalResult`: ``examples[i].value`` per example in input
@@ -328,7 +391,18 @@ class Scorer:
             NonFiniteScoreError: the model produced NaN/inf for some examples.
         """
         self.registry.get_aspect(task, aspect)
-        return self.evaluate(data, task=task, aspects=[aspect]).per_aspect[aspect]
+        return self.evaluate(data, task=task, aspects=[aspect], evidence=evidence).per_aspect[aspect]
+
+
+@dataclass
+class _Run:
+    """What one engine pass produced (internal)."""
+
+    values: dict[str, np.ndarray]
+    problems: list[ExampleProblem]
+    evidence: dict[str, list] = field(default_factory=dict)
+    n_queries: int = 0
+    n_truncated: int = 0
 
 
 _DEFAULT_SCORERS: dict[str, Scorer] = {}

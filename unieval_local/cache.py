@@ -29,7 +29,7 @@ from .checkpoints import sha256_file
 from .errors import UniEvalError
 
 #: Bump when a change to the engine can change scores (it is part of every key).
-ENGINE_VERSION = "1"
+ENGINE_VERSION = "2"
 
 #: Files of a checkpoint folder that can change a score.
 _FINGERPRINT_SUFFIXES = (".json", ".safetensors", ".bin", ".model")
@@ -58,7 +58,7 @@ class ScoreCache:
             self._db = sqlite3.connect(self.path, timeout=120, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL NOT NULL)")
+            self._db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL NOT NULL, n_tokens INTEGER)")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS file_hashes (path TEXT, size INTEGER, mtime_ns INTEGER, sha256 TEXT,"
                 " PRIMARY KEY (path, size, mtime_ns))"
@@ -66,26 +66,31 @@ class ScoreCache:
         except (OSError, sqlite3.Error) as exc:
             raise CacheError(f"cannot use cache folder {str(self.folder)!r}: {type(exc).__name__}: {exc}") from exc
 
-    def get_many(self, keys: Sequence[str]) -> dict[str, float]:
-        """The cached values of those ``keys`` that are present."""
-        found: dict[str, float] = {}
+    def get_many(self, keys: Sequence[str]) -> dict[str, tuple[float, int | None]]:
+        """``key -> (value, n_tokens)`` for those ``keys`` that are present."""
+        found: dict[str, tuple[float, int | None]] = {}
         keys = list(dict.fromkeys(keys))
         with self._lock:
             for i in range(0, len(keys), 500):
                 chunk = keys[i : i + 500]
                 marks = ",".join("?" * len(chunk))
-                found.update(self._db.execute(f"SELECT key, value FROM scores WHERE key IN ({marks})", chunk))
+                for k, v, n in self._db.execute(f"SELECT key, value, n_tokens FROM scores WHERE key IN ({marks})", chunk):
+                    found[k] = (v, n)
         return found
 
-    def put_many(self, items: dict[str, float]) -> None:
-        """Store finite values (one transaction)."""
-        rows = [(k, float(v)) for k, v in items.items() if np.isfinite(v)]
+    def put_many(self, items: dict[str, float | tuple[float, int | None]]) -> None:
+        """Store finite values, with their prompt's token count when given (one transaction)."""
+        rows = []
+        for k, v in items.items():
+            value, n = v if isinstance(v, tuple) else (v, None)
+            if np.isfinite(value):
+                rows.append((k, float(value), None if n is None else int(n)))
         if not rows:
             return
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany("INSERT OR REPLACE INTO scores (key, value) VALUES (?, ?)", rows)
+                self._db.executemany("INSERT OR REPLACE INTO scores (key, value, n_tokens) VALUES (?, ?, ?)", rows)
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -153,14 +158,24 @@ class CachedRunner:
 
     def p_yes(self, prompts: Sequence[str], *, max_length: int, **settings) -> np.ndarray:
         """Same contract as the inner runner's ``p_yes``."""
+        return self.score_prompts(prompts, max_length=max_length, **settings)[0]
+
+    def score_prompts(self, prompts: Sequence[str], *, max_length: int, **settings) -> tuple[np.ndarray, np.ndarray]:
+        """``(p_yes, n_tokens)``; ``n_tokens`` is -1 where the inner runner does not count tokens."""
         keys = [self.key(p, max_length) for p in prompts]
         found = self.cache.get_many(keys)
         todo = list(dict.fromkeys(p for p, k in zip(prompts, keys) if k not in found))
         self.hits += len(set(keys) & found.keys())
         self.misses += len(todo)
         if todo:
-            values = self.inner.p_yes(todo, max_length=max_length, **settings)
-            new = {self.key(p, max_length): float(v) for p, v in zip(todo, values)}
+            if hasattr(self.inner, "score_prompts"):
+                values, counts = self.inner.score_prompts(todo, max_length=max_length, **settings)
+            else:
+                values = self.inner.p_yes(todo, max_length=max_length, **settings)
+                counts = [None] * len(todo)
+            new = {self.key(p, max_length): (float(v), None if n is None else int(n))
+                   for p, v, n in zip(todo, values, counts)}
             self.cache.put_many(new)
             found.update(new)
-        return np.array([found[k] for k in keys], dtype=np.float64)
+        return (np.array([found[k][0] for k in keys], dtype=np.float64),
+                np.array([-1 if found[k][1] is None else found[k][1] for k in keys], dtype=np.int64))

@@ -87,6 +87,14 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--cache-dir", default=None,
                     help="persistent score cache folder (SQLite): queries scored before with the same "
                     "checkpoint content and settings are not run again")
+    sc.add_argument("--long-input", default="truncate", choices=["truncate", "fit", "chunk"],
+                    help="prompts over --max-length: truncate (UniEval: the end is cut; default), fit "
+                    "(shorten the document/reference/history, never the target) or chunk (score against "
+                    "windows of the long field and combine)")
+    sc.add_argument("--window-overlap", type=int, default=1,
+                    help="sentences (dialogue turns) shared by consecutive windows in chunk mode (default 1)")
+    sc.add_argument("--evidence", action="store_true",
+                    help="add per-sentence scores, windows and truncation flags to each output line")
     sc.add_argument("--no-fast-forward", dest="fast_forward", action="store_false",
                     help="run the model's own forward instead of our exact single-step forward "
                     "(slower; for checking)")
@@ -174,7 +182,8 @@ def cmd_score(args: argparse.Namespace) -> int:
                         max_length=args.max_length, batch_tokens=args.batch_tokens,
                         reference_reduction=args.reference_reduction, offline=args.offline,
                         progress=False if args.no_progress else None, cache_dir=args.cache_dir,
-                        fast_forward=args.fast_forward, aspects_config=args.aspects_config)
+                        fast_forward=args.fast_forward, aspects_config=args.aspects_config,
+                        long_input=args.long_input, window_overlap=args.window_overlap)
         registry = scorer.registry
         wanted = args.aspects or [next(iter(registry.get_task(args.task).aspects))]
         aspects = registry.aspect_names(args.task, "all" if "all" in wanted else wanted)
@@ -207,6 +216,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     per_system: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     n_rows = n_failed = 0
     hints: dict[str, int] = defaultdict(int)
+    truncation = {"queries": 0, "truncated": 0, "examples": 0}
 
     def flush(chunk) -> None:
         nonlocal n_rows, n_failed
@@ -214,7 +224,10 @@ def cmd_score(args: argparse.Namespace) -> int:
         for name, n in input_hint_counts(examples, task, resolved).items():
             hints[name] += n
         errors: dict[int, list[str]] = defaultdict(list)
-        scores, plan_problems = scorer.score_values(examples, task=args.task, aspects=aspects)
+        run = scorer._run(examples, args.task, aspects, strict=False, evidence=args.evidence)
+        scores, plan_problems = run.values, run.problems
+        truncation["queries"] += run.n_queries
+        truncation["truncated"] += run.n_truncated
         for p in problems + plan_problems:
             errors[p.index].append(p.describe())
         for i, rec in enumerate(chunk):
@@ -237,6 +250,8 @@ def cmd_score(args: argparse.Namespace) -> int:
                     line["scores"] = row
                     if len(aspects) > 1:
                         line["aspect_mean"] = float(np.mean(list(row.values())))
+                    if args.evidence:
+                        line["evidence"] = {a: run.evidence[a][i].model_dump(exclude_none=True) for a in aspects}
                     for a, v in row.items():
                         values[a].append(v)
                         if "system_id" in line:
@@ -273,6 +288,10 @@ def cmd_score(args: argparse.Namespace) -> int:
         print(f"cache {args.cache_dir}: {st['hits']} queries reused, {st['misses']} scored", file=sys.stderr)
     if hints:
         print(f"warning: {input_hint_message(task, dict(hints))}", file=sys.stderr)
+    if truncation["truncated"]:
+        print(f"warning: {truncation['truncated']} of {truncation['queries']} distinct queries were longer than "
+              f"--max-length {args.max_length} tokens and lost their end (--long-input {args.long_input}); "
+              "--long-input fit or chunk keeps the target whole, --evidence shows which", file=sys.stderr)
     return EXIT_ROWS_FAILED if n_failed else EXIT_OK
 
 

@@ -277,12 +277,9 @@ def field_spans(text: str, unit: str, splitter: SentenceSplitter) -> list[tuple[
         spans, pos = [], 0
         for line in text.split("\n"):
             if line.strip():
-                start = text.index(line, pos)
-                spans.append((start, start + len(line)))
-                pos = start + len(line)
-            else:
-                pos += len(line)
-            pos += 1
+                start = pos + len(line) - len(line.lstrip())
+                spans.append((start, start + len(line.strip())))
+            pos += len(line) + 1
         return spans
     return list(splitter.spans(text)) if hasattr(splitter, "spans") else _spans_by_search(text, splitter(text))
 

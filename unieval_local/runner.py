@@ -188,12 +188,41 @@ class T5Runner:
         self._yes_no_rows = self.model.get_output_embeddings().weight[[self.yes_id, self.no_id]].detach()
         self.fast_ok = _has_t5_layout(self.model)
 
-    def tokenize(self, prompts: Sequence[str], max_length: int) -> list[list[int]]:
-        """Token ids of each prompt, cut to ``max_length`` (EOS kept at the end)."""
+    def tokenize_full(self, prompts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each prompt, untruncated, ending with EOS."""
         if not prompts:
             return []
-        enc = self.tokenizer(list(prompts), max_length=max_length, truncation=True)
-        return enc["input_ids"]
+        return self.tokenizer(list(prompts))["input_ids"]
+
+    @staticmethod
+    def truncate(ids: list[int], max_length: int) -> list[int]:
+        """Right truncation as transformers does it for T5: keep ``max_length - 1``
+        tokens and the final EOS."""
+        return ids if len(ids) <= max_length else ids[: max_length - 1] + ids[-1:]
+
+    def tokenize(self, prompts: Sequence[str], max_length: int) -> list[list[int]]:
+        """Token ids of each prompt, cut to ``max_length`` (EOS kept at the end)."""
+        return [self.truncate(x, max_length) for x in self.tokenize_full(prompts)]
+
+    # ------------------------------------------------------------------ token arithmetic
+    def count(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text as a whole prompt (with EOS), untruncated."""
+        return [len(x) for x in self.tokenize_full(texts)]
+
+    def count_plain(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text without special tokens."""
+        if not texts:
+            return []
+        return [len(x) for x in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+
+    def cut(self, text: str, n_tokens: int) -> int:
+        """How many leading characters of ``text`` its first ``n_tokens`` tokens cover."""
+        if n_tokens <= 0:
+            return 0
+        offsets = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        if n_tokens >= len(offsets):
+            return len(text)
+        return offsets[n_tokens - 1][1]
 
     # ------------------------------------------------------------------ forward
     def _plain_two_logits(self, input_ids, mask):
@@ -299,11 +328,20 @@ class T5Runner:
         Raises:
             RuntimeError: out of memory with a single query in the batch.
         """
+        return self.score_prompts(prompts, max_length=max_length, batch_tokens=batch_tokens, progress=progress,
+                                  fast_forward=fast_forward)[0]
+
+    def score_prompts(self, prompts: Sequence[str], *, max_length: int = 1024, batch_tokens: int = 8192,
+                      progress: bool | None = False, fast_forward: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """``(p_yes, n_tokens)`` per prompt: :meth:`p_yes`, plus each prompt's untruncated
+        token count (more than ``max_length`` means the end was cut)."""
         import torch
         from tqdm.auto import tqdm
 
         unique = list(dict.fromkeys(prompts))
-        ids = self.tokenize(unique, max_length)
+        full = self.tokenize_full(unique)
+        n_tokens = np.array([len(x) for x in full], dtype=np.int64)
+        ids = [self.truncate(x, max_length) for x in full]
         lengths = [len(x) for x in ids]
         order = sort_by_length(lengths)
         scores = np.full(len(unique), np.nan, dtype=np.float64)
@@ -344,7 +382,8 @@ class T5Runner:
                 start = end
         self.last_stats = stats
         index = {p: k for k, p in enumerate(unique)}
-        return scores[[index[p] for p in prompts]] if prompts else scores
+        where = [index[p] for p in prompts]
+        return scores[where], n_tokens[where]
 
 
 _RUNNERS: dict[tuple[str, str, str], T5Runner] = {}

@@ -123,6 +123,7 @@ class Signature(BaseModel):
     max_length: int
     splitter: str
     reference_reduction: str
+    long_input: str = "truncate"
     dtype: str
     device: str
     torch: str
@@ -134,17 +135,92 @@ class Signature(BaseModel):
             f"unieval-local:{self.package}|task:{self.task}|aspect:{self.aspect}"
             + (f"#{self.aspect_hash}" if self.aspect_hash else "") + f"|ckpt:{ckpt}"
             f"|maxlen:{self.max_length}|split:{self.splitter}|refs:{self.reference_reduction}"
+            f"|long:{self.long_input}"
             f"|dtype:{self.dtype}|device:{self.device}|torch:{self.torch}"
             f"|transformers:{self.transformers}"
         )
 
 
-class UniEvalStats(BaseModel):
-    """One score. ``value`` is in [0, 1], except dialogue engagingness: [0, n_sentences]."""
+class Span(BaseModel):
+    """Characters ``[start, end)`` of one field's text."""
+
+    model_config = ConfigDict(frozen=True)
+
+    field: str
+    start: int
+    end: int
+
+
+class QueryEvidence(BaseModel):
+    """One Boolean-QA query behind a score.
+
+    Attributes:
+        value: its P(Yes) in [0, 1].
+        sentence: index of the target sentence it scored (sentence-level aspects), else None.
+        reference: index of the reference it used, when the aspect uses references.
+        window: the part of a long field it used (``fit`` / ``chunk`` modes), else None.
+        n_tokens: the prompt's token count before any truncation (None if unknown).
+        truncated: True when the prompt was longer than ``max_length`` and its end was cut.
+        tokens_dropped: how many tokens were cut (0 if none).
+        truncated_field: the field in which the cut fell (the fields after it were lost too).
+    """
 
     model_config = ConfigDict(frozen=True)
 
     value: float
+    sentence: int | None = None
+    reference: int | None = None
+    window: Span | None = None
+    n_tokens: int | None = None
+    truncated: bool = False
+    tokens_dropped: int = 0
+    truncated_field: str | None = None
+
+
+class SentenceEvidence(BaseModel):
+    """One target sentence of a sentence-level aspect.
+
+    ``value`` is the sentence's score (after reducing windows and references);
+    the aspect's reduction of these values (mean, or sum for engagingness) is
+    the example's score. ``start``/``end`` are character offsets into the
+    target; ``window`` is the source window that gave a max-reduced value.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    value: float
+    start: int
+    end: int
+    window: Span | None = None
+
+
+class Evidence(BaseModel):
+    """Why an example got its score for one aspect (``evidence=True`` / ``--evidence``).
+
+    Attributes:
+        sentences: per target sentence (sentence-level aspects only), else None.
+        queries: every query behind the score.
+        truncated: True when any of those queries lost its end to ``max_length``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    sentences: list[SentenceEvidence] | None = None
+    queries: list[QueryEvidence]
+    truncated: bool = False
+
+
+class UniEvalStats(BaseModel):
+    """One score. ``value`` is in [0, 1], except dialogue engagingness: [0, n_sentences].
+
+    ``evidence`` is present only when asked for (``evidence=True``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    value: float
+    evidence: Evidence | None = None
 
 
 class UniEvalResult(BaseModel):
@@ -177,6 +253,7 @@ class ExampleScores(BaseModel):
 
     scores: dict[str, float]
     aspect_mean: float
+    evidence: dict[str, Evidence] | None = None
 
 
 class EvaluationResult(BaseModel):
