@@ -25,14 +25,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .checkpoints import sha256_file
+from .checkpoints import fingerprint_checkpoint, sha256_file
 from .errors import UniEvalError
 
 #: Bump when a change to the engine can change scores (it is part of every key).
 ENGINE_VERSION = "2"
 
-#: Files of a checkpoint folder that can change a score.
-_FINGERPRINT_SUFFIXES = (".json", ".safetensors", ".bin", ".model")
 
 
 class CacheError(ValueError, UniEvalError):
@@ -115,14 +113,9 @@ class ScoreCache:
         return digest
 
     def fingerprint(self, folder: str | os.PathLike) -> str:
-        """Content fingerprint of a checkpoint folder (config, weights, tokenizer files)."""
-        folder = Path(folder)
-        files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in _FINGERPRINT_SUFFIXES
-                       and p.name != "unieval_manifest.json")
-        h = hashlib.sha256()
-        for p in files:
-            h.update(f"{p.name}\0{self.file_sha256(p)}\n".encode())
-        return h.hexdigest()
+        """Content fingerprint of a checkpoint folder (config, weights, tokenizer files),
+        with each file's hash memoised in the database."""
+        return fingerprint_checkpoint(folder, file_hash=self.file_sha256)
 
 
 class CachedRunner:

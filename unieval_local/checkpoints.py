@@ -188,6 +188,30 @@ def resolve_checkpoint(
     )
 
 
+_FINGERPRINT_SUFFIXES = (".json", ".safetensors", ".bin", ".model")
+
+
+def fingerprint_checkpoint(folder: str | os.PathLike, file_hash=None) -> str:
+    """Content fingerprint of a checkpoint folder: SHA-256 over (name, SHA-256) of its
+    config, weights and tokenizer files (not its path).
+
+    A file's SHA-256 is taken from the download manifest when its size matches
+    (``unieval-local verify`` checks those), else computed with ``file_hash``
+    (default :func:`sha256_file`; the score cache passes a memoised one).
+    """
+    folder = Path(folder)
+    file_hash = file_hash or sha256_file
+    manifest = (_read_manifest(folder) or {}).get("files", {})
+    files = sorted(p for p in folder.iterdir()
+                   if p.is_file() and p.suffix in _FINGERPRINT_SUFFIXES and p.name != MANIFEST_NAME)
+    h = hashlib.sha256()
+    for p in files:
+        entry = manifest.get(p.name) or {}
+        digest = entry.get("sha256") if entry.get("size") == p.stat().st_size else None
+        h.update(f"{p.name}\0{digest or file_hash(p)}\n".encode())
+    return h.hexdigest()
+
+
 # --------------------------------------------------------------------------- download
 
 

@@ -6,7 +6,9 @@ Exit status of ``unieval-local score``:
        are scored;
     2  usage error, unreadable or empty input, unwritable output or cache
        folder, unavailable device (nothing scored);
-    3  checkpoint not found or not loadable (nothing scored).
+    3  checkpoint not found or not loadable (nothing scored);
+    4  writing the output failed (e.g. disk full): the records written before
+       are intact; rerun with --resume.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT = 0, 1, 2, 3
+EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT, EXIT_WRITE = 0, 1, 2, 3, 4
 
 
 def _model_arg(values: list[str] | None):
@@ -60,8 +62,8 @@ def _build_parser() -> argparse.ArgumentParser:
             "or {index, key, error: {type, message}}. Records are sent in requests of at most "
             "250. The mean per aspect (and per system_id) is printed on stderr. Exit status: "
             "0 all scored, 1 some records failed (the rest are scored), 2 usage, input, output, "
-            "cache or device error, "
-            "3 checkpoint not found or not loadable."
+            "cache, device or resume error, 3 checkpoint not found or not loadable, 4 output write "
+            "failed (earlier records intact; rerun with --resume)."
         ),
     )
     sc.add_argument("input", help="records: .jsonl (streamed; '-' for stdin) or a .json list")
@@ -100,6 +102,26 @@ def _build_parser() -> argparse.ArgumentParser:
                     "(slower; for checking)")
     sc.add_argument("--output", "-o", default=None, help="output .jsonl (default stdout)")
     sc.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sc.add_argument("--resume", action="store_true",
+                    help="continue OUTPUT: skip records already in it (refused if the run or input differ)")
+    sc.add_argument("--shard", default=None, metavar="K/N",
+                    help="score only the records whose key hashes to K modulo N (for job arrays; join with merge)")
+    sc.add_argument("--engine", default="local", choices=["local", "ray"],
+                    help="local (default) or ray: requests go to a Ray Data pool of scorer actors")
+    sc.add_argument("--ray-actors", type=int, default=1, help="scorer actors (one model each) with --engine ray")
+    sc.add_argument("--gpus-per-actor", type=float, default=0.0, help="GPUs per Ray actor (default 0)")
+    sc.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: a local Ray instance)")
+
+    mg = sub.add_parser(
+        "merge",
+        help="join shard outputs (--shard K/N runs) into one file",
+        description="Join the outputs of --shard 0/N ... N-1/N runs into OUTPUT in input order, after "
+        "checking that they come from the same run and input, that every shard is there once and "
+        "complete, and that no key is missing or duplicated. Prints the overall per aspect. Exit 0, "
+        "or 2 when a check fails (nothing written).",
+    )
+    mg.add_argument("outputs", nargs="+", help="the shard outputs")
+    mg.add_argument("--output", "-o", required=True, help="the merged JSONL")
 
     dl = sub.add_parser(
         "download",
@@ -130,169 +152,57 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _error(exc: BaseException | str, kind: str | None = None) -> dict[str, str]:
-    if isinstance(exc, BaseException):
-        return {"type": kind or type(exc).__name__, "message": str(exc)}
-    return {"type": kind or "InvalidExample", "message": exc}
-
-
-def _fmt(x: float) -> str:
-    return "nan" if math.isnan(x) else f"{x:.6f}"
-
-
-def _print_summary(aspects: Sequence[str], values: dict[str, list[float]],
-                   per_system: dict[str, dict[str, list[float]]], n_rows: int, n_failed: int,
-                   signature: str | None, out: TextIO) -> None:
-    width = max(len(a) for a in aspects) + 2
-    print(f"\nscored {n_rows - n_failed} of {n_rows} records ({n_failed} failed)", file=out)
-    print(f"{'aspect':<{width}}{'n':>7}  {'mean':>9}", file=out)
-    for a in aspects:
-        v = values[a]
-        mean = sum(v) / len(v) if v else float("nan")
-        print(f"{a:<{width}}{len(v):>7}  {_fmt(mean):>9}", file=out)
-    if per_system:
-        sys_w = max(len("system"), *(len(s) for s in per_system)) + 2
-        print("\nper system (mean)", file=out)
-        print(f"{'system':<{sys_w}}" + "".join(f"{a:>{max(len(a), 9) + 2}}" for a in aspects), file=out)
-        natural = lambda s: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", s)]  # noqa: E731
-        for system in sorted(per_system, key=natural):
-            row = per_system[system]
-            cells = []
-            for a in aspects:
-                v = row.get(a, [])
-                cells.append(f"{_fmt(sum(v) / len(v) if v else float('nan')):>{max(len(a), 9) + 2}}")
-            print(f"{system:<{sys_w}}" + "".join(cells), file=out)
-    if signature:
-        print(f"\nsignature: {signature}", file=out)
-
-
 def cmd_score(args: argparse.Namespace) -> int:
     """``unieval-local score``: see the module docstring for output and exit status."""
-    import numpy as np
-    from tqdm.auto import tqdm
+    from .batch import OutputWriteError, ResumeError, format_summary, parse_shard, run_batch
+    from .errors import CheckpointError, CheckpointNotFoundError
+    from .records import InputFileError
 
-    from .api import MAX_EXAMPLES_PER_REQUEST, Scorer
-    from .errors import CheckpointError, CheckpointNotFoundError, UnknownTaskError
-    from .plan import validate_examples
-    from .records import InputFileError, count_records, iter_records
-    from .plan import input_hint_counts, input_hint_message
-
+    scorer_kwargs = dict(
+        model=_model_arg(args.model), device=args.device, dtype=args.dtype, max_length=args.max_length,
+        batch_tokens=args.batch_tokens, reference_reduction=args.reference_reduction, offline=args.offline,
+        cache_dir=args.cache_dir, fast_forward=args.fast_forward, aspects_config=args.aspects_config,
+        long_input=args.long_input, window_overlap=args.window_overlap,
+    )
+    aspects = None if not args.aspects else ("all" if "all" in args.aspects else list(dict.fromkeys(args.aspects)))
     try:
-        scorer = Scorer(model=_model_arg(args.model), device=args.device, dtype=args.dtype,
-                        max_length=args.max_length, batch_tokens=args.batch_tokens,
-                        reference_reduction=args.reference_reduction, offline=args.offline,
-                        progress=False if args.no_progress else None, cache_dir=args.cache_dir,
-                        fast_forward=args.fast_forward, aspects_config=args.aspects_config,
-                        long_input=args.long_input, window_overlap=args.window_overlap)
-        registry = scorer.registry
-        wanted = args.aspects or [next(iter(registry.get_task(args.task).aspects))]
-        aspects = registry.aspect_names(args.task, "all" if "all" in wanted else wanted)
-        resolved = [registry.get_aspect(args.task, a) for a in aspects]
-        task = registry.get_task(args.task)
-        records = iter_records(args.input)
-        first = next(records, None)
-        total = count_records(args.input)
-        if first is None:
-            raise InputFileError(f"{args.input} holds no records")
-    except (UnknownTaskError, ValueError, InputFileError, OSError) as exc:  # AspectsConfigError too
-        print(f"unieval-local: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        for name in dict.fromkeys(a.checkpoint for a in resolved):
-            scorer.runner(name)
+        summary = run_batch(
+            args.input, args.output, task=args.task, aspects=aspects, scorer_kwargs=scorer_kwargs,
+            resume=args.resume, shard=parse_shard(args.shard), engine=args.engine, ray_actors=args.ray_actors,
+            gpus_per_actor=args.gpus_per_actor, ray_address=args.ray_address, evidence=args.evidence,
+            progress=False if args.no_progress else None,
+        )
     except (CheckpointNotFoundError, CheckpointError) as exc:
         print(f"unieval-local: error: {exc}", file=sys.stderr)
         return EXIT_CHECKPOINT
-    except ValueError as exc:  # e.g. --device cuda where torch sees no GPU
+    except OutputWriteError as exc:
+        print(f"unieval-local: error: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_WRITE
+    except (ResumeError, InputFileError, ValueError, OSError) as exc:  # also unknown aspects, bad config, device
         print(f"unieval-local: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-
-    try:
-        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    except OSError as exc:
-        print(f"unieval-local: error: cannot write the output: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    values: dict[str, list[float]] = {a: [] for a in aspects}
-    per_system: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-    n_rows = n_failed = 0
-    hints: dict[str, int] = defaultdict(int)
-    truncation = {"queries": 0, "truncated": 0, "examples": 0}
-
-    def flush(chunk) -> None:
-        nonlocal n_rows, n_failed
-        examples, problems = validate_examples([r.data for r in chunk], resolved)
-        for name, n in input_hint_counts(examples, task, resolved).items():
-            hints[name] += n
-        errors: dict[int, list[str]] = defaultdict(list)
-        run = scorer._run(examples, args.task, aspects, strict=False, evidence=args.evidence)
-        scores, plan_problems = run.values, run.problems
-        truncation["queries"] += run.n_queries
-        truncation["truncated"] += run.n_truncated
-        for p in problems + plan_problems:
-            errors[p.index].append(p.describe())
-        for i, rec in enumerate(chunk):
-            line: dict[str, Any] = {"index": rec.index, "key": rec.key}
-            if isinstance(rec.data, dict):
-                for meta in ("doc_id", "system_id"):
-                    if meta in rec.data:
-                        line[meta] = rec.data[meta]
-            if rec.error is not None:
-                line["error"] = _error(rec.error, "InvalidJSON")
-            elif i in errors:
-                line["error"] = _error("; ".join(errors[i]))
-            else:
-                row = {a: float(scores[a][i]) for a in aspects}
-                bad = [a for a, v in row.items() if not np.isfinite(v)]
-                if bad:
-                    line["error"] = _error(f"the model gave non-finite logits for {', '.join(bad)}",
-                                           "NonFiniteScore")
-                else:
-                    line["scores"] = row
-                    if len(aspects) > 1:
-                        line["aspect_mean"] = float(np.mean(list(row.values())))
-                    if args.evidence:
-                        line["evidence"] = {a: run.evidence[a][i].model_dump(exclude_none=True) for a in aspects}
-                    for a, v in row.items():
-                        values[a].append(v)
-                        if "system_id" in line:
-                            per_system[str(line["system_id"])][a].append(v)
-            n_rows += 1
-            n_failed += "error" in line
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
-        out.flush()
-
-    try:
-        with tqdm(total=total, desc="records", unit="rec", disable=args.no_progress or None) as bar:
-            chunk = []
-            rec = first
-            while rec is not None:
-                chunk.append(rec)
-                if len(chunk) == MAX_EXAMPLES_PER_REQUEST:
-                    flush(chunk)
-                    bar.update(len(chunk))
-                    chunk = []
-                rec = next(records, None)
-            if chunk:
-                flush(chunk)
-                bar.update(len(chunk))
-    except InputFileError as exc:
-        print(f"unieval-local: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    finally:
-        if out is not sys.stdout:
-            out.close()
-    signature = scorer.signature(args.task, aspects[0]).model_copy(update={"aspect": "+".join(aspects)})
-    _print_summary(aspects, values, per_system, n_rows, n_failed, signature, sys.stderr)
-    if args.cache_dir:
-        st = scorer.cache_stats()
-        print(f"cache {args.cache_dir}: {st['hits']} queries reused, {st['misses']} scored", file=sys.stderr)
-    if hints:
-        print(f"warning: {input_hint_message(task, dict(hints))}", file=sys.stderr)
-    if truncation["truncated"]:
-        print(f"warning: {truncation['truncated']} of {truncation['queries']} distinct queries were longer than "
+    print(format_summary(summary), file=sys.stderr)
+    if summary.hint_message:
+        print(f"warning: {summary.hint_message}", file=sys.stderr)
+    if summary.n_truncated:
+        print(f"warning: {summary.n_truncated} of {summary.n_queries} distinct queries were longer than "
               f"--max-length {args.max_length} tokens and lost their end (--long-input {args.long_input}); "
               "--long-input fit or chunk keeps the target whole, --evidence shows which", file=sys.stderr)
-    return EXIT_ROWS_FAILED if n_failed else EXIT_OK
+    return EXIT_ROWS_FAILED if summary.n_failed else EXIT_OK
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    """``unieval-local merge``: join shard outputs after checking coverage; exit 0, or 2 on a problem."""
+    from .batch import MergeError, format_summary, merge_outputs
+
+    try:
+        summary = merge_outputs(args.outputs, args.output)
+    except (MergeError, OSError) as exc:
+        print(f"unieval-local: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(format_summary(summary), file=sys.stderr)
+    print(f"merged {len(args.outputs)} shards into {args.output}", file=sys.stderr)
+    return EXIT_OK
 
 
 def cmd_download(args: argparse.Namespace) -> int:
@@ -359,7 +269,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``unieval-local`` console script; returns the exit status."""
     args = _build_parser().parse_args(argv)
-    handler = {"score": cmd_score, "download": cmd_download, "verify": cmd_verify, "tasks": cmd_tasks}[args.command]
+    handler = {"score": cmd_score, "download": cmd_download, "verify": cmd_verify, "tasks": cmd_tasks,
+               "merge": cmd_merge}[args.command]
     return handler(args)
 
 

@@ -1,0 +1,614 @@
+"""Offline batch runs that never lose work: the one pipeline behind ``unieval-local score``.
+
+Input records are streamed (JSONL) and sent in requests of at most 250; after each
+request the output records are appended to OUT, flushed and fsynced, and a sidecar
+``OUT.meta.json`` records the run signature, the input fingerprint and the progress.
+
+- ``resume=True`` skips records whose key is already in OUT, repairs a torn last line
+  left by a kill, and refuses to go on when the signature or the input differ.
+- ``shard=(K, N)`` keeps the records whose key hashes to K modulo N, so N array jobs
+  cover the input exactly once; :func:`merge_outputs` joins and checks them.
+- ``engine="ray"`` scores the requests on a Ray Data pipeline (a pool of scorer
+  actors, one model each); the driver still reads the input and writes OUT itself,
+  so resume, error records and repair are this same code.
+
+Keys: the record's ``id`` when present, else its 0-based record index in INPUT.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+
+from .api import MAX_EXAMPLES_PER_REQUEST, Scorer
+from .errors import UniEvalError
+from .plan import input_hint_counts, input_hint_message, validate_examples
+from .records import InputFileError, Record, count_records, iter_records
+
+
+class ResumeError(ValueError, UniEvalError):
+    """``--resume`` was refused: the output belongs to another run, or cannot be resumed."""
+
+
+class OutputWriteError(OSError, UniEvalError):
+    """Writing the output failed (e.g. disk full); what was written before is intact."""
+
+
+class MergeError(ValueError, UniEvalError):
+    """Shard outputs do not cover the input exactly once, or belong to different runs."""
+
+
+def sidecar_path(output: str | os.PathLike) -> Path:
+    """The sidecar of an output file: ``OUT.meta.json`` beside ``OUT``."""
+    return Path(str(output) + ".meta.json")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file (the input fingerprint)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(1 << 20):
+            h.update(block)
+    return h.hexdigest()
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``"K/N"`` -> ``(K, N)`` with ``0 <= K < N``.
+
+    Raises:
+        ValueError: not of that form.
+    """
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(text))
+    if not m or int(m.group(2)) < 1 or int(m.group(1)) >= int(m.group(2)):
+        raise ValueError(f"--shard must be K/N with 0 <= K < N, got {text!r}")
+    return int(m.group(1)), int(m.group(2))
+
+
+def shard_of(key: Any, n: int) -> int:
+    """The shard (0..n-1) of a record key: SHA-256 of ``str(key)`` modulo ``n`` (deterministic)."""
+    return int(hashlib.sha256(str(key).encode("utf-8")).hexdigest()[:16], 16) % n
+
+
+def _error(message: str, kind: str) -> dict[str, str]:
+    return {"type": kind, "message": message}
+
+
+@dataclass
+class ChunkResult:
+    """Output lines of one request and what the run summary needs."""
+
+    lines: list[dict[str, Any]]
+    n_queries: int = 0
+    n_truncated: int = 0
+    hints: dict[str, int] = field(default_factory=dict)
+
+
+def score_records(scorer: Scorer, chunk: Sequence[Record], task: str, aspects: Sequence[str],
+                  evidence: bool = False) -> ChunkResult:
+    """Score one request of records; bad rows become error records, the others are scored.
+
+    Returns:
+        One output dict per record, in order: ``{index, key, [doc_id, system_id],
+        scores, [aspect_mean], [evidence]}`` or ``{index, key, ..., error: {type, message}}``.
+    """
+    registry = scorer.registry
+    resolved = [registry.get_aspect(task, a) for a in aspects]
+    examples, problems = validate_examples([r.data for r in chunk], resolved)
+    hints = input_hint_counts(examples, registry.get_task(task), resolved)
+    run = scorer._run(examples, task, aspects, strict=False, evidence=evidence)
+    errors: dict[int, list[str]] = defaultdict(list)
+    for p in problems + run.problems:
+        errors[p.index].append(p.describe())
+    lines = []
+    for i, rec in enumerate(chunk):
+        line: dict[str, Any] = {"index": rec.index, "key": rec.key}
+        if isinstance(rec.data, dict):
+            for meta in ("doc_id", "system_id"):
+                if meta in rec.data:
+                    line[meta] = rec.data[meta]
+        if rec.error is not None:
+            line["error"] = _error(rec.error, "InvalidJSON")
+        elif i in errors:
+            line["error"] = _error("; ".join(errors[i]), "InvalidExample")
+        else:
+            row = {a: float(run.values[a][i]) for a in aspects}
+            bad = [a for a, v in row.items() if not np.isfinite(v)]
+            if bad:
+                line["error"] = _error(f"the model gave non-finite logits for {', '.join(bad)}", "NonFiniteScore")
+            else:
+                line["scores"] = row
+                if len(aspects) > 1:
+                    line["aspect_mean"] = float(np.mean(list(row.values())))
+                if evidence:
+                    line["evidence"] = {a: run.evidence[a][i].model_dump(exclude_none=True) for a in aspects}
+        lines.append(line)
+    return ChunkResult(lines, run.n_queries, run.n_truncated, hints)
+
+
+# ----------------------------------------------------------------------------- output files
+def read_output(path: str | os.PathLike, repair: bool = False) -> tuple[list[dict], bool]:
+    """Records of an output JSONL, and whether its last line was torn (cut by a kill).
+
+    With ``repair=True`` a torn last line is removed from the file (it is rewritten
+    when that record is scored again).
+    """
+    p = Path(path)
+    if not p.exists():
+        return [], False
+    data = p.read_bytes()
+    good_end = data.rfind(b"\n") + 1
+    torn = good_end < len(data)
+    lines = []
+    for raw in data[:good_end].splitlines():
+        if raw.strip():
+            try:
+                lines.append(json.loads(raw))
+            except json.JSONDecodeError as exc:
+                raise ResumeError(f"{p} has a corrupt line in the middle ({exc}); it is not an unieval-local output") from None
+    if torn and repair:
+        with open(p, "r+b") as fh:
+            fh.truncate(good_end)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return lines, torn
+
+
+class OutputWriter:
+    """Appends JSON lines; flushes and fsyncs after each request.
+
+    Raises:
+        OutputWriteError: on any write failure (disk full, ...); earlier lines stay intact.
+    """
+
+    def __init__(self, path: str | os.PathLike | None, stream: TextIO | None = None):
+        self.path = Path(path) if path else None
+        try:
+            self._fh = open(self.path, "a", encoding="utf-8") if self.path else (stream or sys.stdout)
+        except OSError as exc:
+            raise InputFileError(f"cannot write the output {str(path)!r}: {exc.strerror or exc}") from exc
+
+    def write(self, lines: Sequence[dict]) -> None:
+        try:
+            self._fh.write("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
+            self._fh.flush()
+            if self.path:
+                os.fsync(self._fh.fileno())
+        except OSError as exc:
+            raise OutputWriteError(
+                exc.errno, f"writing {self.path or 'stdout'} failed: {exc.strerror or exc}; the records "
+                "written before are intact; free space and rerun with --resume") from exc
+
+    def close(self) -> None:
+        if self.path:
+            self._fh.close()
+
+
+def _write_sidecar(output: Path, meta: dict) -> None:
+    tmp = Path(str(sidecar_path(output)) + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, sidecar_path(output))
+
+
+# ----------------------------------------------------------------------------- summary
+@dataclass
+class BatchSummary:
+    """What a batch run did.
+
+    Attributes:
+        aspects: the aspects scored.
+        n_records: output records (including earlier ones kept by ``--resume``).
+        n_failed: error records among them.
+        n_skipped: records skipped because OUT already had them (``--resume``).
+        means: aspect -> mean over the scored records.
+        per_system: system id -> aspect -> mean, when records have ``system_id``.
+        n_queries / n_truncated: distinct queries run this time, and those cut by max_length.
+        signature: the run signature (one line).
+    """
+
+    aspects: list[str]
+    n_records: int = 0
+    n_failed: int = 0
+    n_skipped: int = 0
+    means: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    per_system: dict[str, dict[str, float]] = field(default_factory=dict)
+    n_queries: int = 0
+    n_truncated: int = 0
+    hints: dict[str, int] = field(default_factory=dict)
+    signature: str | None = None
+    seconds: float = 0.0
+    hint_message: str | None = None
+    cache: dict[str, int] | None = None
+
+
+def summarize(lines: Sequence[dict], aspects: Sequence[str]) -> BatchSummary:
+    """Overall per aspect (mean over scored records) and per ``system_id``."""
+    values: dict[str, list[float]] = {a: [] for a in aspects}
+    systems: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    failed = 0
+    for line in lines:
+        if "scores" not in line:
+            failed += 1
+            continue
+        for a in aspects:
+            v = line["scores"].get(a)
+            if v is not None:
+                values[a].append(v)
+                if "system_id" in line:
+                    systems[str(line["system_id"])][a].append(v)
+    s = BatchSummary(list(aspects), n_records=len(lines), n_failed=failed)
+    s.means = {a: (float(np.mean(v)) if v else math.nan) for a, v in values.items()}
+    s.counts = {a: len(v) for a, v in values.items()}
+    s.per_system = {k: {a: float(np.mean(v)) for a, v in d.items()} for k, d in systems.items()}
+    return s
+
+
+def format_summary(s: BatchSummary) -> str:
+    """The stderr table: counts, mean per aspect, per system, signature."""
+    out = [f"\nscored {s.n_records - s.n_failed} of {s.n_records} records ({s.n_failed} failed)"
+           + (f"; {s.n_skipped} already in the output (resumed)" if s.n_skipped else "")]
+    width = max(len(a) for a in s.aspects) + 2
+    out.append(f"{'aspect':<{width}}{'n':>7}  {'mean':>9}")
+    for a in s.aspects:
+        m = s.means.get(a, math.nan)
+        out.append(f"{a:<{width}}{s.counts.get(a, 0):>7}  {'nan' if math.isnan(m) else f'{m:.6f}':>9}")
+    if s.per_system:
+        sys_w = max(len("system"), *(len(k) for k in s.per_system)) + 2
+        out.append("\nper system (mean)")
+        out.append(f"{'system':<{sys_w}}" + "".join(f"{a:>{max(len(a), 9) + 2}}" for a in s.aspects))
+        natural = lambda k: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", k)]  # noqa: E731
+        for k in sorted(s.per_system, key=natural):
+            cells = []
+            for a in s.aspects:
+                m = s.per_system[k].get(a, math.nan)
+                cells.append(f"{'nan' if math.isnan(m) else f'{m:.6f}':>{max(len(a), 9) + 2}}")
+            out.append(f"{k:<{sys_w}}" + "".join(cells))
+    if s.cache is not None:
+        out.append(f"\nscore cache: {s.cache['hits']} queries reused, {s.cache['misses']} scored")
+    if s.signature:
+        out.append(f"\nsignature: {s.signature}")
+    return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- engines
+class LocalEngine:
+    """Scores requests in this process."""
+
+    def __init__(self, scorer: Scorer):
+        self.scorer = scorer
+
+    def map(self, requests: Sequence[list[Record]], task: str, aspects: Sequence[str],
+            evidence: bool) -> Iterator[ChunkResult]:
+        for chunk in requests:
+            yield score_records(self.scorer, chunk, task, aspects, evidence)
+
+    def close(self) -> None:
+        pass
+
+
+class _RayScorerActor:
+    """One Ray actor: one Scorer (one model) scoring whole requests."""
+
+    def __init__(self, scorer_kwargs: dict, task: str, aspects: list[str], evidence: bool):
+        self.scorer = Scorer(**scorer_kwargs)
+        self.task, self.aspects, self.evidence = task, aspects, evidence
+
+    def __call__(self, batch: dict) -> dict:
+        out = []
+        for payload in batch["request"]:
+            chunk = [Record(**r) for r in json.loads(payload)]
+            res = score_records(self.scorer, chunk, self.task, self.aspects, self.evidence)
+            out.append(json.dumps({"lines": res.lines, "n_queries": res.n_queries,
+                                   "n_truncated": res.n_truncated, "hints": res.hints}))
+        return {"rid": batch["rid"], "result": np.array(out, dtype=object)}
+
+
+class RayEngine:
+    """Scores requests on a Ray Data pipeline: ``map_batches`` over a pool of scorer actors.
+
+    Args:
+        scorer_kwargs: how each actor builds its :class:`Scorer` (one model per actor).
+        actors: number of actors (``--ray-actors``).
+        gpus_per_actor: GPUs per actor (``--gpus-per-actor``; 0 on CPU).
+        address: an existing cluster (``--ray-address``); default a local Ray instance.
+        window: requests in flight per round trip (default ``2 * actors``).
+    """
+
+    def __init__(self, scorer_kwargs: dict, *, actors: int = 1, gpus_per_actor: float = 0.0,
+                 address: str | None = None, window: int | None = None):
+        try:
+            import ray
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise ValueError("--engine ray needs Ray: pip install 'unieval-local[ray]'") from exc
+        self.ray = ray
+        self.scorer_kwargs = scorer_kwargs
+        self.actors, self.gpus = actors, gpus_per_actor
+        self.window = window or 2 * actors
+        self._started = False
+        if not ray.is_initialized():
+            kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            if address:
+                ray.init(address=address, **kwargs)
+            else:
+                ray.init(**kwargs)
+            self._started = True
+        ctx = ray.data.DataContext.get_current()
+        ctx.execution_options.preserve_order = True
+        ctx.enable_progress_bars = False
+
+    def map(self, requests: Sequence[list[Record]], task: str, aspects: Sequence[str],
+            evidence: bool) -> Iterator[ChunkResult]:
+        items = [{"rid": i, "request": json.dumps([{"index": r.index, "data": r.data, "error": r.error}
+                                                   for r in chunk])}
+                 for i, chunk in enumerate(requests)]
+        ds = self.ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+            _RayScorerActor, batch_size=1, concurrency=self.actors, num_gpus=self.gpus or None,
+            fn_constructor_kwargs={"scorer_kwargs": self.scorer_kwargs, "task": task,
+                                   "aspects": list(aspects), "evidence": evidence},
+        )
+        results = sorted(ds.take_all(), key=lambda r: r["rid"])
+        for r in results:
+            d = json.loads(r["result"])
+            yield ChunkResult(d["lines"], d["n_queries"], d["n_truncated"], d["hints"])
+
+    def close(self) -> None:
+        if self._started:
+            self.ray.shutdown()
+
+
+# ----------------------------------------------------------------------------- the run
+def run_batch(
+    input: str | os.PathLike,
+    output: str | os.PathLike | None = None,
+    *,
+    task: str = "summarization",
+    aspects: Sequence[str] | str | None = None,
+    scorer_kwargs: dict | None = None,
+    resume: bool = False,
+    shard: tuple[int, int] | str | None = None,
+    engine: str = "local",
+    ray_actors: int = 1,
+    gpus_per_actor: float = 0.0,
+    ray_address: str | None = None,
+    evidence: bool = False,
+    progress: bool | None = None,
+    stream: TextIO | None = None,
+) -> BatchSummary:
+    """Score every record of ``input`` and write one output line per record (the CLI's ``score``).
+
+    Args:
+        input: ``.jsonl`` (streamed; ``-`` = stdin) or a ``.json`` list.
+        output: the output JSONL; ``None`` writes to ``stream`` (stdout), without
+            sidecar or resume.
+        task, aspects: what to score (``None`` or ``"all"``: every aspect of the task).
+        scorer_kwargs: keyword arguments of :class:`~unieval_local.Scorer`.
+        resume: keep the records already in ``output`` and score the rest.
+        shard: ``(K, N)`` or ``"K/N"``: only the records whose key hashes to K.
+        engine: ``local`` or ``ray``.
+        ray_actors, gpus_per_actor, ray_address: the Ray pool (``engine="ray"``).
+        evidence: add evidence to each output line.
+        progress: progress bar (``None``: only on a terminal).
+        stream: where to write when ``output`` is None (default stdout).
+
+    Returns:
+        A :class:`BatchSummary` over every record in the output.
+
+    Raises:
+        InputFileError, ValueError: unreadable input, bad options, unknown aspects.
+        ResumeError: the output exists without ``resume``, or belongs to another
+            run (signature or input fingerprint differ).
+        OutputWriteError: a write failed (disk full); earlier records are intact.
+        CheckpointNotFoundError, CheckpointError: no usable checkpoint.
+    """
+    from tqdm.auto import tqdm
+
+    from .checkpoints import fingerprint_checkpoint
+
+    t0 = time.perf_counter()
+    scorer_kwargs = dict(scorer_kwargs or {})
+    shard = parse_shard(shard) if isinstance(shard, str) else shard
+    scorer = Scorer(**{**scorer_kwargs, "progress": False})
+    registry = scorer.registry
+    names = registry.aspect_names(task, aspects if aspects is not None else
+                                  [next(iter(registry.get_task(task).aspects))])
+    input_path = str(input)
+    if resume and output is None:
+        raise ResumeError("--resume needs --output")
+    if resume and input_path == "-":
+        raise ResumeError("--resume cannot check an input read from stdin; give the file")
+    records = iter_records(input_path)
+    first = next(records, None)
+    if first is None:
+        raise InputFileError(f"{input_path} holds no records")
+    for name in dict.fromkeys(registry.get_aspect(task, a).checkpoint for a in names):
+        scorer.runner(name)  # fail early on a missing checkpoint
+    signature = scorer.signature(task, names[0]).model_copy(update={"aspect": "+".join(names)})
+    fingerprints = {name: fingerprint_checkpoint(scorer.checkpoint(name).path)
+                    for name in dict.fromkeys(registry.get_aspect(task, a).checkpoint for a in names)}
+    run_id = {"signature": signature.model_dump(), "checkpoint_fingerprints": fingerprints,
+              "evidence": evidence}
+    input_fp = None if input_path == "-" else {"path": os.path.abspath(input_path),
+                                               "sha256": file_sha256(input_path)}
+    done: set = set()
+    kept: list[dict] = []
+    out_path = Path(output) if output is not None else None
+    if out_path is not None:
+        existing = out_path.exists() and out_path.stat().st_size > 0
+        if existing and not resume:
+            raise ResumeError(f"{out_path} already exists; pass --resume to continue it, or remove it")
+        if existing:
+            meta_file = sidecar_path(out_path)
+            if not meta_file.is_file():
+                raise ResumeError(f"{out_path} has no sidecar {meta_file.name}; it cannot be resumed safely")
+            meta = json.loads(meta_file.read_text())
+            diffs = [k for k in ("signature", "checkpoint_fingerprints", "evidence") if meta["run"].get(k) != run_id[k]]
+            if diffs:
+                detail = {k: (meta["run"].get(k), run_id[k]) for k in diffs}
+                raise ResumeError(f"refusing to resume {out_path}: the run differs in {', '.join(diffs)}: {detail}")
+            if meta.get("input", {}).get("sha256") != input_fp["sha256"]:
+                raise ResumeError(f"refusing to resume {out_path}: the input file changed since the run started "
+                                  f"(sha256 {meta.get('input', {}).get('sha256', '?')[:12]} != {input_fp['sha256'][:12]})")
+            if meta.get("shard") != (f"{shard[0]}/{shard[1]}" if shard else None):
+                raise ResumeError(f"refusing to resume {out_path}: it is shard {meta.get('shard')}, not "
+                                  f"{f'{shard[0]}/{shard[1]}' if shard else None}")
+            kept, torn = read_output(out_path, repair=True)
+            if torn:
+                print(f"unieval-local: repaired a torn last line in {out_path}", file=sys.stderr)
+            done = {json.dumps(x["key"]) for x in kept}
+    writer = OutputWriter(out_path, stream)
+    meta = {"run": run_id, "input": input_fp, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
+            "progress": {"records_seen": 0, "records_in_shard": 0, "written": len(kept), "complete": False}}
+    if out_path is not None:
+        _write_sidecar(out_path, meta)
+    if engine == "ray":
+        eng = RayEngine({**scorer_kwargs, "progress": False}, actors=ray_actors, gpus_per_actor=gpus_per_actor,
+                        address=ray_address)
+    elif engine == "local":
+        eng = LocalEngine(scorer)
+    else:
+        raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
+    written = list(kept)
+    summary_extra = {"n_queries": 0, "n_truncated": 0, "hints": defaultdict(int), "skipped": 0}
+    total = count_records(input_path)
+    window = getattr(eng, "window", 1)
+    try:
+        with tqdm(total=total, desc="records", unit="rec", disable=None if progress is None else not progress,
+                  dynamic_ncols=True) as bar:
+            pending: list[list[Record]] = []
+            chunk: list[Record] = []
+
+            def drain(final: bool = False) -> None:
+                if not pending or (len(pending) < window and not final):
+                    return
+                for res in eng.map(pending, task, names, evidence):
+                    writer.write(res.lines)
+                    written.extend(res.lines)
+                    summary_extra["n_queries"] += res.n_queries
+                    summary_extra["n_truncated"] += res.n_truncated
+                    for k, v in res.hints.items():
+                        summary_extra["hints"][k] += v
+                    meta["progress"]["written"] = len(written)
+                    bar.update(len(res.lines))
+                if out_path is not None:
+                    _write_sidecar(out_path, meta)
+                pending.clear()
+
+            rec = first
+            while rec is not None:
+                meta["progress"]["records_seen"] += 1
+                if shard is None or shard_of(rec.key, shard[1]) == shard[0]:
+                    meta["progress"]["records_in_shard"] += 1
+                    if json.dumps(rec.key) in done:
+                        summary_extra["skipped"] += 1
+                        bar.update(1)
+                    else:
+                        chunk.append(rec)
+                        if len(chunk) == MAX_EXAMPLES_PER_REQUEST:
+                            pending.append(chunk)
+                            chunk = []
+                            drain()
+                else:
+                    bar.update(1)
+                rec = next(records, None)
+            if chunk:
+                pending.append(chunk)
+            drain(final=True)
+        meta["progress"]["complete"] = True
+        if out_path is not None:
+            _write_sidecar(out_path, meta)
+    finally:
+        writer.close()
+        eng.close()
+    summary = summarize(written, names)
+    summary.n_skipped = summary_extra["skipped"]
+    summary.n_queries = summary_extra["n_queries"]
+    summary.n_truncated = summary_extra["n_truncated"]
+    summary.hints = dict(summary_extra["hints"])
+    summary.signature = str(signature)
+    summary.seconds = time.perf_counter() - t0
+    if scorer_kwargs.get("cache_dir") and engine == "local":
+        summary.cache = scorer.cache_stats()
+    if summary.hints:
+        summary.hint_message = input_hint_message(registry.get_task(task), summary.hints)
+    return summary
+
+
+# ----------------------------------------------------------------------------- merge
+def merge_outputs(paths: Sequence[str | os.PathLike], output: str | os.PathLike) -> BatchSummary:
+    """Join shard outputs into one file, in input order, after checking coverage.
+
+    Checks: every shard has a sidecar from the same run and input, the shards are
+    ``0/N`` ... ``N-1/N`` each exactly once and complete, no key appears twice,
+    and the shards together hold every input record.
+
+    Raises:
+        MergeError: any check fails; nothing is written.
+    """
+    metas, lines_by = [], []
+    for p in paths:
+        meta_file = sidecar_path(p)
+        if not meta_file.is_file():
+            raise MergeError(f"{p} has no sidecar {meta_file.name}: not an unieval-local output")
+        metas.append(json.loads(meta_file.read_text()))
+        lines, torn = read_output(p)
+        if torn:
+            raise MergeError(f"{p} ends with a torn line: resume that shard first")
+        lines_by.append(lines)
+    problems = []
+    runs = {json.dumps(m["run"], sort_keys=True) for m in metas}
+    if len(runs) > 1:
+        problems.append("the outputs come from different runs (signature, checkpoint or aspects differ)")
+    inputs = {(m.get("input") or {}).get("sha256") for m in metas}
+    if len(inputs) > 1:
+        problems.append("the outputs were made from different input files")
+    shards = [m.get("shard") for m in metas]
+    ns = {int(s.split("/")[1]) for s in shards if s}
+    if None in shards or len(ns) != 1:
+        problems.append(f"every output must be a shard K/N of the same N; got {shards}")
+    else:
+        n = ns.pop()
+        ks = [int(s.split("/")[0]) for s in shards]
+        missing = sorted(set(range(n)) - set(ks))
+        dup = sorted({k for k in ks if ks.count(k) > 1})
+        if missing:
+            problems.append(f"missing shard(s) {', '.join(f'{k}/{n}' for k in missing)}")
+        if dup:
+            problems.append(f"shard(s) given more than once: {', '.join(f'{k}/{n}' for k in dup)}")
+    for p, m in zip(paths, metas):
+        if not m["progress"].get("complete"):
+            problems.append(f"{p} is incomplete (the run stopped early): resume it first")
+    seen: dict[str, str] = {}
+    for p, lines in zip(paths, lines_by):
+        for line in lines:
+            k = json.dumps(line["key"])
+            if k in seen:
+                problems.append(f"key {line['key']!r} is in both {seen[k]} and {p}")
+            seen[k] = str(p)
+    if not problems and metas:
+        expected = metas[0]["progress"]["records_seen"]
+        if len(seen) != expected:
+            problems.append(f"the shards hold {len(seen)} records but the input has {expected}")
+    if problems:
+        raise MergeError("cannot merge:\n  " + "\n  ".join(problems[:20]))
+    merged = sorted((x for lines in lines_by for x in lines), key=lambda x: x["index"])
+    with open(output, "w", encoding="utf-8") as fh:
+        for x in merged:
+            fh.write(json.dumps(x, ensure_ascii=False) + "\n")
+    aspects = metas[0]["run"]["signature"]["aspect"].split("+")
+    summary = summarize(merged, aspects)
+    summary.signature = None
+    return summary
