@@ -261,6 +261,8 @@ class Scorer:
             run.values.update(folded.values)
             run.n_queries += len(set(plan.prompts))
             run.n_truncated += len({p for p, n in zip(plan.prompts, n_tokens) if n > self.max_length})
+            run.n_shortened += len({p for p, q in zip(plan.prompts, plan.queries) if q.window is not None
+                                    and self.long_input == "fit"})
             if evidence:
                 counter = runner if hasattr(runner, "cut") else None
                 run.evidence.update(build_evidence(plan, folded, p_yes, n_tokens, examples, self.max_length, counter))
@@ -345,6 +347,11 @@ class Scorer:
                 f"{run.n_truncated} of {run.n_queries} queries were longer than max_length={self.max_length} "
                 f"tokens and lost their end (long_input={self.long_input!r}); use long_input='fit' or 'chunk' "
                 "to keep the target whole, and evidence=True to see which", UserWarning, stacklevel=2)
+        if run.n_shortened:
+            warnings.warn(
+                f"{run.n_shortened} of {run.n_queries} queries had a long field shortened to fit max_length="
+                f"{self.max_length} (long_input='fit': only the beginning of that field was read; "
+                "long_input='chunk' reads all of it); evidence=True shows the windows", UserWarning, stacklevel=2)
         bad = sorted({i for v in values.values() for i in np.flatnonzero(~np.isfinite(v)).tolist()})
         if bad:
             raise NonFiniteScoreError(
@@ -403,6 +410,7 @@ class _Run:
     evidence: dict[str, list] = field(default_factory=dict)
     n_queries: int = 0
     n_truncated: int = 0
+    n_shortened: int = 0
 
 
 _DEFAULT_SCORERS: dict[str, Scorer] = {}

@@ -95,6 +95,7 @@ class ChunkResult:
     n_queries: int = 0
     n_truncated: int = 0
     hints: dict[str, int] = field(default_factory=dict)
+    n_shortened: int = 0
 
 
 def score_records(scorer: Scorer, chunk: Sequence[Record], task: str, aspects: Sequence[str],
@@ -136,7 +137,7 @@ def score_records(scorer: Scorer, chunk: Sequence[Record], task: str, aspects: S
                 if evidence:
                     line["evidence"] = {a: run.evidence[a][i].model_dump(exclude_none=True) for a in aspects}
         lines.append(line)
-    return ChunkResult(lines, run.n_queries, run.n_truncated, hints)
+    return ChunkResult(lines, run.n_queries, run.n_truncated, hints, run.n_shortened)
 
 
 # ----------------------------------------------------------------------------- output files
@@ -228,6 +229,7 @@ class BatchSummary:
     per_system: dict[str, dict[str, float]] = field(default_factory=dict)
     n_queries: int = 0
     n_truncated: int = 0
+    n_shortened: int = 0
     hints: dict[str, int] = field(default_factory=dict)
     signature: str | None = None
     seconds: float = 0.0
@@ -312,8 +314,8 @@ class _RayScorerActor:
         for payload in batch["request"]:
             chunk = [Record(**r) for r in json.loads(payload)]
             res = score_records(self.scorer, chunk, self.task, self.aspects, self.evidence)
-            out.append(json.dumps({"lines": res.lines, "n_queries": res.n_queries,
-                                   "n_truncated": res.n_truncated, "hints": res.hints}))
+            out.append(json.dumps({"lines": res.lines, "n_queries": res.n_queries, "n_truncated": res.n_truncated,
+                                   "hints": res.hints, "n_shortened": res.n_shortened}))
         return {"rid": batch["rid"], "result": np.array(out, dtype=object)}
 
 
@@ -363,7 +365,7 @@ class RayEngine:
         results = sorted(ds.take_all(), key=lambda r: r["rid"])
         for r in results:
             d = json.loads(r["result"])
-            yield ChunkResult(d["lines"], d["n_queries"], d["n_truncated"], d["hints"])
+            yield ChunkResult(d["lines"], d["n_queries"], d["n_truncated"], d["hints"], d["n_shortened"])
 
     def close(self) -> None:
         if self._started:
@@ -482,7 +484,7 @@ def run_batch(
     else:
         raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
     written = list(kept)
-    summary_extra = {"n_queries": 0, "n_truncated": 0, "hints": defaultdict(int), "skipped": 0}
+    summary_extra = {"n_queries": 0, "n_truncated": 0, "n_shortened": 0, "hints": defaultdict(int), "skipped": 0}
     total = count_records(input_path)
     window = getattr(eng, "window", 1)
     try:
@@ -499,6 +501,7 @@ def run_batch(
                     written.extend(res.lines)
                     summary_extra["n_queries"] += res.n_queries
                     summary_extra["n_truncated"] += res.n_truncated
+                    summary_extra["n_shortened"] += res.n_shortened
                     for k, v in res.hints.items():
                         summary_extra["hints"][k] += v
                     meta["progress"]["written"] = len(written)
@@ -537,6 +540,7 @@ def run_batch(
     summary.n_skipped = summary_extra["skipped"]
     summary.n_queries = summary_extra["n_queries"]
     summary.n_truncated = summary_extra["n_truncated"]
+    summary.n_shortened = summary_extra["n_shortened"]
     summary.hints = dict(summary_extra["hints"])
     summary.signature = str(signature)
     summary.seconds = time.perf_counter() - t0

@@ -93,8 +93,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="prompts over --max-length: truncate (UniEval: the end is cut; default), fit "
                     "(shorten the document/reference/history, never the target) or chunk (score against "
                     "windows of the long field and combine)")
-    sc.add_argument("--window-overlap", type=int, default=1,
-                    help="sentences (dialogue turns) shared by consecutive windows in chunk mode (default 1)")
+    sc.add_argument("--window-overlap", type=int, default=None,
+                    help="sentences (dialogue turns) shared by consecutive windows in chunk mode (default 1; "
+                    "keep it below a window's sentence count, or windows only advance one sentence at a time)")
     sc.add_argument("--evidence", action="store_true",
                     help="add per-sentence scores, windows and truncation flags to each output line")
     sc.add_argument("--no-fast-forward", dest="fast_forward", action="store_false",
@@ -162,8 +163,11 @@ def cmd_score(args: argparse.Namespace) -> int:
         model=_model_arg(args.model), device=args.device, dtype=args.dtype, max_length=args.max_length,
         batch_tokens=args.batch_tokens, reference_reduction=args.reference_reduction, offline=args.offline,
         cache_dir=args.cache_dir, fast_forward=args.fast_forward, aspects_config=args.aspects_config,
-        long_input=args.long_input, window_overlap=args.window_overlap,
+        long_input=args.long_input, window_overlap=1 if args.window_overlap is None else args.window_overlap,
     )
+    if args.window_overlap is not None and args.long_input != "chunk":
+        print(f"unieval-local: warning: --window-overlap only applies to --long-input chunk "
+              f"(ignored with {args.long_input})", file=sys.stderr)
     aspects = None if not args.aspects else ("all" if "all" in args.aspects else list(dict.fromkeys(args.aspects)))
     try:
         summary = run_batch(
@@ -188,6 +192,10 @@ def cmd_score(args: argparse.Namespace) -> int:
         print(f"warning: {summary.n_truncated} of {summary.n_queries} distinct queries were longer than "
               f"--max-length {args.max_length} tokens and lost their end (--long-input {args.long_input}); "
               "--long-input fit or chunk keeps the target whole, --evidence shows which", file=sys.stderr)
+    if summary.n_shortened:
+        print(f"warning: {summary.n_shortened} of {summary.n_queries} distinct queries had a long field "
+              "shortened to fit (--long-input fit reads only its beginning; chunk reads all of it); "
+              "--evidence shows the windows", file=sys.stderr)
     return EXIT_ROWS_FAILED if summary.n_failed else EXIT_OK
 
 

@@ -172,6 +172,8 @@ class T5Runner:
         if not model.config.is_encoder_decoder:
             raise CheckpointError(f"{path} is not an encoder-decoder model")
         self.model = model.to(device).eval()
+        # we truncate ourselves (tokenize_full + truncate): silence the tokenizer's length warning
+        self.tokenizer.model_max_length = int(1e12)
         self.yes_id, self.no_id = yes_no_ids(self.tokenizer)
         if max(self.yes_id, self.no_id) >= model.config.vocab_size:
             raise CheckpointError(f"Yes/No ids {self.yes_id}/{self.no_id} exceed vocab_size {model.config.vocab_size}")
