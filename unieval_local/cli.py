@@ -136,6 +136,46 @@ def _build_parser() -> argparse.ArgumentParser:
     dl.add_argument("--to", required=True, help="folder to write into (use it as UNIEVAL_LOCAL_HOME)")
     dl.add_argument("--revision", default=None, help="hub branch, tag or commit (default main)")
 
+    mt = sub.add_parser(
+        "meta",
+        help="correlation of scores with human judgements",
+        description="Pearson, Spearman and Kendall correlations between predicted and human scores at sample, "
+        "summary (per document, averaged; documents with constant scores skipped, as UniEval does) and system "
+        "level, per aspect, with seeded bootstrap 95%% intervals (documents resampled when doc ids exist). "
+        "PREDICTIONS is a UniEval reproduce file (predict_scores + scores) or a score output joined to --human.",
+    )
+    mt.add_argument("predictions")
+    mt.add_argument("--human", default=None, help="records with id and human scores (e.g. the score input)")
+    mt.add_argument("--human-field", default="scores", help="field of the human scores (default scores)")
+    mt.add_argument("--aspect", action="append", dest="aspects", help="aspects (default: all in common)")
+    mt.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (default 1000; 0 = none)")
+    mt.add_argument("--seed", type=int, default=0)
+    mt.add_argument("--json", dest="json_out", default=None, help="also write the table as JSON here")
+
+    cp = sub.add_parser(
+        "compare",
+        help="paired bootstrap test: is system B better than A?",
+        description="Join two score outputs by key and test, per aspect, whether B's mean is above A's "
+        "(paired bootstrap; one-sided p-value).",
+    )
+    cp.add_argument("a")
+    cp.add_argument("b")
+    cp.add_argument("--bootstrap", type=int, default=1000)
+    cp.add_argument("--seed", type=int, default=0)
+
+    rh = sub.add_parser(
+        "report-html",
+        help="a self-contained HTML report of a score output",
+        description="Score distributions, per-system means with intervals, lowest-scoring examples with "
+        "sentences coloured by score and source windows, truncation counts and the run signature, in one "
+        "HTML file that needs no network.",
+    )
+    rh.add_argument("output_jsonl", metavar="OUT.jsonl")
+    rh.add_argument("--output", "-o", required=True, help="the HTML file to write")
+    rh.add_argument("--input", default=None, help="the scored input, for target text and source windows")
+    rh.add_argument("--title", default=None)
+    rh.add_argument("--lowest", type=int, default=5, help="lowest-scoring examples per aspect (default 5)")
+
     tk = sub.add_parser(
         "tasks",
         help="list tasks and aspects",
@@ -236,6 +276,50 @@ def cmd_download(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_meta(args: argparse.Namespace) -> int:
+    """``unieval-local meta``: print correlations; exit 0, or 2 on unusable input."""
+    from .meta import format_meta, load_items, meta_evaluate
+
+    try:
+        items = load_items(args.predictions, args.human, args.human_field)
+        result = meta_evaluate(items, args.aspects, n_boot=args.bootstrap, seed=args.seed)
+    except (ValueError, OSError, KeyError) as exc:
+        print(f"unieval-local: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(format_meta(result))
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as fh:
+            json.dump({"n": result.n, "unit": result.unit, "n_boot": result.n_boot, "table": result.table}, fh, indent=2)
+    return EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``unieval-local compare``: print the paired bootstrap table; exit 0, or 2 on unusable input."""
+    from .meta import format_comparison, paired_bootstrap
+
+    try:
+        a = [json.loads(x) for x in open(args.a, encoding="utf-8") if x.strip()]
+        b = [json.loads(x) for x in open(args.b, encoding="utf-8") if x.strip()]
+        print(format_comparison(paired_bootstrap(a, b, n_boot=args.bootstrap, seed=args.seed)))
+    except (ValueError, OSError, KeyError) as exc:
+        print(f"unieval-local: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    return EXIT_OK
+
+
+def cmd_report_html(args: argparse.Namespace) -> int:
+    """``unieval-local report-html``: write the HTML report; exit 0, or 2 on unusable input."""
+    from .report import render_html
+
+    try:
+        path = render_html(args.output_jsonl, args.output, input=args.input, title=args.title, n_lowest=args.lowest)
+    except (ValueError, OSError, KeyError) as exc:
+        print(f"unieval-local: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"wrote {path}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:
     """``unieval-local tasks``: print the registry as a table; exit 0 (2 on a bad config)."""
     from .tasks import DEFAULT_REGISTRY
@@ -278,8 +362,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``unieval-local`` console script; returns the exit status."""
     args = _build_parser().parse_args(argv)
     handler = {"score": cmd_score, "download": cmd_download, "verify": cmd_verify, "tasks": cmd_tasks,
-               "merge": cmd_merge}[args.command]
-    return handler(args)
+               "merge": cmd_merge, "meta": cmd_meta, "compare": cmd_compare,
+               "report-html": cmd_report_html}[args.command]
+    try:
+        return handler(args)
+    except BrokenPipeError:  # e.g. `unieval-local meta ... | head`
+        sys.stderr.close()
+        return EXIT_OK
 
 
 if __name__ == "__main__":
