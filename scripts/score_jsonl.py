@@ -22,9 +22,11 @@ from unieval_local.cli import main as cli_main
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     out = None
-    for flag in ("--output", "-o"):
-        if flag in argv and argv.index(flag) + 1 < len(argv):
-            out = argv[argv.index(flag) + 1]
+    for i, arg in enumerate(argv):
+        if arg in ("--output", "-o") and i + 1 < len(argv):
+            out = argv[i + 1]
+        elif arg.startswith("--output="):
+            out = arg.split("=", 1)[1]
     if out and Path(out).exists() and Path(out).stat().st_size > 0 and "--resume" not in argv:
         argv.append("--resume")
     return cli_main(["score", *argv, "--no-progress"] if "--no-progress" not in argv else ["score", *argv])

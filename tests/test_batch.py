@@ -237,3 +237,36 @@ def test_ray_engine_equals_local_engine_including_kill_and_resume(tmp_path, tiny
     lines = read(viaray)
     assert len(lines) == 900 and len({x["key"] for x in lines}) == 900
     same_scores(by_key(lines), by_key(read(local)))
+
+
+def test_duplicate_ids_get_error_records_and_resume_stays_exact(tmp_path, tiny_ckpt, summeval_records):
+    rows = small_records(summeval_records, 300)
+    rows[280]["id"] = rows[10]["id"]  # a repeated id
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    assert main(["score", str(src), *args(tiny_ckpt), "-o", str(out)]) == EXIT_ROWS_FAILED
+    full = read(out)
+    assert len(full) == 300 and full[280]["error"]["type"] == "DuplicateKey" and "first at record 10" in full[280]["error"]["message"]
+    data = out.read_bytes()  # as if killed after the first request
+    out.write_bytes(b"".join(data.splitlines(keepends=True)[:250]))
+    assert main(["score", str(src), *args(tiny_ckpt), "-o", str(out), "--resume"]) == EXIT_ROWS_FAILED
+    again = read(out)
+    assert sorted(x["index"] for x in again) == list(range(300))
+    for k in (0, 1):
+        shard = tmp_path / f"d{k}.jsonl"
+        main(["score", str(src), *args(tiny_ckpt), "--shard", f"{k}/2", "-o", str(shard)])
+    assert main(["merge", str(tmp_path / "d0.jsonl"), str(tmp_path / "d1.jsonl"), "-o", str(tmp_path / "m.jsonl")]) == 0
+    assert main(["merge", str(tmp_path / "d0.jsonl"), str(tmp_path / "d1.jsonl"), "-o", str(tmp_path / "m.jsonl")]) == EXIT_USAGE
+    assert len(read(tmp_path / "m.jsonl")) == 300
+
+
+def test_resume_refusal_names_the_setting_that_differs(tmp_path, tiny_ckpt, summeval_records, capsys):
+    src = write_jsonl(tmp_path / "in.jsonl", small_records(summeval_records, 10))
+    out = tmp_path / "out.jsonl"
+    assert main(["score", str(src), *args(tiny_ckpt), "-o", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["score", str(src), *args(tiny_ckpt, "--max-length", "40"), "-o", str(out), "--resume"]) == EXIT_USAGE
+    assert "max_length: 48 -> 40" in capsys.readouterr().err
+    summary = run_batch(src, tmp_path / "one.jsonl", aspects="fluency", scorer_kwargs={"model": str(tiny_ckpt)},
+                        progress=False)
+    assert summary.aspects == ["fluency"]

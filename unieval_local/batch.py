@@ -122,7 +122,7 @@ def score_records(scorer: Scorer, chunk: Sequence[Record], task: str, aspects: S
                 if meta in rec.data:
                     line[meta] = rec.data[meta]
         if rec.error is not None:
-            line["error"] = _error(rec.error, "InvalidJSON")
+            line["error"] = _error(rec.error, "DuplicateKey" if rec.error.startswith("duplicate id") else "InvalidJSON")
         elif i in errors:
             line["error"] = _error("; ".join(errors[i]), "InvalidExample")
         else:
@@ -457,10 +457,17 @@ def run_batch(
             if not meta_file.is_file():
                 raise ResumeError(f"{out_path} has no sidecar {meta_file.name}; it cannot be resumed safely")
             meta = json.loads(meta_file.read_text())
-            diffs = [k for k in ("signature", "checkpoint_fingerprints", "evidence") if meta["run"].get(k) != run_id[k]]
+            old, new = meta["run"], run_id
+            diffs = [f"{k}: {old['signature'].get(k)!r} -> {new['signature'].get(k)!r}"
+                     for k in sorted(set(old["signature"]) | set(new["signature"]))
+                     if old["signature"].get(k) != new["signature"].get(k)]
+            if old.get("checkpoint_fingerprints") != new["checkpoint_fingerprints"]:
+                diffs.append("checkpoint content (fingerprint) changed")
+            if old.get("evidence") != new["evidence"]:
+                diffs.append(f"evidence: {old.get('evidence')} -> {new['evidence']}")
             if diffs:
-                detail = {k: (meta["run"].get(k), run_id[k]) for k in diffs}
-                raise ResumeError(f"refusing to resume {out_path}: the run differs in {', '.join(diffs)}: {detail}")
+                raise ResumeError(f"refusing to resume {out_path}: the run settings differ ({'; '.join(diffs)}); "
+                                  "rerun with the original settings, or write to a new output")
             if meta.get("input", {}).get("sha256") != input_fp["sha256"]:
                 raise ResumeError(f"refusing to resume {out_path}: the input file changed since the run started "
                                   f"(sha256 {meta.get('input', {}).get('sha256', '?')[:12]} != {input_fp['sha256'][:12]})")
@@ -470,7 +477,7 @@ def run_batch(
             kept, torn = read_output(out_path, repair=True)
             if torn:
                 print(f"unieval-local: repaired a torn last line in {out_path}", file=sys.stderr)
-            done = {json.dumps(x["key"]) for x in kept}
+            done = {x["index"] for x in kept}  # the input is unchanged (checked above): index identifies a record
     writer = OutputWriter(out_path, stream)
     meta = {"run": run_id, "input": input_fp, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
             "progress": {"records_seen": 0, "records_in_shard": 0, "written": len(kept), "complete": False}}
@@ -511,11 +518,17 @@ def run_batch(
                 pending.clear()
 
             rec = first
+            first_index: dict[str, int] = {}
             while rec is not None:
                 meta["progress"]["records_seen"] += 1
+                key = json.dumps(rec.key)
+                if key in first_index and rec.error is None:
+                    rec = Record(rec.index, rec.data, f"duplicate id {rec.key!r} (first at record "
+                                 f"{first_index[key]}); ids must be unique")
+                first_index.setdefault(key, rec.index)
                 if shard is None or shard_of(rec.key, shard[1]) == shard[0]:
                     meta["progress"]["records_in_shard"] += 1
-                    if json.dumps(rec.key) in done:
+                    if rec.index in done:
                         summary_extra["skipped"] += 1
                         bar.update(1)
                     else:
@@ -552,16 +565,19 @@ def run_batch(
 
 
 # ----------------------------------------------------------------------------- merge
-def merge_outputs(paths: Sequence[str | os.PathLike], output: str | os.PathLike) -> BatchSummary:
+def merge_outputs(paths: Sequence[str | os.PathLike], output: str | os.PathLike, *, force: bool = False) -> BatchSummary:
     """Join shard outputs into one file, in input order, after checking coverage.
 
     Checks: every shard has a sidecar from the same run and input, the shards are
     ``0/N`` ... ``N-1/N`` each exactly once and complete, no key appears twice,
-    and the shards together hold every input record.
+    and the shards together hold every input record (records are identified by
+    their index in the common input file). ``output`` is not overwritten unless ``force``.
 
     Raises:
         MergeError: any check fails; nothing is written.
     """
+    if Path(output).exists() and not force:
+        raise MergeError(f"{output} already exists; remove it or pass --force")
     metas, lines_by = [], []
     for p in paths:
         meta_file = sidecar_path(p)
@@ -573,9 +589,11 @@ def merge_outputs(paths: Sequence[str | os.PathLike], output: str | os.PathLike)
             raise MergeError(f"{p} ends with a torn line: resume that shard first")
         lines_by.append(lines)
     problems = []
-    runs = {json.dumps(m["run"], sort_keys=True) for m in metas}
-    if len(runs) > 1:
-        problems.append("the outputs come from different runs (signature, checkpoint or aspects differ)")
+    runs = [json.dumps(m["run"], sort_keys=True) for m in metas]
+    if len(set(runs)) > 1:
+        odd = [str(p) for p, r in zip(paths, runs) if r != runs[0]]
+        problems.append(f"the outputs come from different runs (signature, checkpoint or aspects differ): "
+                        f"{', '.join(odd)} differ from {paths[0]}")
     inputs = {(m.get("input") or {}).get("sha256") for m in metas}
     if len(inputs) > 1:
         problems.append("the outputs were made from different input files")
@@ -595,13 +613,15 @@ def merge_outputs(paths: Sequence[str | os.PathLike], output: str | os.PathLike)
     for p, m in zip(paths, metas):
         if not m["progress"].get("complete"):
             problems.append(f"{p} is incomplete (the run stopped early): resume it first")
-    seen: dict[str, str] = {}
+    seen: dict[int, str] = {}
+    dups = []
     for p, lines in zip(paths, lines_by):
         for line in lines:
-            k = json.dumps(line["key"])
+            k = line["index"]
             if k in seen:
-                problems.append(f"key {line['key']!r} is in both {seen[k]} and {p}")
+                dups.append(f"record {k} (key {line['key']!r}) is in both {seen[k]} and {p}")
             seen[k] = str(p)
+    problems += dups[:10] + ([f"... and {len(dups) - 10} more duplicated records"] if len(dups) > 10 else [])
     if not problems and metas:
         expected = metas[0]["progress"]["records_seen"]
         if len(seen) != expected:

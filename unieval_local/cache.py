@@ -54,15 +54,30 @@ class ScoreCache:
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(self.path, timeout=120, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL NOT NULL, n_tokens INTEGER)")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS file_hashes (path TEXT, size INTEGER, mtime_ns INTEGER, sha256 TEXT,"
-                " PRIMARY KEY (path, size, mtime_ns))"
-            )
+            self._setup()
         except (OSError, sqlite3.Error) as exc:
             raise CacheError(f"cannot use cache folder {str(self.folder)!r}: {type(exc).__name__}: {exc}") from exc
+
+    def _setup(self, attempts: int = 200) -> None:
+        """Switch to WAL and create the tables; retried while another process holds the lock
+        (the journal-mode switch can fail with "database is locked" without waiting)."""
+        import random
+        import time
+
+        for attempt in range(attempts):
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS scores (key TEXT PRIMARY KEY, value REAL NOT NULL, n_tokens INTEGER)")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS file_hashes (path TEXT, size INTEGER, mtime_ns INTEGER, sha256 TEXT,"
+                    " PRIMARY KEY (path, size, mtime_ns))")
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == attempts - 1:
+                    raise
+                time.sleep(0.05 + random.random() * 0.1)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, tuple[float, int | None]]:
         """``key -> (value, n_tokens)`` for those ``keys`` that are present."""

@@ -122,7 +122,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "or 2 when a check fails (nothing written).",
     )
     mg.add_argument("outputs", nargs="+", help="the shard outputs")
-    mg.add_argument("--output", "-o", required=True, help="the merged JSONL")
+    mg.add_argument("--output", "-o", required=True, help="the merged JSONL (not overwritten without --force)")
+    mg.add_argument("--force", action="store_true", help="overwrite an existing --output")
 
     dl = sub.add_parser(
         "download",
@@ -244,7 +245,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     from .batch import MergeError, format_summary, merge_outputs
 
     try:
-        summary = merge_outputs(args.outputs, args.output)
+        summary = merge_outputs(args.outputs, args.output, force=args.force)
     except (MergeError, OSError) as exc:
         print(f"unieval-local: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

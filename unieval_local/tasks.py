@@ -212,6 +212,8 @@ class Registry:
 
     def aspect_names(self, task: str, aspects: str | list[str] | tuple[str, ...] | None) -> list[str]:
         """Expand ``None`` or ``"all"`` to every aspect of ``task``; check the names; drop repeats."""
+        if isinstance(aspects, str) and aspects != "all":
+            aspects = [aspects]
         names = list(self.get_task(task).aspects) if aspects in (None, "all", ["all"], ("all",)) else list(aspects)
         for a in names:
             self.get_aspect(task, a)
