@@ -4,10 +4,8 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 
 import numpy as np
-import pytest
 
 from unieval_local import Scorer
 from unieval_local.cli import EXIT_CHECKPOINT, EXIT_ROWS_FAILED, EXIT_USAGE, main

@@ -128,7 +128,7 @@ def test_html_report_sections_and_no_network(tmp_path, tiny_ckpt, summeval_recor
     text = html.read_text()
     for section in ('id="signature"', 'id="overall"', 'id="distributions"', 'id="systems"', 'id="lowest"'):
         assert section in text
-    assert "<svg" in text and "best source window" in text and "Truncated queries: 0 of" in text
+    assert "<svg" in text and "best source window" in text and "(repeated prompts counted): 0 of" in text
     assert "unieval-local:0.1.0|task:summarization" in text
     import re
 

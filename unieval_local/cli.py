@@ -15,12 +15,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
-import re
 import sys
-from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any, TextIO
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT, EXIT_WRITE = 0, 1, 2, 3, 4
 
@@ -224,8 +220,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         print(f"unieval-local: error: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_WRITE
     except (ResumeError, InputFileError, ValueError, OSError) as exc:  # also unknown aspects, bad config, device
-        print(f"unieval-local: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage_error(exc)
     print(format_summary(summary), file=sys.stderr)
     if summary.hint_message:
         print(f"warning: {summary.hint_message}", file=sys.stderr)
@@ -247,8 +242,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
     try:
         summary = merge_outputs(args.outputs, args.output, force=args.force)
     except (MergeError, OSError) as exc:
-        print(f"unieval-local: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage_error(exc)
     print(format_summary(summary), file=sys.stderr)
     print(f"merged {len(args.outputs)} shards into {args.output}", file=sys.stderr)
     return EXIT_OK
@@ -277,6 +271,12 @@ def cmd_download(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _usage_error(exc: BaseException) -> int:
+    """Print ``exc`` as a one-line CLI error and return the usage exit status (2)."""
+    print(f"unieval-local: error: {exc}", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def cmd_meta(args: argparse.Namespace) -> int:
     """``unieval-local meta``: print correlations; exit 0, or 2 on unusable input."""
     from .meta import format_meta, load_items, meta_evaluate
@@ -285,8 +285,7 @@ def cmd_meta(args: argparse.Namespace) -> int:
         items = load_items(args.predictions, args.human, args.human_field)
         result = meta_evaluate(items, args.aspects, n_boot=args.bootstrap, seed=args.seed)
     except (ValueError, OSError, KeyError) as exc:
-        print(f"unieval-local: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage_error(exc)
     print(format_meta(result))
     if args.json_out:
         with open(args.json_out, "w", encoding="utf-8") as fh:
@@ -303,8 +302,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         b = [json.loads(x) for x in open(args.b, encoding="utf-8") if x.strip()]
         print(format_comparison(paired_bootstrap(a, b, n_boot=args.bootstrap, seed=args.seed)))
     except (ValueError, OSError, KeyError) as exc:
-        print(f"unieval-local: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage_error(exc)
     return EXIT_OK
 
 
@@ -315,8 +313,7 @@ def cmd_report_html(args: argparse.Namespace) -> int:
     try:
         path = render_html(args.output_jsonl, args.output, input=args.input, title=args.title, n_lowest=args.lowest)
     except (ValueError, OSError, KeyError) as exc:
-        print(f"unieval-local: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _usage_error(exc)
     print(f"wrote {path}", file=sys.stderr)
     return EXIT_OK
 
@@ -332,8 +329,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
         try:
             registry = DEFAULT_REGISTRY.with_aspects(load_aspects_config(args.aspects_config, DEFAULT_REGISTRY))
         except ValueError as exc:
-            print(f"unieval-local: error: {exc}", file=sys.stderr)
-            return EXIT_USAGE
+            return _usage_error(exc)
     rows = [("task", "aspect", "needs", "granularity", "range", "checkpoint")]
     for task in registry.tasks.values():
         for a in task.aspects.values():

@@ -453,7 +453,7 @@ def _shrink_overflowing(plan: Plan, counter: TokenCounter, max_length: int) -> N
     for k, n in zip(shortened, counts):
         q = plan.queries[k]
         while n > max_length:
-            name, (a, b) = q.field, q.window
+            name, (a, _) = q.field, q.window
             _, start, end = next(s for s in q.spans if s[0] == name)
             window_text = plan.prompts[k][start:end]
             keep = counter.cut(window_text, max(1, counter.count_plain([window_text])[0] - (n - max_length) - 1))

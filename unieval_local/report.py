@@ -124,7 +124,7 @@ th{background:#f3f3f3} .sig{font-family:monospace;font-size:12px;background:#f6f
 <section id="signature"><h2>Run</h2>
 <div class="sig">{{ signature or "no sidecar signature found" }}</div>
 <p>{{ n_records }} records: {{ n_scored }} scored, {{ n_failed }} failed.
-Truncated queries: {{ truncation }}.</p></section>
+Queries cut by max_length (repeated prompts counted): {{ truncation }}.</p></section>
 <section id="overall"><h2>Overall per aspect</h2>
 <table><tr><th>aspect</th><th>n</th><th>mean</th><th>median</th><th>min</th><th>max</th></tr>
 {% for row in overall %}<tr><td style="text-align:left">{{ row.aspect }}</td><td>{{ row.n }}</td><td>{{ "%.4f"|format(row.mean) }}</td>
