@@ -1,4 +1,9 @@
-"""The ``unieval-local`` command line: ``score``, ``download``, ``verify``.
+"""The ``unieval-local`` command line.
+
+Commands: ``score`` (the batch pipeline: resume, shards, Ray), ``merge`` (join shard
+outputs), ``download`` / ``verify`` (stage checkpoints for offline machines), ``tasks``
+(the registry), ``meta`` / ``compare`` (agreement with human scores, paired test) and
+``report-html`` (a self-contained report). Each command's ``--help`` gives its inputs.
 
 Exit status of ``unieval-local score``:
     0  every record was scored;
