@@ -158,3 +158,26 @@ def test_html_report_renders_in_headless_chromium(tmp_path, tiny_ckpt, summeval_
     assert res.returncode == 0 and shot.is_file(), res.stderr[-1000:]
     pixels = imread(shot)
     assert pixels.shape[0] >= 1000 and pixels.std() > 0.05  # not blank
+
+
+def test_meta_and_compare_edge_options(shared_data, tmp_path, capsys):
+    path = shared_data / PREDICT / "fact" / "qags_xsum_result.json"
+    assert main(["meta", str(path), "--bootstrap", "0", "--json", str(tmp_path / "m.json")]) == 0
+    out = capsys.readouterr().out
+    assert "no bootstrap intervals" in out and "nan" not in out
+    table = json.loads((tmp_path / "m.json").read_text())["table"]  # strict JSON, NaN written as null
+    assert table["sample"]["consistency"]["pearson"][1] is None
+    assert main(["meta", str(path), "--aspect", "bogus"]) == 2
+    assert "available: ['consistency']" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["meta", str(path), "--bootstrap", "-5"])
+    a = tmp_path / "a.jsonl"
+    a.write_text("".join(json.dumps({"key": i, "scores": {"x": i / 10}}) + "\n" for i in range(10)))
+    b = tmp_path / "b.jsonl"
+    b.write_text("".join(json.dumps({"key": i, "scores": {"x": i / 10 + 0.1}}) + "\n" for i in range(5)))
+    capsys.readouterr()
+    assert main(["compare", str(a), str(b), "--bootstrap", "0"]) == 0
+    text = capsys.readouterr().out
+    assert "only 5 keys are in both outputs" in text and "nan" not in text
+    assert main(["compare", str(a), str(path)]) == 2
+    assert "qags_xsum_result.json:" in capsys.readouterr().err

@@ -41,6 +41,26 @@ def _model_arg(values: list[str] | None):
     return mapping
 
 
+def _non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _read_jsonl(path: str) -> list[dict]:
+    """Records of a JSONL file; a bad line raises ValueError naming the file and line."""
+    out = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{n}: not a JSON line ({exc.msg}); compare takes two score outputs") from None
+    return out
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from .tasks import CHECKPOINTS, TASKS
 
@@ -143,14 +163,14 @@ def _build_parser() -> argparse.ArgumentParser:
         help="correlation of scores with human judgements",
         description="Pearson, Spearman and Kendall correlations between predicted and human scores at sample, "
         "summary (per document, averaged; documents with constant scores skipped, as UniEval does) and system "
-        "level, per aspect, with seeded bootstrap 95%% intervals (documents resampled when doc ids exist). "
+        "level, per aspect, with seeded bootstrap 95% intervals (documents resampled when doc ids exist). "
         "PREDICTIONS is a UniEval reproduce file (predict_scores + scores) or a score output joined to --human.",
     )
     mt.add_argument("predictions")
     mt.add_argument("--human", default=None, help="records with id and human scores (e.g. the score input)")
     mt.add_argument("--human-field", default="scores", help="field of the human scores (default scores)")
     mt.add_argument("--aspect", action="append", dest="aspects", help="aspects (default: all in common)")
-    mt.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples (default 1000; 0 = none)")
+    mt.add_argument("--bootstrap", type=_non_negative, default=1000, help="bootstrap resamples (default 1000; 0 = none)")
     mt.add_argument("--seed", type=int, default=0)
     mt.add_argument("--json", dest="json_out", default=None, help="also write the table as JSON here")
 
@@ -162,7 +182,7 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     cp.add_argument("a")
     cp.add_argument("b")
-    cp.add_argument("--bootstrap", type=int, default=1000)
+    cp.add_argument("--bootstrap", type=_non_negative, default=1000, help="bootstrap resamples (default 1000)")
     cp.add_argument("--seed", type=int, default=0)
 
     rh = sub.add_parser(
@@ -293,8 +313,20 @@ def cmd_meta(args: argparse.Namespace) -> int:
         return _usage_error(exc)
     print(format_meta(result))
     if args.json_out:
+        import math
+
+        def clean(x):  # strict JSON: NaN -> null
+            if isinstance(x, float) and math.isnan(x):
+                return None
+            if isinstance(x, (list, tuple)):
+                return [clean(v) for v in x]
+            if isinstance(x, dict):
+                return {k: clean(v) for k, v in x.items()}
+            return x
+
         with open(args.json_out, "w", encoding="utf-8") as fh:
-            json.dump({"n": result.n, "unit": result.unit, "n_boot": result.n_boot, "table": result.table}, fh, indent=2)
+            json.dump(clean({"n": result.n, "unit": result.unit, "n_boot": result.n_boot, "table": result.table}),
+                      fh, indent=2, allow_nan=False)
     return EXIT_OK
 
 
@@ -303,8 +335,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .meta import format_comparison, paired_bootstrap
 
     try:
-        a = [json.loads(x) for x in open(args.a, encoding="utf-8") if x.strip()]
-        b = [json.loads(x) for x in open(args.b, encoding="utf-8") if x.strip()]
+        a, b = _read_jsonl(args.a), _read_jsonl(args.b)
         print(format_comparison(paired_bootstrap(a, b, n_boot=args.bootstrap, seed=args.seed)))
     except (ValueError, OSError, KeyError) as exc:
         return _usage_error(exc)

@@ -125,8 +125,15 @@ def meta_evaluate(items: Sequence[Item], aspects: Sequence[str] | None = None, *
     """
     if not items:
         raise ValueError("no judged examples")
+    if n_boot < 0:
+        raise ValueError(f"n_boot must be >= 0, got {n_boot}")
+    common = [a for a in items[0].pred if all(a in it.pred and a in it.human for it in items)]
     if aspects is None:
-        aspects = [a for a in items[0].pred if all(a in it.pred and a in it.human for it in items)]
+        aspects = common
+    unknown = [a for a in aspects if a not in common]
+    if unknown:
+        raise ValueError(f"aspect(s) {unknown} have no predicted and human scores on every example; "
+                         f"available: {common}")
     levels = available_levels(items)
     by_doc = all(it.doc_id is not None for it in items) and len({it.doc_id for it in items}) < len(items)
     units: dict[Any, list[Item]] = defaultdict(list)
@@ -165,16 +172,22 @@ def meta_evaluate(items: Sequence[Item], aspects: Sequence[str] | None = None, *
 
 def format_meta(result: MetaResult) -> str:
     """A plain-text table of :class:`MetaResult`."""
-    lines = [f"{result.n} samples; {result.n_boot} bootstrap resamples of {result.unit}s, 95% intervals"]
+    boot = result.n_boot > 0
+    lines = [f"{result.n} samples; " + (f"{result.n_boot} bootstrap resamples of {result.unit}s, 95% intervals"
+                                          if boot else "no bootstrap intervals")]
+    width = 26 if boot else 10
     for level, rows in result.table.items():
         lines.append(f"\n{level} level")
-        lines.append(f"{'aspect':<20}" + "".join(f"{m:>26}" for m in METHODS))
+        lines.append(f"{'aspect':<20}" + "".join(f"{m:>{width}}" for m in METHODS))
         for a, row in rows.items():
             cells = []
             for m in METHODS:
                 v, lo, hi = row[m]
-                cells.append(f"{v:>8.4f} [{lo:>7.4f},{hi:>7.4f}]" if not math.isnan(v) else f"{'n/a':>26}")
-            lines.append(f"{a:<20}" + "".join(f"{c:>26}" for c in cells))
+                if math.isnan(v):
+                    cells.append("n/a")
+                else:
+                    cells.append(f"{v:>8.4f} [{lo:>7.4f},{hi:>7.4f}]" if boot else f"{v:.4f}")
+            lines.append(f"{a:<20}" + "".join(f"{c:>{width}}" for c in cells))
     return "\n".join(lines)
 
 
@@ -249,6 +262,8 @@ class Comparison:
     rows: dict[str, tuple[float, float, float, float, float, float]]
     n: int
     n_boot: int
+    n_a: int = 0
+    n_b: int = 0
 
 
 def paired_bootstrap(a_lines: Sequence[dict], b_lines: Sequence[dict], *, n_boot: int = 1000, seed: int = 0) -> Comparison:
@@ -268,6 +283,8 @@ def paired_bootstrap(a_lines: Sequence[dict], b_lines: Sequence[dict], *, n_boot
     aspects = [asp for asp in next(iter(a.values())) if all(asp in a[k] and asp in b[k] for k in keys)]
     if not aspects:
         raise ValueError("the two outputs have no aspect in common")
+    if n_boot < 0:
+        raise ValueError(f"n_boot must be >= 0, got {n_boot}")
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(keys), (n_boot, len(keys)))
     rows = {}
@@ -277,15 +294,20 @@ def paired_bootstrap(a_lines: Sequence[dict], b_lines: Sequence[dict], *, n_boot
         diff = vb - va
         boot = diff[picks].mean(axis=1)
         lo, hi = np.quantile(boot, [0.025, 0.975]) if n_boot else (math.nan, math.nan)
-        p = (1 + int((boot <= 0).sum())) / (1 + n_boot)
+        p = (1 + int((boot <= 0).sum())) / (1 + n_boot) if n_boot else math.nan
         rows[asp] = (float(va.mean()), float(vb.mean()), float(diff.mean()), float(lo), float(hi), p)
-    return Comparison(rows, len(keys), n_boot)
+    return Comparison(rows, len(keys), n_boot, len(a), len(b))
 
 
 def format_comparison(c: Comparison) -> str:
     """A plain-text table of :class:`Comparison`."""
-    lines = [f"{c.n} paired examples, {c.n_boot} bootstrap resamples; p = P(mean B <= mean A) (one-sided)",
-             f"{'aspect':<20}{'mean A':>10}{'mean B':>10}{'B - A':>10}{'95% CI':>22}{'p':>9}"]
+    lines = [f"{c.n} paired examples, {c.n_boot} bootstrap resamples; p = P(mean B <= mean A) (one-sided)"]
+    if c.n < max(c.n_a, c.n_b):
+        lines.append(f"warning: only {c.n} keys are in both outputs (A has {c.n_a} scored, B {c.n_b}); "
+                     "the others are left out")
+    lines.append(f"{'aspect':<20}{'mean A':>10}{'mean B':>10}{'B - A':>10}{'95% CI':>22}{'p':>9}")
     for asp, (ma, mb, d, lo, hi, p) in c.rows.items():
-        lines.append(f"{asp:<20}{ma:>10.4f}{mb:>10.4f}{d:>+10.4f}{f'[{lo:+.4f}, {hi:+.4f}]':>22}{p:>9.4f}")
+        ci = f"[{lo:+.4f}, {hi:+.4f}]" if c.n_boot else "n/a"
+        pv = f"{p:.4f}" if c.n_boot else "n/a"
+        lines.append(f"{asp:<20}{ma:>10.4f}{mb:>10.4f}{d:>+10.4f}{ci:>22}{pv:>9}")
     return "\n".join(lines)

@@ -33,7 +33,11 @@ def output_aspects(lines: Sequence[dict]) -> list[str]:
 
 
 def plot_distributions(lines: Sequence[dict], aspects: Sequence[str] | None = None):
-    """A matplotlib Figure: one histogram of scores per aspect (scored lines only)."""
+    """A matplotlib Figure: one histogram of scores per aspect.
+
+    ``lines`` are ``score`` output records (their ``scores`` are the predictions; UniEval's
+    reproduce files use ``scores`` for human judgements instead).
+    """
     import matplotlib
 
     matplotlib.use("Agg", force=False)
