@@ -247,9 +247,9 @@ class Scorer:
             raise InvalidExampleError(problems)
         run = _Run(values={}, problems=problems)
         for ckpt_name, plan in plans.items():
-            runner = self.runner(ckpt_name) if plan.prompts else None
-            p_yes, n_tokens = np.empty(0), np.empty(0, dtype=np.int64)
+            runner, p_yes, n_tokens = None, np.empty(0), np.empty(0, dtype=np.int64)
             if plan.prompts:
+                runner = self.runner(ckpt_name)
                 settings = dict(max_length=self.max_length, batch_tokens=self.batch_tokens,
                                 progress=self.progress, fast_forward=self.fast_forward)
                 if hasattr(runner, "score_prompts"):
@@ -261,8 +261,8 @@ class Scorer:
             run.values.update(folded.values)
             run.n_queries += len(set(plan.prompts))
             run.n_truncated += len({p for p, n in zip(plan.prompts, n_tokens) if n > self.max_length})
-            run.n_shortened += len({p for p, q in zip(plan.prompts, plan.queries) if q.window is not None
-                                    and self.long_input == "fit"})
+            if self.long_input == "fit":
+                run.n_shortened += len({p for p, q in zip(plan.prompts, plan.queries) if q.window is not None})
             if evidence:
                 counter = runner if hasattr(runner, "cut") else None
                 run.evidence.update(build_evidence(plan, folded, p_yes, n_tokens, examples, self.max_length, counter))

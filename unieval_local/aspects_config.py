@@ -34,11 +34,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .checkpoints import HUB_ID
 from .errors import UniEvalError
 from .tasks import CHECKPOINTS, Aspect, PromptField, Registry
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*$")
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
 
 class AspectsConfigError(ValueError, UniEvalError):
@@ -165,7 +165,7 @@ def load_aspects_config(path: str | os.PathLike, registry: Registry) -> list[Asp
             raise AspectsConfigError(f"{where}.task: unknown task {a.task!r}; valid tasks: {', '.join(registry.tasks)}")
         if a.name in registry.tasks[a.task].aspects or any(b.task == a.task and b.name == a.name for b in aspects):
             raise AspectsConfigError(f"{where}.name: aspect {a.name!r} already exists for task {a.task!r}")
-        if a.checkpoint is not None and a.checkpoint not in CHECKPOINTS and not _HUB_ID.match(a.checkpoint):
+        if a.checkpoint is not None and a.checkpoint not in CHECKPOINTS and not HUB_ID.match(a.checkpoint):
             raise AspectsConfigError(
                 f"{path}:{lines.get(('aspects', i, 'checkpoint'), '?')}: aspects[{i}].checkpoint: unknown checkpoint "
                 f"{a.checkpoint!r}; use one of {', '.join(CHECKPOINTS)} or a hub id 'owner/name'")

@@ -39,7 +39,8 @@ ModelSpec = str | os.PathLike | Mapping[str, str | os.PathLike] | None
 _TOKENIZER_FILES = ("spiece.model", "tokenizer.json", "tokenizer_config.json",
                     "special_tokens_map.json", "added_tokens.json")
 _OPTIONAL_FILES = ("generation_config.json",)
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+#: A Hugging Face repository id, ``owner/name``.
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
 
 @dataclass(frozen=True)
@@ -146,13 +147,13 @@ def resolve_checkpoint(
             looked.append(f"the model mapping (no entry {name!r}; it has {sorted(model)})")
     else:
         explicit = model
-    hub_id = CHECKPOINTS.get(name) or (name if _HUB_ID.match(name) else None)
+    hub_id = CHECKPOINTS.get(name) or (name if HUB_ID.match(name) else None)
     if explicit is not None:
         text = os.fspath(explicit)
         folder = Path(text).expanduser()
         if folder.is_dir():
             return _local(name, folder, "explicit")
-        if not _HUB_ID.match(text) or text.startswith((".", "/", "~")):
+        if not HUB_ID.match(text) or text.startswith((".", "/", "~")):
             raise CheckpointNotFoundError(f"checkpoint folder {text!r} does not exist")
         hub_id = text
         looked.append(f"a local folder named {text!r} (none)")

@@ -48,17 +48,15 @@ def _non_negative(text: str) -> int:
     return value
 
 
-def _read_jsonl(path: str) -> list[dict]:
-    """Records of a JSONL file; a bad line raises ValueError naming the file and line."""
-    out = []
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}:{n}: not a JSON line ({exc.msg}); compare takes two score outputs") from None
-    return out
+def _read_outputs(path: str) -> list[dict]:
+    """Records of a ``score`` output; ValueError naming the file when it is not one."""
+    from .records import read_records
+
+    rows = read_records(path)
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or "key" not in row:
+            raise ValueError(f"{path}: record {i} has no 'key'; compare takes two score outputs")
+    return rows
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -335,7 +333,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from .meta import format_comparison, paired_bootstrap
 
     try:
-        a, b = _read_jsonl(args.a), _read_jsonl(args.b)
+        a, b = _read_outputs(args.a), _read_outputs(args.b)
         print(format_comparison(paired_bootstrap(a, b, n_boot=args.bootstrap, seed=args.seed)))
     except (ValueError, OSError, KeyError) as exc:
         return _usage_error(exc)

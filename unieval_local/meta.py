@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from .records import read_records
+
 METHODS = ("pearson", "spearman", "kendall")
 
 
@@ -202,17 +204,6 @@ def _as_dict(v: Any) -> dict:
     raise ValueError(f"expected a dict of scores, got {type(v).__name__}")
 
 
-def _read_any(path: str | Path) -> list[dict]:
-    p = Path(path)
-    text = p.read_text(encoding="utf-8")
-    if p.suffix == ".json":
-        data = json.loads(text)
-        if not isinstance(data, list):
-            raise ValueError(f"{p} must hold a JSON list")
-        return data
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
 def load_items(predictions: str | Path, human: str | Path | None = None, human_field: str = "scores") -> list[Item]:
     """Judged examples from UniEval reproduce files or from our outputs joined to human scores.
 
@@ -226,7 +217,7 @@ def load_items(predictions: str | Path, human: str | Path | None = None, human_f
     Raises:
         ValueError: no human scores, or keys that do not join.
     """
-    rows = _read_any(predictions)
+    rows = read_records(predictions)
     items = []
     if human is None:
         for i, r in enumerate(rows):
@@ -236,7 +227,7 @@ def load_items(predictions: str | Path, human: str | Path | None = None, human_f
             items.append(Item(r.get("id", i), _as_dict(r["predict_scores"]), _as_dict(r[human_field]),
                               r.get("doc_id"), r.get("system_id")))
         return items
-    humans = _read_any(human)
+    humans = read_records(human)
     by_key = {json.dumps(h.get("id", i)): h for i, h in enumerate(humans)}
     for r in rows:
         if "scores" not in r:

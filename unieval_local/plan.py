@@ -325,7 +325,7 @@ def make_windows(text: str, spans: list[tuple[int, int]], counter: TokenCounter,
     return windows
 
 
-def _field_text(aspect: Aspect, example: UniEvalData, name: str, reference: str | None) -> str:
+def _field_text(example: UniEvalData, name: str, reference: str | None) -> str:
     return reference if name == "references" else example.get_field(name)
 
 
@@ -400,7 +400,7 @@ def build_plan(
                     for name, window in windows:
                         overrides = {}
                         if name is not None:
-                            text = _field_text(aspect, ex, name, ref)
+                            text = _field_text(ex, name, ref)
                             overrides[name] = text[window[0]:window[1]]
                         prompt, spans = render_prompt_spans(aspect, ex, unit, ref, overrides)
                         cell.append(len(plan.prompts))
@@ -429,9 +429,9 @@ def _plan_windows(aspect, ex, units, ref, long_input, counter, max_length, overl
     if chunk:
         name = aspect.chunk_field
     else:  # fit: the longest context field
-        lengths = counter.count_plain([str(_field_text(aspect, ex, f, ref)) for f in context_fields])
+        lengths = counter.count_plain([str(_field_text(ex, f, ref)) for f in context_fields])
         name = context_fields[int(np.argmax(lengths))]
-    text = _field_text(aspect, ex, name, ref)
+    text = _field_text(ex, name, ref)
     base = counter.count([render_prompt(aspect, ex, longest, ref, {name: ""})])[0]
     budget = max_length - base - _MARGIN
     if budget < 4:

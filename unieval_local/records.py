@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,6 +52,21 @@ def count_records(path: str) -> int | None:
         with open(p, encoding="utf-8") as fh:
             return sum(1 for line in fh if line.strip())
     return None
+
+
+def read_records(path: str | os.PathLike) -> list[Any]:
+    """All records of a ``.jsonl`` or ``.json`` file (see :func:`iter_records`).
+
+    Raises:
+        InputFileError: the file cannot be read, or a record is not valid JSON
+            (the message names the file and the record index).
+    """
+    out = []
+    for rec in iter_records(str(path)):
+        if rec.error is not None:
+            raise InputFileError(f"{path}: record {rec.index}: {rec.error}")
+        out.append(rec.data)
+    return out
 
 
 def iter_records(path: str) -> Iterator[Record]:

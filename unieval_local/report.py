@@ -19,9 +19,7 @@ from typing import Any
 
 import numpy as np
 
-
-def _records(path: str | Path) -> list[dict]:
-    return [json.loads(x) for x in Path(path).read_text(encoding="utf-8").splitlines() if x.strip()]
+from .records import iter_records, read_records
 
 
 def output_aspects(lines: Sequence[dict]) -> list[str]:
@@ -162,12 +160,10 @@ def build_report(output: str | Path, *, input: str | Path | None = None, title: 
     """
     import jinja2
 
-    lines = _records(output)
+    lines = read_records(output)
     aspects = output_aspects(lines)
     inputs: dict[str, dict] = {}
     if input is not None:
-        from .records import iter_records
-
         inputs = {json.dumps(r.key): r.data for r in iter_records(str(input)) if isinstance(r.data, dict)}
     sidecar = Path(str(output) + ".meta.json")
     signature = None
