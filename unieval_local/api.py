@@ -195,6 +195,11 @@ class Scorer:
                 self._runners[name] = runner
             return self._runners[name]
 
+    def resolved_checkpoints(self) -> dict[str, str]:
+        """Checkpoint name -> hub id (or folder) of every checkpoint resolved so far."""
+        with self._lock:
+            return {name: c.hub_id or str(c.path) for name, c in self._checkpoints.items()}
+
     def cache_stats(self) -> dict[str, int]:
         """Queries answered from the score cache (``hits``) and scored anew (``misses``) so far."""
         runners = [r for r in self._runners.values() if hasattr(r, "hits")]
@@ -227,45 +232,101 @@ class Scorer:
         )
 
     # ------------------------------------------------------------------ scoring
-    def _run(self, examples: Sequence[UniEvalData | None], task: str, aspects: Sequence[str],
-             strict: bool, evidence: bool = False) -> "_Run":
-        """Plan per checkpoint, run the model once per checkpoint, fold (and explain)."""
-        resolved: list[Aspect] = [self.registry.get_aspect(task, a) for a in aspects]
-        by_checkpoint: dict[str, list[Aspect]] = {}
-        for a in resolved:
-            by_checkpoint.setdefault(a.checkpoint, []).append(a)
-        plans, problems = {}, []
-        for ckpt_name, group in by_checkpoint.items():
-            counter = self.runner(ckpt_name) if self.long_input != "truncate" else None
+    def run_jobs(self, jobs: Sequence["Job"], *, evidence: bool = False,
+                 strict: bool = False) -> tuple[list["JobResult"], "RunStats"]:
+        """Run several sets of Boolean-QA queries through the model in one pass per checkpoint.
+
+        This is the engine under every scoring entry point: each job's aspects
+        are planned over its examples (:func:`~unieval_local.plan.build_plan`,
+        with this scorer's ``long_input``), the prompts of all jobs that share
+        a checkpoint go to that checkpoint's runner as ONE list (so each
+        distinct prompt is scored once, in length-sorted batches), and each
+        job's scores are folded back (:func:`~unieval_local.plan.fold_all`).
+        Reports use it to mix UniEval aspects with their own queries (claims,
+        key points, rubric questions) over derived examples.
+
+        Args:
+            jobs: :class:`Job` s; aspect names must be unique within a job.
+            evidence: also build per-example :class:`~unieval_local.schema.Evidence`.
+            strict: raise :class:`InvalidExampleError` before running the model
+                when planning finds any problem.
+
+        Returns:
+            ``(results, stats)``: one :class:`JobResult` per job, in order, and
+            the pass's :class:`RunStats`.
+
+        Raises:
+            InvalidExampleError: ``strict`` and a planning problem.
+            CheckpointNotFoundError, CheckpointError: a checkpoint is unusable.
+        """
+        plans, results = [], []
+        for job in jobs:
+            names = [a.name for a in job.aspects]
+            if len(set(names)) != len(names):
+                raise ValueError(f"aspect names repeat within one job: {names}")
+            ckpts = {a.checkpoint for a in job.aspects}
+            if len(ckpts) != 1:
+                raise ValueError(f"the aspects of one job must share a checkpoint, got {sorted(ckpts)}")
+            counter = self.runner(job.checkpoint) if self.long_input != "truncate" else None
             if counter is not None and not hasattr(counter, "count"):
                 raise TypeError(f"long_input={self.long_input!r} needs a runner that counts tokens")
-            plans[ckpt_name], found = build_plan(
-                examples, group, self.splitter, long_input=self.long_input, counter=counter,
+            plan, found = build_plan(
+                job.examples, job.aspects, self.splitter, long_input=self.long_input, counter=counter,
                 max_length=self.max_length, overlap=self.window_overlap)
-            problems += found
+            plans.append(plan)
+            results.append(JobResult(values={}, unit_values={}, problems=found))
+        problems = [p for r in results for p in r.problems]
         if strict and problems:
             raise InvalidExampleError(problems)
-        run = _Run(values={}, problems=problems)
-        for ckpt_name, plan in plans.items():
+        stats = RunStats()
+        by_checkpoint: dict[str, list[int]] = {}
+        for j, job in enumerate(jobs):
+            by_checkpoint.setdefault(job.checkpoint, []).append(j)
+        for ckpt_name, members in by_checkpoint.items():
+            prompts = [p for j in members for p in plans[j].prompts]
             runner, p_yes, n_tokens = None, np.empty(0), np.empty(0, dtype=np.int64)
-            if plan.prompts:
+            if prompts:
                 runner = self.runner(ckpt_name)
                 settings = dict(max_length=self.max_length, batch_tokens=self.batch_tokens,
                                 progress=self.progress, fast_forward=self.fast_forward)
                 if hasattr(runner, "score_prompts"):
-                    p_yes, n_tokens = runner.score_prompts(plan.prompts, **settings)
+                    p_yes, n_tokens = runner.score_prompts(prompts, **settings)
                 else:
-                    p_yes = runner.p_yes(plan.prompts, **settings)
-                    n_tokens = np.full(len(plan.prompts), -1, dtype=np.int64)
-            folded = fold_all(plan, p_yes, self.reference_reduction)
-            run.values.update(folded.values)
-            run.n_queries += len(set(plan.prompts))
-            run.n_truncated += len({p for p, n in zip(plan.prompts, n_tokens) if n > self.max_length})
-            if self.long_input == "fit":
-                run.n_shortened += len({p for p, q in zip(plan.prompts, plan.queries) if q.window is not None})
-            if evidence:
-                counter = runner if hasattr(runner, "cut") else None
-                run.evidence.update(build_evidence(plan, folded, p_yes, n_tokens, examples, self.max_length, counter))
+                    p_yes = runner.p_yes(prompts, **settings)
+                    n_tokens = np.full(len(prompts), -1, dtype=np.int64)
+            stats.n_queries += len(set(prompts))
+            stats.n_truncated += len({p for p, n in zip(prompts, n_tokens) if n > self.max_length})
+            offset = 0
+            for j in members:
+                plan, res = plans[j], results[j]
+                k = len(plan.prompts)
+                py, nt = p_yes[offset:offset + k], n_tokens[offset:offset + k]
+                offset += k
+                folded = fold_all(plan, py, self.reference_reduction)
+                res.values.update(folded.values)
+                res.unit_values.update(folded.unit_values)
+                if self.long_input == "fit":
+                    stats.n_shortened += len({p for p, q in zip(plan.prompts, plan.queries) if q.window is not None})
+                if evidence:
+                    counter = runner if hasattr(runner, "cut") else None
+                    res.evidence.update(build_evidence(plan, folded, py, nt, jobs[j].examples,
+                                                       self.max_length, counter))
+        return results, stats
+
+    def _run(self, examples: Sequence[UniEvalData | None], task: str, aspects: Sequence[str],
+             strict: bool, evidence: bool = False) -> "_Run":
+        """One job per checkpoint over ``examples`` for the named aspects of ``task``."""
+        resolved: list[Aspect] = [self.registry.get_aspect(task, a) for a in aspects]
+        by_checkpoint: dict[str, list[Aspect]] = {}
+        for a in resolved:
+            by_checkpoint.setdefault(a.checkpoint, []).append(a)
+        jobs = [Job(tuple(group), examples) for group in by_checkpoint.values()]
+        results, stats = self.run_jobs(jobs, evidence=evidence, strict=strict)
+        run = _Run(values={}, problems=[p for r in results for p in r.problems], n_queries=stats.n_queries,
+                   n_truncated=stats.n_truncated, n_shortened=stats.n_shortened)
+        for r in results:
+            run.values.update(r.values)
+            run.evidence.update(r.evidence)
         run.values = {a: run.values[a] for a in aspects}
         return run
 
@@ -399,6 +460,55 @@ class Scorer:
         """
         self.registry.get_aspect(task, aspect)
         return self.evaluate(data, task=task, aspects=[aspect], evidence=evidence).per_aspect[aspect]
+
+
+@dataclass(frozen=True)
+class Job:
+    """Boolean-QA queries to run: some aspects (all of one checkpoint) over some examples.
+
+    Attributes:
+        aspects: the aspects (built-in, user-defined, or made on the fly by a
+            report, e.g. a key-point coverage question); unique names.
+        examples: the examples to plan them over (``None`` entries are skipped);
+            they may be derived ones, e.g. ``{target: key point, source: summary}``.
+    """
+
+    aspects: tuple[Aspect, ...]
+    examples: Sequence[UniEvalData | None]
+
+    @property
+    def checkpoint(self) -> str:
+        """The checkpoint name all the job's aspects use."""
+        return self.aspects[0].checkpoint
+
+
+@dataclass
+class JobResult:
+    """What one :class:`Job` gave.
+
+    Attributes:
+        values: aspect -> float64 array of shape ``(len(examples),)``; NaN where
+            an example was skipped, had a planning problem or a non-finite score.
+        unit_values: aspect -> per example its per-unit (sentence) values, or None.
+        problems: planning problems (example index, field, message).
+        evidence: aspect -> per example :class:`~unieval_local.schema.Evidence`
+            (only when asked for).
+    """
+
+    values: dict[str, np.ndarray]
+    unit_values: dict[str, list[list[float] | None]]
+    problems: list[ExampleProblem]
+    evidence: dict[str, list] = field(default_factory=dict)
+
+
+@dataclass
+class RunStats:
+    """Counts of one engine pass: distinct queries, those cut at ``max_length``,
+    those whose long field ``fit`` shortened."""
+
+    n_queries: int = 0
+    n_truncated: int = 0
+    n_shortened: int = 0
 
 
 @dataclass

@@ -2,8 +2,9 @@
 
 Commands: ``score`` (the batch pipeline: resume, shards, Ray), ``merge`` (join shard
 outputs), ``download`` / ``verify`` (stage checkpoints for offline machines), ``tasks``
-(the registry), ``meta`` / ``compare`` (agreement with human scores, paired test) and
-``report-html`` (a self-contained report). Each command's ``--help`` gives its inputs.
+(the registry), ``meta`` / ``compare`` (agreement with human scores, paired test),
+``report-html`` (a self-contained report) and ``report`` (rating / summ / autoeval
+report formats, see :mod:`unieval_local.reports`). Each command's ``--help`` gives its inputs.
 
 Exit status of ``unieval-local score``:
     0  every record was scored;
@@ -196,6 +197,56 @@ def _build_parser() -> argparse.ArgumentParser:
     rh.add_argument("--title", default=None)
     rh.add_argument("--lowest", type=int, default=5, help="lowest-scoring examples per aspect (default 5)")
 
+    rp = sub.add_parser(
+        "report",
+        help="rating / summ / autoeval reports from UniEval queries (no LLM)",
+        description="Build one report per record of INPUT (.jsonl or .json; fields of score plus report "
+        "inputs: key_points, section_questions, instructions, categorical, sections) and write one JSON "
+        "document {format, n_records, n_reported, n_errors, aggregate, n_queries, n_truncated, settings, "
+        "reports: [{index, id, report | error}]}. Formats: rating (1-3 per metric and a good/incomplete/bad "
+        "rule engine), summ (0-100 from claim alignment and key-point coverage), autoeval (accuracy "
+        "decomposition, completeness by section questions, adherence). Long sources are read in windows "
+        "(--long-input chunk by default). Exit status: 0 every record reported, 1 some records have an "
+        "error row (the rest are reported), 2 usage, input, option or output error, 3 checkpoint not found "
+        "or not loadable, 4 writing the output failed.",
+    )
+    rp.add_argument("input", help="records: .jsonl ('-' for stdin) or a .json list")
+    rp.add_argument("--format", required=True, choices=["rating", "summ", "autoeval"], dest="report_format")
+    rp.add_argument("--output", "-o", default=None, help="the JSON document to write (default stdout)")
+    rp.add_argument("--config", default=None, metavar="FILE.yaml",
+                    help="the format's options as YAML (rating: see configs/rating.yaml); flags below override it")
+    rp.add_argument("--enabled-metrics", default=None, metavar="M1,M2",
+                    help="rating: metrics to rate, comma-separated (default coherence,consistency,relevance,fluency)")
+    rp.add_argument("--language", default=None, help="rating: explanation template set (default en; fr built in)")
+    rp.add_argument("--threshold", type=float, default=None, help="summ: pass mark on the 0-100 score (default 80)")
+    rp.add_argument("--n-key-points", type=int, default=None,
+                    help="summ, rating: key points to extract (default clamp(round(sqrt(candidate sentences)), 3, 15))")
+    rp.add_argument("--max-n-claims", type=int, default=None,
+                    help="summ, autoeval: summary sentences checked (default 50)")
+    rp.add_argument("--section-question", action="append", default=None, dest="section_questions", metavar="Q",
+                    help="autoeval: a completeness question, e.g. 'the dates mentioned' (repeatable; records' "
+                    "section_questions take precedence)")
+    rp.add_argument("--instruction", action="append", default=None, dest="instructions", metavar="TEXT",
+                    help="autoeval: an instruction the summary should follow (repeatable)")
+    rp.add_argument("--categorical", action="append", default=None, metavar="NAME=V1|V2",
+                    help="autoeval: a categorical section and its allowed values (repeatable)")
+    rp.add_argument("--consistency-task", default=None, choices=["summarization", "fact"],
+                    help="checkpoint for consistency-like queries: summarization (unieval-sum, default) or "
+                    "fact (unieval-fact)")
+    rp.add_argument("--model", action="append", metavar="DIR|HUB_ID|NAME=DIR",
+                    help="checkpoint folder or hub id, or NAME=DIR per checkpoint (as for score)")
+    rp.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+    rp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                    help="float32 (default) or bfloat16 (GPU); float16 is refused")
+    rp.add_argument("--max-length", type=int, default=1024, help="tokens per query (default 1024)")
+    rp.add_argument("--batch-tokens", type=int, default=8192, help="most padded tokens per forward pass")
+    rp.add_argument("--long-input", default="chunk", choices=["truncate", "fit", "chunk"],
+                    help="prompts over --max-length: chunk (default here: read long sources in windows), "
+                    "fit or truncate (UniEval)")
+    rp.add_argument("--offline", action="store_true", help="never use the network (as HF_HUB_OFFLINE=1)")
+    rp.add_argument("--cache-dir", default=None, help="persistent score cache folder (SQLite)")
+    rp.add_argument("--no-progress", action="store_true", help="no progress bar")
+
     tk = sub.add_parser(
         "tasks",
         help="list tasks and aspects",
@@ -352,6 +403,121 @@ def cmd_report_html(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: report CLI flags -> (formats they apply to, option name)
+_REPORT_FLAGS = {
+    "enabled_metrics": (("rating",), "enabled_metrics"), "language": (("rating",), "language"),
+    "threshold": (("summ",), "threshold"), "n_key_points": (("summ", "rating"), "n_key_points"),
+    "max_n_claims": (("summ", "autoeval"), "max_n_claims"),
+    "section_questions": (("autoeval",), "section_questions"), "instructions": (("autoeval",), "instructions"),
+    "categorical": (("autoeval",), "categorical"), "consistency_task": (("rating", "summ", "autoeval"),
+                                                                        "consistency_task"),
+}
+
+
+def _report_options(args: argparse.Namespace):
+    """The format's options from --config and the flags; ValueError naming the flag or file key."""
+    from pydantic import ValidationError
+
+    from .reports import FORMATS, load_rating_config
+
+    fmt = args.report_format
+    overrides = {}
+    for flag, (formats, name) in _REPORT_FLAGS.items():
+        value = getattr(args, flag)
+        if value is None:
+            continue
+        if fmt not in formats:
+            raise ValueError(f"--{flag.replace('_', '-')} applies to --format {' or '.join(formats)}, not {fmt}")
+        if flag == "enabled_metrics":
+            value = [m.strip() for m in value.split(",") if m.strip()]
+        elif flag == "categorical":
+            cats = {}
+            for item in value:
+                name_, sep, allowed = item.partition("=")
+                if not sep or not name_.strip() or not allowed.strip():
+                    raise ValueError(f"--categorical wants NAME=V1|V2, got {item!r}")
+                cats[name_.strip()] = [v.strip() for v in allowed.split("|") if v.strip()]
+            value = cats
+        overrides[name] = value
+    model = FORMATS[fmt][0]
+    if fmt == "rating" and args.config:
+        return load_rating_config(args.config, **overrides)
+    data = {}
+    if args.config:
+        import yaml
+
+        try:
+            with open(args.config, encoding="utf-8") as fh:
+                data = yaml.safe_load(fh) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ValueError(f"{args.config}: cannot read options: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{args.config}: options must be a mapping, got {type(data).__name__}")
+    data.update(overrides)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = f"{args.config}: " if args.config else ""
+        raise ValueError(f"{where}{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}") from None
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``unieval-local report``: build rating/summ/autoeval reports; exit 0, 1 (error rows), 2 or 3."""
+    from .api import Scorer
+    from .errors import CheckpointError, CheckpointNotFoundError
+    from .records import InputFileError, iter_records
+    from .reports import make_report
+    from .reports.common import BadRecord
+
+    try:
+        options = _report_options(args)
+        scorer = Scorer(model=_model_arg(args.model), device=args.device, dtype=args.dtype,
+                        max_length=args.max_length, batch_tokens=args.batch_tokens, offline=args.offline,
+                        cache_dir=args.cache_dir, long_input=args.long_input,
+                        progress=False if args.no_progress else None)
+        records = [r.data if r.error is None else BadRecord(r.error) for r in iter_records(args.input)]
+        if not records:
+            raise InputFileError(f"{args.input} holds no records")
+        if args.output:  # fail before scoring when the output cannot be written
+            import os
+
+            with open(f"{args.output}.tmp", "w", encoding="utf-8"):
+                pass
+            os.remove(f"{args.output}.tmp")
+        result = make_report(records, args.report_format, scorer=scorer, options=options)
+    except (CheckpointNotFoundError, CheckpointError) as exc:
+        print(f"unieval-local: error: {exc}", file=sys.stderr)
+        return EXIT_CHECKPOINT
+    except (InputFileError, ValueError, OSError) as exc:
+        return _usage_error(exc)
+    text = json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False, allow_nan=False)
+    if args.output:
+        import os
+
+        tmp = f"{args.output}.tmp"
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+            os.replace(tmp, args.output)
+        except OSError as exc:
+            print(f"unieval-local: error: writing {args.output} failed: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_WRITE
+    else:
+        print(text)
+    agg = ", ".join(f"{k} {v:.4f}" for k, v in result.aggregate.items() if v is not None)
+    print(f"{args.report_format}: {result.n_reported} of {result.n_records} records reported, "
+          f"{result.n_errors} errors; {result.n_queries} distinct queries; {agg}", file=sys.stderr)
+    for row in result.reports:
+        if row.error is not None:
+            print(f"  record {row.index}{f' ({row.id})' if row.id else ''}: {row.error.field}: {row.error.message}",
+                  file=sys.stderr)
+    if result.n_truncated:
+        print(f"warning: {result.n_truncated} queries were longer than --max-length {args.max_length} and lost "
+              f"their end (--long-input {args.long_input})", file=sys.stderr)
+    return EXIT_ROWS_FAILED if result.n_errors else EXIT_OK
+
+
 def cmd_tasks(args: argparse.Namespace) -> int:
     """``unieval-local tasks``: print the registry as a table; exit 0 (2 on a bad config)."""
     from .tasks import DEFAULT_REGISTRY
@@ -394,7 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     handler = {"score": cmd_score, "download": cmd_download, "verify": cmd_verify, "tasks": cmd_tasks,
                "merge": cmd_merge, "meta": cmd_meta, "compare": cmd_compare,
-               "report-html": cmd_report_html}[args.command]
+               "report-html": cmd_report_html, "report": cmd_report}[args.command]
     try:
         return handler(args)
     except BrokenPipeError:  # e.g. `unieval-local meta ... | head`

@@ -1,0 +1,201 @@
+"""Key points of a source and near-duplicate sentences, by sentence similarity.
+
+Used by the reports (:mod:`unieval_local.reports`): key-point coverage needs the
+source's most central sentences, and the redundancy penalty needs to know which
+summary sentences repeat an earlier one. Neither is a model query: both come
+from TF-IDF sentence similarity (scikit-learn ``TfidfVectorizer``, English
+stop words, sublinear tf, l2 rows, so cosine similarity is a dot product).
+
+Key points are chosen by LexRank (Erkan & Radev, "LexRank: Graph-based Lexical
+Centrality as Salience in Text Summarization", JAIR 2004, Sec. 3.3 "continuous
+LexRank"): sentences are nodes, edges weigh their cosine similarity (edges
+below ``similarity_threshold`` dropped), and a sentence's centrality is its
+PageRank in that graph (``networkx.pagerank``, damping 0.85). The most central
+sentences are taken greedily, skipping any too similar to one already taken
+(the redundancy step of Sec. 3.4), and returned in source order.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .sentences import DEFAULT_SPLITTER, SentenceSplitter
+
+#: Default of :func:`extract_key_points`: a candidate key point has at least this many content words.
+MIN_KEY_POINT_WORDS = 5
+
+_SPEAKER = re.compile(r"[^\s:][^:\n]{0,40}:\s+")  # "Project Manager: " at the start of a turn
+_MARKUP = re.compile(r"\{[a-z_]+\}")  # transcript annotations: {vocalsound}, {disfmarker}
+_WORD = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token pattern
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased words of ``text`` that are not English stop words (scikit-learn's list)
+    nor transcript annotations such as ``{vocalsound}``."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return [w for w in _WORD.findall(_MARKUP.sub(" ", text).lower()) if w not in ENGLISH_STOP_WORDS]
+
+
+@dataclass(frozen=True)
+class KeyPoint:
+    """One key point: a source sentence, its characters ``[start, end)`` in the source,
+    and its LexRank centrality (PageRank mass, sums to 1 over the candidates; None
+    when the key point was given by the user)."""
+
+    text: str
+    start: int | None = None
+    end: int | None = None
+    centrality: float | None = None
+
+
+def source_sentence_spans(text: str, splitter: SentenceSplitter = DEFAULT_SPLITTER, *,
+                          strip_speakers: bool = False) -> list[tuple[int, int]]:
+    """Character spans of the sentences of ``text``: each non-empty line (a
+    transcript turn ``Speaker: text``) is split by ``splitter`` (Punkt), so a
+    sentence never crosses a line break.
+
+    With ``strip_speakers``, a leading ``Speaker: `` label (up to 40 characters
+    before a colon at the start of a line) is left out of the line's first sentence.
+
+    Returns:
+        ``[(start, end), ...]`` in text order; ``[]`` for an empty text.
+    """
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for line in text.split("\n"):
+        if strip_speakers and (m := _SPEAKER.match(line)):
+            pos += m.end()
+            line = line[m.end():]
+        if line.strip():
+            if hasattr(splitter, "spans"):
+                parts = splitter.spans(line)
+            else:
+                parts, at = [], 0
+                for piece in splitter(line):
+                    s = line.index(piece, at)
+                    parts.append((s, s + len(piece)))
+                    at = s + len(piece)
+            spans += [(pos + a, pos + b) for a, b in parts]
+        pos += len(line) + 1
+    return spans
+
+
+def default_n_key_points(n_candidates: int) -> int:
+    """Key points to extract from a source with ``n_candidates`` candidate sentences.
+
+    ``clamp(round(sqrt(n_candidates)), 3, 15)``, and never more than there are:
+    a 25-sentence news article gives 5, a 1,500-sentence meeting 15. The square
+    root grows with the source but keeps a short summary's task feasible.
+    """
+    if n_candidates <= 0:
+        return 0
+    return min(n_candidates, max(3, min(15, round(math.sqrt(n_candidates)))))
+
+
+def _tfidf(texts: Sequence[str]):
+    """l2-normalised TF-IDF rows (sparse), or None when no text has a content word."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    try:
+        return TfidfVectorizer(stop_words="english", sublinear_tf=True,
+                               preprocessor=lambda t: _MARKUP.sub(" ", t).lower()).fit_transform(list(texts))
+    except ValueError:  # empty vocabulary: only stop words / punctuation
+        return None
+
+
+def similarity_matrix(texts: Sequence[str]) -> np.ndarray:
+    """Cosine similarity of TF-IDF vectors, shape ``(n, n)``, values in [0, 1]
+    (all zeros when no text has a content word)."""
+    x = _tfidf(texts)
+    if x is None:
+        return np.zeros((len(texts), len(texts)))
+    return (x @ x.T).toarray()
+
+
+def extract_key_points(
+    text: str, n: int | None = None, *, splitter: SentenceSplitter = DEFAULT_SPLITTER,
+    min_words: int = MIN_KEY_POINT_WORDS, similarity_threshold: float = 0.1, redundancy_threshold: float = 0.5,
+) -> list[KeyPoint]:
+    """The ``n`` most central sentences of ``text`` (LexRank, see the module docstring).
+
+    Args:
+        text: the source (a document, or a transcript with one turn per line).
+        n: how many; ``None``: :func:`default_n_key_points` of the candidate count.
+        splitter: sentence splitter (default NLTK English Punkt).
+        min_words: candidates have at least this many :func:`content_words`
+            (drops "Okay." and "Yeah, I think so." turns); when none has, every
+            sentence is a candidate. Speaker labels (``Name: `` at the start of a
+            line) are not part of a key point.
+        similarity_threshold: graph edges below this cosine similarity are dropped
+            (LexRank's threshold; 0.1 as in Erkan & Radev's experiments).
+        redundancy_threshold: a candidate this similar to a chosen key point is skipped.
+
+    Returns:
+        Up to ``n`` :class:`KeyPoint` in source order; ``[]`` for an empty text.
+
+    Raises:
+        ValueError: ``n`` negative.
+    """
+    if n is not None and n < 0:
+        raise ValueError(f"n_key_points must be >= 0, got {n}")
+    spans = source_sentence_spans(text, splitter, strip_speakers=True)
+    candidates = [s for s in spans if len(content_words(text[s[0]:s[1]])) >= min_words] or spans
+    if not candidates:
+        return []
+    n = default_n_key_points(len(candidates)) if n is None else min(n, len(candidates))
+    texts = [text[a:b] for a, b in candidates]
+    sim = similarity_matrix(texts)
+    centrality = _pagerank(sim, similarity_threshold)
+    order = sorted(range(len(candidates)), key=lambda i: (-centrality[i], i))
+    chosen: list[int] = []
+    for i in order:
+        if len(chosen) == n:
+            break
+        if all(sim[i, j] < redundancy_threshold for j in chosen):
+            chosen.append(i)
+    for i in order:  # too few distinct sentences: fill with the next most central
+        if len(chosen) == n:
+            break
+        if i not in chosen:
+            chosen.append(i)
+    return [KeyPoint(texts[i], candidates[i][0], candidates[i][1], float(centrality[i])) for i in sorted(chosen)]
+
+
+def _pagerank(sim: np.ndarray, threshold: float) -> np.ndarray:
+    """PageRank (networkx) of the thresholded similarity graph; uniform when it has no edge."""
+    import networkx as nx
+    from scipy import sparse
+
+    n = sim.shape[0]
+    weights = np.where(sim >= threshold, sim, 0.0)
+    np.fill_diagonal(weights, 0.0)
+    if not weights.any():
+        return np.full(n, 1.0 / n)
+    graph = nx.from_scipy_sparse_array(sparse.csr_array(weights))
+    rank = nx.pagerank(graph, alpha=0.85, weight="weight")
+    return np.array([rank[i] for i in range(n)])
+
+
+def redundant_sentences(sentences: Sequence[str], threshold: float = 0.8) -> list[int | None]:
+    """For each sentence, the index of an EARLIER sentence it nearly repeats, else None.
+
+    Two sentences are near duplicates when the cosine similarity of their
+    TF-IDF vectors is at least ``threshold`` (1.0 for the same content words).
+
+    Returns:
+        A list as long as ``sentences``; the first of a repeated pair is None.
+    """
+    if len(sentences) < 2:
+        return [None] * len(sentences)
+    sim = similarity_matrix(sentences)
+    out: list[int | None] = []
+    for i in range(len(sentences)):
+        earlier = [j for j in range(i) if sim[i, j] >= threshold]
+        out.append(earlier[0] if earlier else None)
+    return out

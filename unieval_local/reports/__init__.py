@@ -1,0 +1,99 @@
+"""Report formats computed locally from UniEval Boolean-QA queries (no LLM judge).
+
+* ``rating`` (:mod:`.rating`): 1-3 per metric with cut points, and a
+  good/incomplete/bad rule engine.
+* ``summ`` (:mod:`.summ`): a 0-100 score from claim alignment and key-point
+  coverage, with missing and misaligned details.
+* ``autoeval`` (:mod:`.autoeval`): accuracy decomposition, completeness by
+  section questions, adherence to instructions.
+
+:func:`make_report` is the Python form of ``unieval-local report``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .. import __version__
+from ..api import MAX_EXAMPLES_PER_REQUEST, RunStats, Scorer
+from .autoeval import AutoevalOptions, AutoevalReport, autoeval_aggregate, autoeval_rows
+from .common import ReportFile, ReportRecord, ReportRow, ReportSettings, RowError
+from .rating import RatingConfig, RatingReport, apply_rules, load_rating_config, rating_aggregate, rating_rows, to_rating
+from .summ import SummOptions, SummReport, summ_aggregate, summ_rows
+
+#: format -> (options model, rows function, aggregate function, report model)
+FORMATS = {
+    "rating": (RatingConfig, rating_rows, rating_aggregate, RatingReport),
+    "summ": (SummOptions, summ_rows, summ_aggregate, SummReport),
+    "autoeval": (AutoevalOptions, autoeval_rows, autoeval_aggregate, AutoevalReport),
+}
+
+
+def make_report(
+    records: Sequence[Mapping[str, Any]], format: str = "rating", *, scorer: Scorer | None = None,
+    options: Any = None, model: Any = None, device: str | None = None,
+    request_size: int = MAX_EXAMPLES_PER_REQUEST,
+) -> ReportFile:
+    """Build one report per record, in input order.
+
+    Args:
+        records: dicts with ``target`` (the summary), usually ``source``, and the
+            report inputs of :class:`~unieval_local.reports.common.ReportRecord`.
+        format: ``rating``, ``summ`` or ``autoeval``.
+        scorer: the :class:`~unieval_local.api.Scorer` to use; default
+            ``Scorer(model, device, long_input="chunk")`` so long sources are
+            read whole, in windows.
+        options: the format's options (:class:`RatingConfig`, :class:`SummOptions`,
+            :class:`AutoevalOptions`), a dict of them, or None for the defaults.
+        model, device: for the default scorer.
+        request_size: records planned and run together (default 250, the
+            request cap of ``score``); each request is one engine pass
+            (autoeval: two).
+
+    Returns:
+        :class:`~unieval_local.reports.common.ReportFile`: ``reports[i]`` has the
+        report of record ``i`` or an ``error`` naming the field; ``aggregate``
+        the means over reported records.
+
+    Raises:
+        ValueError: unknown format, invalid options, ``request_size`` < 1.
+        CheckpointNotFoundError, CheckpointError: no usable checkpoint.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"unknown report format {format!r}; choose one of {', '.join(FORMATS)}")
+    if not isinstance(request_size, int) or request_size < 1:
+        raise ValueError(f"request_size must be a positive integer, got {request_size!r}")
+    options_model, rows_fn, aggregate_fn, report_model = FORMATS[format]
+    if options is None:
+        options = options_model()
+    elif isinstance(options, Mapping):
+        options = options_model.model_validate(dict(options))
+    elif not isinstance(options, options_model):
+        raise ValueError(f"options for {format!r} must be {options_model.__name__}, a dict or None, "
+                         f"got {type(options).__name__}")
+    scorer = scorer or Scorer(model=model, device=device, long_input="chunk")
+    records = list(records)
+    rows: list[ReportRow] = []
+    stats = RunStats()
+    for at in range(0, len(records), request_size):
+        part, st = rows_fn(records[at:at + request_size], scorer, options, start=at)
+        rows += part
+        stats = RunStats(stats.n_queries + st.n_queries, stats.n_truncated + st.n_truncated,
+                         stats.n_shortened + st.n_shortened)
+    settings = ReportSettings(
+        package=__version__, checkpoints=scorer.resolved_checkpoints(), consistency_task=options.consistency_task,
+        long_input=scorer.long_input, max_length=scorer.max_length, dtype=scorer.dtype,
+        device=scorer.device.split(":")[0], options=options.model_dump(mode="json", exclude={"templates"}))
+    n_err = sum(r.error is not None for r in rows)
+    return ReportFile[report_model](
+        format=format, n_records=len(rows), n_reported=len(rows) - n_err, n_errors=n_err,
+        aggregate=aggregate_fn(rows), n_queries=stats.n_queries, n_truncated=stats.n_truncated,
+        settings=settings, reports=rows)
+
+
+__all__ = [
+    "FORMATS", "AutoevalOptions", "AutoevalReport", "RatingConfig", "RatingReport", "ReportFile",
+    "ReportRecord", "ReportRow", "ReportSettings", "RowError", "SummOptions", "SummReport", "apply_rules",
+    "load_rating_config", "make_report", "to_rating",
+]

@@ -1,0 +1,334 @@
+"""What the three report formats share: input records, the per-row and file-level
+output models, derived Boolean-QA queries, and the one-pass query runner.
+
+A report never calls an LLM or any model but the UniEval checkpoints: every
+judgement is a Boolean-QA query ``P(Yes) / (P(Yes) + P(No))`` (UniEval, Zhong
+et al. 2022, Sec. 3) planned through :meth:`unieval_local.api.Scorer.run_jobs`.
+A query counts as a "yes" when its probability is at least a threshold
+(default 0.5, the point where the model prefers "Yes" to "No").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from ..errors import ExampleProblem
+from ..schema import Evidence, Span, UniEvalData
+from ..tasks import Aspect, PromptField
+
+NA = "N/A"
+#: A percentage in [0, 100], or "N/A" where the inputs do not allow the metric.
+Percent = float | Literal["N/A"]
+
+
+class ReportRecord(UniEvalData):
+    """One input record of ``unieval-local report``: the fields of ``score`` plus report inputs.
+
+    Attributes:
+        target, source, references, context: as in :class:`~unieval_local.schema.UniEvalData`
+            (``target`` is the summary; ``source`` the document or transcript).
+        key_points: (summ, rating relevance without reference) the source's key
+            points, instead of extracting them.
+        n_key_points: how many key points to extract for this record.
+        section_questions: (autoeval completeness) what the summary should cover,
+            as noun phrases, e.g. ``"the dates mentioned"``.
+        instructions: (autoeval adherence) instructions the summary should follow.
+        categorical: (autoeval adherence) section name -> allowed values.
+        sections: (autoeval adherence) section name -> the summary's value for
+            it; when absent, a line ``<name>: <value>`` of the target is used.
+
+    Other fields (``id``, ``doc_id``, ``system_id``...) are kept.
+    """
+
+    key_points: list[str] | None = None
+    n_key_points: int | None = Field(default=None, ge=0)
+    section_questions: list[str] | None = None
+    instructions: list[str] | None = None
+    categorical: dict[str, list[str]] | None = None
+    sections: dict[str, str] | None = None
+
+    @field_validator("key_points", "section_questions", "instructions")
+    @classmethod
+    def _non_empty_texts(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and any(not isinstance(x, str) or not x.strip() for x in v):
+            raise ValueError("every item must be a non-empty string")
+        return v
+
+    @field_validator("categorical")
+    @classmethod
+    def _allowed_values(cls, v: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+        for name, allowed in (v or {}).items():
+            if not allowed:
+                raise ValueError(f"categorical section {name!r} lists no allowed value")
+        return v
+
+
+class RowError(BaseModel):
+    """Why one record has no report: the field at fault and a message."""
+
+    model_config = ConfigDict(frozen=True)
+
+    field: str
+    message: str
+
+
+R = TypeVar("R")
+
+
+class ReportRow(BaseModel, Generic[R]):
+    """One input record's outcome: its ``report``, or an ``error``.
+
+    Attributes:
+        index: the record's position in the input (0-based).
+        id: the record's ``id`` if it has one, else None.
+        report: the report (None when ``error`` is set).
+        error: why there is no report.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int
+    id: str | None = None
+    report: R | None = None
+    error: RowError | None = None
+
+
+class ReportSettings(BaseModel):
+    """How a report file was made: enough to reproduce it.
+
+    Attributes:
+        package: unieval-local version.
+        checkpoints: checkpoint name -> hub id or folder used.
+        consistency_task: ``summarization`` (unieval-sum) or ``fact`` (unieval-fact):
+            which checkpoint answered the consistency-like queries.
+        long_input, max_length, dtype, device: the scorer's settings.
+        options: the report options in effect.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    package: str
+    checkpoints: dict[str, str]
+    consistency_task: str
+    long_input: str
+    max_length: int
+    dtype: str
+    device: str
+    options: dict[str, Any]
+
+
+class ReportFile(BaseModel, Generic[R]):
+    """The JSON document ``unieval-local report`` writes.
+
+    Attributes:
+        format: ``rating``, ``summ`` or ``autoeval``.
+        n_records: input records; ``n_reported`` of them have a report,
+            ``n_errors`` an error.
+        aggregate: means over the reported records (keys per format, see README).
+        n_queries: distinct Boolean-QA queries run; ``n_truncated`` of them were
+            longer than ``max_length`` and lost their end.
+        settings: :class:`ReportSettings`.
+        reports: one :class:`ReportRow` per input record, in input order.
+    """
+
+    format: str
+    n_records: int
+    n_reported: int
+    n_errors: int
+    aggregate: dict[str, float | None]
+    n_queries: int
+    n_truncated: int
+    settings: ReportSettings
+    reports: list[ReportRow[R]]
+
+
+class ClaimWindow(BaseModel):
+    """The part of the source that best supported a claim (chunked sources only).
+
+    ``start``/``end`` are character offsets into the source; ``text`` the passage.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    start: int
+    end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class BadRecord:
+    """An input record that could not be read (e.g. a JSONL line that is not JSON);
+    it becomes an error row with ``message``."""
+
+    message: str
+
+
+def parse_records(records: Sequence[Any]) -> tuple[list[ReportRecord | None], dict[int, RowError]]:
+    """Parse every record into :class:`ReportRecord`; never raises for bad input.
+
+    Returns:
+        ``(parsed, errors)``: ``parsed[i]`` is None where record ``i`` failed,
+        and ``errors[i]`` names the field and why.
+    """
+    parsed: list[ReportRecord | None] = []
+    errors: dict[int, RowError] = {}
+    for i, item in enumerate(records):
+        if isinstance(item, BadRecord):
+            errors[i] = RowError(field="record", message=item.message)
+            parsed.append(None)
+            continue
+        if isinstance(item, UniEvalData):
+            item = item.model_dump()
+        if not isinstance(item, Mapping):
+            errors[i] = RowError(field="record", message=f"a record must be a JSON object, got {type(item).__name__}")
+            parsed.append(None)
+            continue
+        try:
+            rec = ReportRecord.model_validate(dict(item))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"]) or "record"
+            errors[i] = RowError(field=loc, message=err["msg"])
+            parsed.append(None)
+            continue
+        if not rec.target.strip():
+            errors[i] = RowError(field="target", message="the summary (target) is empty or whitespace-only")
+            parsed.append(None)
+            continue
+        parsed.append(rec)
+    return parsed, errors
+
+
+def record_id(record: Any) -> str | None:
+    """The record's ``id`` as a string, or None."""
+    rid = record.get("id") if isinstance(record, Mapping) else getattr(record, "id", None)
+    return None if rid is None else str(rid)
+
+
+def require_text(rec: ReportRecord, name: str, why: str) -> RowError | None:
+    """An error when ``rec.<name>`` is not a non-empty string."""
+    value = rec.get_field(name)
+    if isinstance(value, str) and value.strip():
+        return None
+    state = "missing" if value is None else "empty" if isinstance(value, str) else f"a {type(value).__name__}"
+    return RowError(field=name, message=f"{why} needs '{name}' as a non-empty string; it is {state}")
+
+
+def derived_aspect(name: str, question: str, fields: Sequence[tuple[str, str]], checkpoint: str, *,
+                   chunk_field: str | None = None, window_reduction: Literal["max", "mean"] = "mean") -> Aspect:
+    """A report's own Boolean-QA question as an output-level :class:`Aspect`
+    (the prompt is built exactly like UniEval's: ``question: ... </s> <label>: <value> ...``)."""
+    return Aspect(task="report", name=name, question=question,
+                  fields=tuple(PromptField(label, f) for label, f in fields), granularity="output",
+                  checkpoint=checkpoint, chunk_field=chunk_field, window_reduction=window_reduction)
+
+
+def support_aspect(consistency: Aspect, name: str = "support") -> Aspect:
+    """The consistency question asked of one claim against one document, at output level
+    (the claim is not split further): key-point coverage (claim = key point,
+    document = summary) and autoeval's support check (claim = transcript
+    sentence, document = one summary sentence)."""
+    return derived_aspect(name, consistency.question, [(pf.label, pf.field) for pf in consistency.fields],
+                          consistency.checkpoint, chunk_field="source", window_reduction="max")
+
+
+@dataclass
+class Flat:
+    """Derived examples from many records in one flat list, with the way back.
+
+    ``add(i, example)`` appends and returns the position; ``by_record[i]`` lists
+    record ``i``'s positions in order.
+    """
+
+    examples: list[UniEvalData] = field(default_factory=list)
+    by_record: dict[int, list[int]] = field(default_factory=dict)
+
+    def add(self, record: int, example: UniEvalData) -> int:
+        self.examples.append(example)
+        self.by_record.setdefault(record, []).append(len(self.examples) - 1)
+        return len(self.examples) - 1
+
+    def of(self, record: int) -> list[int]:
+        return self.by_record.get(record, [])
+
+
+def sentence_spans(text: str, splitter) -> list[tuple[int, int]]:
+    """Character spans of the sentences of ``text`` (the splitter the scorer uses)."""
+    from ..plan import field_spans
+
+    return field_spans(text, "sentence", splitter)
+
+
+def claims_target(rec: ReportRecord, splitter, max_n_claims: int) -> tuple[str, int]:
+    """The target cut after its ``max_n_claims``-th sentence, and its sentence count."""
+    spans = sentence_spans(rec.target, splitter)
+    if len(spans) <= max_n_claims:
+        return rec.target, len(spans)
+    return rec.target[: spans[max_n_claims - 1][1]], len(spans)
+
+
+def best_window(ev: Evidence | None, sentence: int, source: str) -> ClaimWindow | None:
+    """The source window that gave target sentence ``sentence`` its (max) consistency,
+    when the source was read in windows; None when it was read whole."""
+    if ev is None or not ev.sentences or ev.sentences[sentence].window is None:
+        return None
+    w: Span = ev.sentences[sentence].window
+    return ClaimWindow(start=w.start, end=w.end, text=source[w.start:w.end])
+
+
+def short(text: str, n: int = 160) -> str:
+    """``text`` on one line, cut to ``n`` characters with an ellipsis."""
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1].rstrip() + "…"
+
+
+def problems_to_errors(problems: Sequence[ExampleProblem], positions: Mapping[int, int],
+                       errors: dict[int, RowError]) -> None:
+    """Turn planning problems of derived examples into row errors of their records.
+
+    ``positions`` maps a derived example's position to its record index.
+    """
+    for p in problems:
+        rec = positions.get(p.index)
+        if rec is not None and rec not in errors:
+            errors[rec] = RowError(field=p.field, message=p.message)
+
+
+@dataclass
+class Coverage:
+    """Key-point coverage queries for several records (claim = key point, document = summary)."""
+
+    flat: Flat = field(default_factory=Flat)
+    key_points: dict[int, list] = field(default_factory=dict)
+    sources: dict[int, str] = field(default_factory=dict)
+
+    def plan(self, i: int, rec: ReportRecord, n_default: int | None, splitter) -> RowError | None:
+        """Add record ``i``'s key points (given, or extracted from its source); an error if none."""
+        from ..keypoints import KeyPoint, extract_key_points
+
+        if rec.key_points:
+            points = [KeyPoint(t) for t in rec.key_points]
+        else:
+            n = rec.n_key_points if rec.n_key_points is not None else n_default
+            points = extract_key_points(rec.source or "", n, splitter=splitter)
+        if not points:
+            return RowError(field="source", message="no key point: the source has no sentence "
+                            "(give 'key_points' or a longer source)")
+        self.key_points[i] = points
+        for kp in points:
+            self.flat.add(i, UniEvalData(target=kp.text, source=rec.target))
+        return None
+
+    def values(self, i: int, result, name: str = "key_point_coverage") -> list[float]:
+        """Record ``i``'s coverage probability per key point, in key-point order."""
+        return [float(result.values[name][k]) for k in self.flat.of(i)]
+
+
+def key_point_json(kp, value: float, threshold: float) -> dict[str, Any]:
+    """One key point with its coverage probability and verdict, for the reports' JSON."""
+    return {"key_point": kp.text, "score": value, "covered": bool(value >= threshold),
+            "start": kp.start, "end": kp.end}

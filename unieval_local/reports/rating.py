@@ -1,0 +1,480 @@
+"""The ``rating`` report: 1-3 per metric from UniEval probabilities, and a rule engine.
+
+Per enabled metric (coherence, consistency, relevance, fluency) the UniEval
+score p in [0, 1] (summarization aspects; consistency from unieval-fact when
+``consistency_task="fact"``) becomes a rating by the metric's cut points
+``(low, high)``: 1 if p < low, 2 if low <= p < high, 3 if p >= high. Without a
+reference, relevance is the key-point coverage share of the ``summ`` report
+(key points supported by the summary / key points) with its own cut points
+(``relevance_coverage``), and the output says so (``relevance_method``).
+
+Rule engine (:func:`apply_rules`) over the enabled metrics only: ``good`` when
+every metric meets its ``good_rules`` minimum (default coherence >= 2,
+consistency >= 3, relevance >= 3, fluency >= 2); ``bad`` when any metric is at
+most ``bad_at_most`` (default 1); otherwise ``incomplete``. ``score`` is 1 /
+0.5 / 0, ``binary_score`` 1 only for good, ``avg_score`` the mean of the
+normalized scores ``(score - 1) / 2``.
+
+Defaults live in :class:`RatingConfig` and, identically, in ``configs/rating.yaml``;
+``scripts/fit_rating_cutpoints.py`` fits cut points on data with human scores.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..api import Job, RunStats, Scorer
+from .common import (
+    Coverage,
+    ReportRecord,
+    ReportRow,
+    RowError,
+    key_point_json,
+    problems_to_errors,
+    record_id,
+    require_text,
+    short,
+)
+
+Metric = Literal["coherence", "consistency", "relevance", "fluency"]
+METRICS: tuple[str, ...] = ("coherence", "consistency", "relevance", "fluency")
+RatingLabel = Literal["good", "incomplete", "bad"]
+_RATING_SCORE = {"good": 1.0, "incomplete": 0.5, "bad": 0.0}
+
+#: English and French explanation templates (``str.format`` fields in braces).
+DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
+    "en": {
+        "label_coherence": "Coherence", "label_consistency": "Consistency",
+        "label_relevance": "Relevance", "label_fluency": "Fluency",
+        "metric": "{label}: {score}/3 (probability {probability:.2f}). {detail}",
+        "sentences_low": "{n_low} of {n} sentences scored below {threshold:.2f}; the lowest is \"{text}\" ({value:.2f}).",
+        "sentences_ok": "All {n} sentences scored at least {threshold:.2f}; the lowest is \"{text}\" ({value:.2f}).",
+        "whole_document": "Scored on the whole summary against the source.",
+        "whole_references": "Scored on the whole summary against {n} reference(s) (mean over references).",
+        "coverage": "No reference was given, so relevance is key-point coverage: {covered} of {n} key points "
+                    "of the source are supported by the summary.",
+        "coverage_missing": " Least supported: \"{text}\" ({value:.2f}).",
+        "issue_below": "{label} is {score}/3; a good summary needs at least {needed}.",
+        "issue_bad": "{label} is {score}/3, at most {bad}: the summary is rated bad.",
+        "global_good": "Good: every enabled metric meets its rule (mean normalized score {avg_score:.2f}).",
+        "global_incomplete": "Incomplete: {n_issues} rule(s) not met, none at the lowest rating "
+                             "(mean normalized score {avg_score:.2f}).",
+        "global_bad": "Bad: {n_bad} metric(s) at the lowest rating (mean normalized score {avg_score:.2f}).",
+    },
+    "fr": {
+        "label_coherence": "Cohérence", "label_consistency": "Fidélité",
+        "label_relevance": "Pertinence", "label_fluency": "Fluidité",
+        "metric": "{label} : {score}/3 (probabilité {probability:.2f}). {detail}",
+        "sentences_low": "{n_low} phrase(s) sur {n} sous {threshold:.2f} ; la plus basse : « {text} » ({value:.2f}).",
+        "sentences_ok": "Les {n} phrases atteignent au moins {threshold:.2f} ; la plus basse : « {text} » ({value:.2f}).",
+        "whole_document": "Évalué sur tout le résumé par rapport à la source.",
+        "whole_references": "Évalué sur tout le résumé par rapport à {n} référence(s) (moyenne).",
+        "coverage": "Sans référence, la pertinence est la couverture des points clés : {covered} sur {n} "
+                    "points clés de la source sont confirmés par le résumé.",
+        "coverage_missing": " Le moins confirmé : « {text} » ({value:.2f}).",
+        "issue_below": "{label} vaut {score}/3 ; un bon résumé demande au moins {needed}.",
+        "issue_bad": "{label} vaut {score}/3, au plus {bad} : le résumé est jugé mauvais.",
+        "global_good": "Bon : chaque métrique satisfait sa règle (score normalisé moyen {avg_score:.2f}).",
+        "global_incomplete": "Incomplet : {n_issues} règle(s) non satisfaite(s), aucune au plus bas "
+                             "(score normalisé moyen {avg_score:.2f}).",
+        "global_bad": "Mauvais : {n_bad} métrique(s) au plus bas (score normalisé moyen {avg_score:.2f}).",
+    },
+}
+TEMPLATE_KEYS = tuple(DEFAULT_TEMPLATES["en"])
+
+#: Default cut points (low, high) per metric. Placeholders, NOT fitted: thirds of the
+#: probability range, since no official-weight scores with human ratings exist on these
+#: machines; fit your own with scripts/fit_rating_cutpoints.py (see README).
+DEFAULT_CUT_POINTS: dict[str, tuple[float, float]] = {
+    m: (round(1 / 3, 4), round(2 / 3, 4)) for m in (*METRICS, "relevance_coverage")
+}
+DEFAULT_GOOD_RULES: dict[str, int] = {"coherence": 2, "consistency": 3, "relevance": 3, "fluency": 2}
+
+
+class RatingConfig(BaseModel):
+    """Settings of the ``rating`` report (``configs/rating.yaml`` holds the defaults).
+
+    Attributes:
+        enabled_metrics: the metrics to rate (a subset of coherence,
+            consistency, relevance, fluency); only their rules apply.
+        cut_points: metric -> ``[low, high]`` in [0, 1], low <= high; key
+            ``relevance_coverage`` for relevance without a reference.
+        good_rules: metric -> the least rating (1-3) a good summary needs.
+        bad_at_most: a metric rated at most this makes the summary bad.
+        sentence_threshold: sentences below this probability are "low" in explanations.
+        coverage_threshold: a key point counts as covered at this probability.
+        n_key_points: key points to extract (None: from the source length,
+            :func:`~unieval_local.keypoints.default_n_key_points`).
+        consistency_task: ``summarization`` (unieval-sum) or ``fact`` (unieval-fact)
+            answers the consistency queries.
+        language: the template set for explanations (a key of ``templates``).
+        templates: language -> template name -> ``str.format`` text.
+
+    Raises:
+        pydantic.ValidationError: an unknown metric, bad cut points, a missing
+            template or an unknown language.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled_metrics: list[Metric] = Field(default_factory=lambda: list(METRICS), min_length=1)
+    cut_points: dict[str, tuple[float, float]] = Field(default_factory=lambda: dict(DEFAULT_CUT_POINTS))
+    good_rules: dict[Metric, int] = Field(default_factory=lambda: dict(DEFAULT_GOOD_RULES))
+    bad_at_most: int = Field(default=1, ge=1, le=3)
+    sentence_threshold: float = Field(default=0.5, ge=0, le=1)
+    coverage_threshold: float = Field(default=0.5, ge=0, le=1)
+    n_key_points: int | None = Field(default=None, ge=1)
+    consistency_task: Literal["summarization", "fact"] = "summarization"
+    language: str = "en"
+    templates: dict[str, dict[str, str]] = Field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_TEMPLATES.items()})
+
+    @field_validator("enabled_metrics")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        return list(dict.fromkeys(v))
+
+    @field_validator("cut_points")
+    @classmethod
+    def _cuts(cls, v: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        for name, (low, high) in v.items():
+            if name not in (*METRICS, "relevance_coverage"):
+                raise ValueError(f"cut_points: unknown metric {name!r}")
+            if not 0 <= low <= high <= 1:
+                raise ValueError(f"cut_points.{name}: need 0 <= low <= high <= 1, got [{low}, {high}]")
+        return v
+
+    @field_validator("good_rules")
+    @classmethod
+    def _rules(cls, v: dict[str, int]) -> dict[str, int]:
+        for name, needed in v.items():
+            if needed not in (1, 2, 3):
+                raise ValueError(f"good_rules.{name}: a rating 1, 2 or 3, got {needed!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _complete(self) -> "RatingConfig":
+        missing = [m for m in (*METRICS, "relevance_coverage") if m not in self.cut_points]
+        if missing:
+            raise ValueError(f"cut_points lacks {', '.join(missing)}")
+        if self.language not in self.templates:
+            raise ValueError(f"language {self.language!r} has no templates; have {', '.join(self.templates)}")
+        for lang, table in self.templates.items():
+            absent = [k for k in TEMPLATE_KEYS if k not in table]
+            if absent:
+                raise ValueError(f"templates.{lang} lacks {', '.join(absent)}")
+        return self
+
+    def t(self, key: str, **values: Any) -> str:
+        """Template ``key`` of the chosen language, filled with ``values``."""
+        return self.templates[self.language][key].format(**values)
+
+
+def load_rating_config(path: str | os.PathLike, **overrides: Any) -> RatingConfig:
+    """Read a rating YAML (keys of :class:`RatingConfig`), then apply ``overrides``
+    (None values ignored).
+
+    Raises:
+        ValueError: unreadable file, YAML syntax, or an invalid setting (the
+            message names the file and key).
+    """
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh) or {}
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot read rating config: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: invalid YAML: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a rating config is a mapping of settings, got {type(data).__name__}")
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    try:
+        return RatingConfig.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise ValueError(f"{path}: {'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}") from None
+
+
+def to_rating(probability: float, cut_points: tuple[float, float]) -> int:
+    """1 if p < low, 2 if low <= p < high, 3 if p >= high.
+
+    Raises:
+        ValueError: ``probability`` is not a finite number.
+    """
+    if not np.isfinite(probability):
+        raise ValueError(f"cannot rate a non-finite probability {probability!r}")
+    low, high = cut_points
+    return 1 if probability < low else 2 if probability < high else 3
+
+
+class RuleOutcome(BaseModel):
+    """The rule engine's verdict.
+
+    Attributes:
+        rating: ``good``, ``incomplete`` or ``bad``.
+        score: 1 (good), 0.5 (incomplete), 0 (bad).
+        binary_score: 1 only for good.
+        avg_score: mean over the rated metrics of ``(score - 1) / 2``, in [0, 1].
+        failed: per failed rule ``(metric, rating, needed, is_bad)``, in metric order.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    rating: RatingLabel
+    score: float
+    binary_score: int
+    avg_score: float
+    failed: list[tuple[str, int, int, bool]]
+
+
+def apply_rules(ratings: Mapping[str, int], good_rules: Mapping[str, int] | None = None,
+                bad_at_most: int = 1) -> RuleOutcome:
+    """Apply the good/incomplete/bad rules to the enabled metrics' ratings.
+
+    Args:
+        ratings: metric -> rating in {1, 2, 3}, only the enabled metrics.
+        good_rules: metric -> least rating for good (default coherence 2,
+            consistency 3, relevance 3, fluency 2); metrics without a rule need 1.
+        bad_at_most: any rating at most this is bad (default 1).
+
+    Returns:
+        :class:`RuleOutcome`.
+
+    Raises:
+        ValueError: no rating, or a rating outside {1, 2, 3}.
+    """
+    rules = DEFAULT_GOOD_RULES if good_rules is None else good_rules
+    if not ratings:
+        raise ValueError("no metric to rate: enable at least one")
+    for m, r in ratings.items():
+        if r not in (1, 2, 3):
+            raise ValueError(f"rating of {m} must be 1, 2 or 3, got {r!r}")
+    failed = []
+    for m, r in ratings.items():
+        needed = rules.get(m, 1)
+        if r < needed or r <= bad_at_most:
+            failed.append((m, r, needed, r <= bad_at_most))
+    rating: RatingLabel = "bad" if any(f[3] for f in failed) else "incomplete" if failed else "good"
+    avg = float(np.mean([(r - 1) / 2 for r in ratings.values()]))
+    return RuleOutcome(rating=rating, score=_RATING_SCORE[rating], binary_score=int(rating == "good"),
+                       avg_score=avg, failed=failed)
+
+
+class MetricRating(BaseModel):
+    """One metric's rating.
+
+    Attributes:
+        score: 1, 2 or 3.
+        normalized_score: ``(score - 1) / 2``: 0, 0.5 or 1.
+        probability: what was mapped: the UniEval score in [0, 1], or the
+            key-point coverage share for relevance without a reference.
+        cut_points: the ``[low, high]`` used.
+        method: ``unieval:<task>/<aspect>`` or ``key_point_coverage``.
+        explanation: from the evidence (lowest sentences, covered key points),
+            in the chosen language.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    score: int
+    normalized_score: float
+    probability: float
+    cut_points: tuple[float, float]
+    method: str
+    explanation: str
+
+
+class RatingReport(BaseModel):
+    """The ``rating`` report of one summary.
+
+    Attributes:
+        relevancy_rating: ``good``, ``incomplete`` or ``bad`` (rule engine).
+        score: 1 (good), 0.5 (incomplete), 0 (bad).
+        binary_score: 1 only for good.
+        avg_score: mean of the enabled metrics' normalized scores, in [0, 1].
+        metrics: metric -> :class:`MetricRating`, enabled metrics only.
+        relevance_method: ``reference`` (UniEval relevance), ``key_point_coverage``
+            (no reference given) or None (relevance not enabled).
+        key_points: with ``key_point_coverage``, each key point with its
+            coverage probability (``score``), ``covered`` and source offsets.
+        possible_issues: one line per failed rule.
+        global_explanation: one line on the verdict.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    relevancy_rating: RatingLabel
+    score: float
+    binary_score: int
+    avg_score: float
+    metrics: dict[str, MetricRating]
+    relevance_method: Literal["reference", "key_point_coverage"] | None = None
+    key_points: list[dict[str, Any]] | None = None
+    possible_issues: list[str]
+    global_explanation: str
+
+
+def _sentence_detail(config: RatingConfig, ev) -> str:
+    sents = ev.sentences if ev is not None else None
+    if not sents:
+        return config.t("whole_document")
+    lowest = min(sents, key=lambda s: s.value)
+    n_low = sum(s.value < config.sentence_threshold for s in sents)
+    key = "sentences_low" if n_low else "sentences_ok"
+    return config.t(key, n_low=n_low, n=len(sents), threshold=config.sentence_threshold,
+                    text=short(lowest.text, 120), value=lowest.value)
+
+
+def rating_rows(records: Sequence[Any], scorer: Scorer, config: RatingConfig,
+                start: int = 0) -> tuple[list[ReportRow[RatingReport]], RunStats]:
+    """Rate each record: all queries through ``scorer.run_jobs`` in one pass.
+
+    Args:
+        records: dicts (fields of :class:`~unieval_local.reports.common.ReportRecord`).
+        scorer: the scorer (its ``long_input`` applies; reports default to ``chunk``).
+        config: :class:`RatingConfig`.
+        start: index of ``records[0]`` in the whole input (for ``ReportRow.index``).
+
+    Returns:
+        ``(rows, stats)``: one :class:`ReportRow` per record, an error row for a
+        bad record (the others are rated), and the engine pass's counts.
+    """
+    from .common import parse_records
+
+    parsed, errors = parse_records(records)
+    enabled = config.enabled_metrics
+    reg = scorer.registry
+    uni = {m: reg.get_aspect("summarization", m) for m in ("coherence", "fluency", "relevance") if m in enabled}
+    if "consistency" in enabled:
+        uni["consistency"] = reg.get_aspect(config.consistency_task, "consistency")
+    needs_source = bool({"coherence", "consistency"} & set(enabled))
+    coverage, with_refs = Coverage(), []
+    for i, rec in enumerate(parsed):
+        if rec is None:
+            with_refs.append(None)
+            continue
+        if needs_source or ("relevance" in enabled and not rec.references):
+            err = require_text(rec, "source", "the rating report (coherence, consistency, relevance without reference)")
+            if err:
+                errors[i] = err
+                parsed[i] = None
+                with_refs.append(None)
+                continue
+        has_refs = "relevance" in enabled and bool(rec.references)
+        with_refs.append(rec if has_refs else None)
+        if "relevance" in enabled and not has_refs:
+            err = coverage.plan(i, rec, config.n_key_points, scorer.splitter)
+            if err:
+                errors[i], parsed[i], with_refs[-1] = err, None, None
+    main = [m for m in ("coherence", "consistency", "fluency") if m in uni]
+    by_ckpt: dict[str, list] = {}
+    for m in main:
+        by_ckpt.setdefault(uni[m].checkpoint, []).append(uni[m])
+    jobs = [Job(tuple(group), parsed) for group in by_ckpt.values()]
+    if "relevance" in uni:
+        jobs.append(Job((uni["relevance"],), with_refs))
+    cov_job = None
+    if coverage.flat.examples:
+        from .common import support_aspect
+
+        cov_job = len(jobs)
+        cons = reg.get_aspect(config.consistency_task, "consistency")
+        jobs.append(Job((support_aspect(cons, "key_point_coverage"),), coverage.flat.examples))
+    results, stats = scorer.run_jobs(jobs, evidence=True)
+    values, evidence = {}, {}
+    for r in results[: len(by_ckpt) + ("relevance" in uni)]:
+        values.update(r.values)
+        evidence.update(r.evidence)
+        problems_to_errors(r.problems, {i: i for i in range(len(parsed))}, errors)
+    if cov_job is not None:
+        positions = {k: i for i, ks in coverage.flat.by_record.items() for k in ks}
+        problems_to_errors(results[cov_job].problems, positions, errors)
+
+    rows: list[ReportRow[RatingReport]] = []
+    for i, rec in enumerate(parsed):
+        rid = record_id(records[i])
+        if i in errors or rec is None:
+            rows.append(ReportRow[RatingReport](index=start + i, id=rid, error=errors[i]))
+            continue
+        metrics: dict[str, MetricRating] = {}
+        key_points = None
+        method = None
+        failed = None
+        for m in enabled:
+            detail: str
+            if m == "relevance" and not rec.references:
+                vals = coverage.values(i, results[cov_job])
+                if not np.isfinite(vals).all():
+                    failed = m
+                    break
+                points = coverage.key_points[i]
+                covered = [v >= config.coverage_threshold for v in vals]
+                p = float(np.mean(covered))
+                cuts = tuple(config.cut_points["relevance_coverage"])
+                detail = config.t("coverage", covered=sum(covered), n=len(points))
+                if not all(covered):
+                    low = int(np.argmin(vals))
+                    detail += config.t("coverage_missing", text=short(points[low].text, 120), value=vals[low])
+                method_name, method = "key_point_coverage", "key_point_coverage"
+                key_points = [key_point_json(kp, v, config.coverage_threshold) for kp, v in zip(points, vals)]
+            else:
+                p = float(values[m][i])
+                if not np.isfinite(p):
+                    failed = m
+                    break
+                cuts = tuple(config.cut_points[m])
+                a = uni[m]
+                method_name = f"unieval:{a.task}/{a.name}"
+                if m == "relevance":
+                    method = "reference"
+                    detail = config.t("whole_references", n=len(rec.references))
+                elif a.granularity == "sentence":
+                    detail = _sentence_detail(config, evidence[m][i])
+                else:
+                    detail = config.t("whole_document")
+            score = to_rating(p, cuts)
+            label = config.t(f"label_{m}")
+            metrics[m] = MetricRating(
+                score=score, normalized_score=(score - 1) / 2, probability=p, cut_points=cuts, method=method_name,
+                explanation=config.t("metric", label=label, score=score, probability=p, detail=detail))
+        if failed:
+            rows.append(ReportRow[RatingReport](index=start + i, id=rid, error=RowError(
+                field=failed, message=f"the model gave a non-finite score for {failed}; try dtype float32")))
+            continue
+        outcome = apply_rules({m: metrics[m].score for m in enabled}, config.good_rules, config.bad_at_most)
+        issues = [config.t("issue_bad" if bad else "issue_below", label=config.t(f"label_{m}"), score=r,
+                           needed=needed, bad=config.bad_at_most) for m, r, needed, bad in outcome.failed]
+        n_bad = sum(1 for f in outcome.failed if f[3])
+        global_explanation = config.t(f"global_{outcome.rating}", avg_score=outcome.avg_score,
+                                      n_issues=len(issues), n_bad=n_bad)
+        rows.append(ReportRow[RatingReport](index=start + i, id=rid, report=RatingReport(
+            relevancy_rating=outcome.rating, score=outcome.score, binary_score=outcome.binary_score,
+            avg_score=outcome.avg_score, metrics=metrics, relevance_method=method, key_points=key_points,
+            possible_issues=issues, global_explanation=global_explanation)))
+    return rows, stats
+
+
+def rating_aggregate(rows: Sequence[ReportRow[RatingReport]]) -> dict[str, float | None]:
+    """File-level means: ``score``, ``binary_score``, ``avg_score``, the share of
+    ``good``/``incomplete``/``bad``, and each metric's mean rating (None when no report)."""
+    reps = [r.report for r in rows if r.report is not None]
+    if not reps:
+        return {"score": None, "binary_score": None, "avg_score": None}
+    out: dict[str, float | None] = {
+        "score": float(np.mean([r.score for r in reps])),
+        "binary_score": float(np.mean([r.binary_score for r in reps])),
+        "avg_score": float(np.mean([r.avg_score for r in reps])),
+    }
+    for label in ("good", "incomplete", "bad"):
+        out[f"share_{label}"] = float(np.mean([r.relevancy_rating == label for r in reps]))
+    for m in METRICS:
+        vals = [r.metrics[m].score for r in reps if m in r.metrics]
+        if vals:
+            out[f"mean_{m}"] = float(np.mean(vals))
+    return out

@@ -1,0 +1,292 @@
+"""The ``summ`` report: a 0-100 score from claim alignment and key-point coverage.
+
+Per summary (all Boolean-QA queries in one engine pass):
+
+* Claims: the summary's first ``max_n_claims`` sentences (Punkt). Each gets the
+  consistency query against the source (UniEval's summarization consistency,
+  or unieval-fact's with ``consistency_task="fact"``; long sources are read in
+  windows with the scorer's ``long_input="chunk"``, max over windows).
+  ``alignment = #claims with P(Yes) >= alignment_threshold / #claims``.
+* Key points: ``key_points`` of the record, or the ``n_key_points`` most
+  central source sentences (LexRank, :func:`~unieval_local.keypoints.extract_key_points`;
+  default :func:`~unieval_local.keypoints.default_n_key_points`). Each gets the
+  consistency query with the key point as the claim and the summary as the
+  document. ``coverage = #key points with P(Yes) >= coverage_threshold / #key points``.
+* Heuristics (no model): ``redundancy_penalty = redundancy_weight * r`` where r
+  is the share of summary sentences that nearly repeat an earlier one (TF-IDF
+  cosine >= ``redundancy_threshold``); ``compression_penalty =
+  compression_weight * min(1, max(0, c - max_compression_ratio) / (1 - max_compression_ratio))``
+  with ``c = summary words / source words``; ``length_penalty = length_weight *
+  min(1, max(0, w - max_words) / max_words)`` for a summary of w words when
+  ``max_words`` is set.
+* ``score = clip(100 * (alignment_weight * alignment + coverage_weight * coverage)
+  - penalties, 0, 100)``; ``passed = score >= threshold`` (default 80).
+
+The claim/coverage decomposition follows the QAG-style summarization metrics that
+users know (alignment of summary claims with the source, coverage of the source's
+key content by the summary); here each judgement is a UniEval query, not an LLM call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..api import Job, RunStats, Scorer
+from ..keypoints import redundant_sentences
+from ..schema import UniEvalData
+from .common import (
+    ClaimWindow,
+    Coverage,
+    ReportRow,
+    RowError,
+    best_window,
+    claims_target,
+    key_point_json,
+    parse_records,
+    problems_to_errors,
+    record_id,
+    require_text,
+    sentence_spans,
+    support_aspect,
+)
+
+
+class SummOptions(BaseModel):
+    """Settings of the ``summ`` report (formulas in the module docstring).
+
+    Attributes:
+        threshold: pass mark on the 0-100 score (default 80).
+        max_n_claims: summary sentences checked against the source (default 50).
+        n_key_points: key points to extract (None: from the source length).
+        alignment_threshold, coverage_threshold: P(Yes) at which a claim is
+            aligned / a key point covered (default 0.5).
+        alignment_weight, coverage_weight: the blend (default 0.5 each; sum 1).
+        redundancy_threshold: TF-IDF cosine at which two summary sentences are
+            near duplicates (default 0.8); redundancy_weight: points for a fully
+            redundant summary (default 20).
+        max_compression_ratio: summary/source words above which the
+            compression penalty starts (default 0.5); compression_weight: its
+            maximum in points (default 20).
+        max_words: summary words above which the length penalty starts
+            (default None: no length penalty); length_weight: its maximum (default 10).
+        consistency_task: ``summarization`` (unieval-sum) or ``fact`` (unieval-fact).
+
+    Raises:
+        pydantic.ValidationError: out-of-range values, or weights not summing to 1.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    threshold: float = Field(default=80.0, ge=0, le=100)
+    max_n_claims: int = Field(default=50, ge=1)
+    n_key_points: int | None = Field(default=None, ge=1)
+    alignment_threshold: float = Field(default=0.5, ge=0, le=1)
+    coverage_threshold: float = Field(default=0.5, ge=0, le=1)
+    alignment_weight: float = Field(default=0.5, ge=0, le=1)
+    coverage_weight: float = Field(default=0.5, ge=0, le=1)
+    redundancy_threshold: float = Field(default=0.8, gt=0, le=1)
+    redundancy_weight: float = Field(default=20.0, ge=0, le=100)
+    max_compression_ratio: float = Field(default=0.5, gt=0, lt=1)
+    compression_weight: float = Field(default=20.0, ge=0, le=100)
+    max_words: int | None = Field(default=None, ge=1)
+    length_weight: float = Field(default=10.0, ge=0, le=100)
+    consistency_task: Literal["summarization", "fact"] = "summarization"
+
+    @model_validator(mode="after")
+    def _weights(self) -> "SummOptions":
+        if abs(self.alignment_weight + self.coverage_weight - 1) > 1e-9:
+            raise ValueError(f"alignment_weight + coverage_weight must be 1, got "
+                             f"{self.alignment_weight} + {self.coverage_weight}")
+        return self
+
+
+class ClaimResult(BaseModel):
+    """One claim (summary sentence): its consistency P(Yes) and whether it counts as aligned."""
+
+    model_config = ConfigDict(frozen=True)
+
+    claim: str
+    score: float
+    aligned: bool
+
+
+class MissingDetail(BaseModel):
+    """A key point the summary does not support: its coverage P(Yes) and source offsets
+    (None for key points given by the user)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    key_point: str
+    score: float
+    start: int | None = None
+    end: int | None = None
+
+
+class MisalignedDetail(BaseModel):
+    """A claim the source does not support: its P(Yes), and the source window
+    that supported it best (None when the whole source fit in one query)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    claim: str
+    score: float
+    best_source_window: ClaimWindow | None = None
+
+
+class SummMetadata(BaseModel):
+    """``missing_details``: uncovered key points; ``misaligned_details``: unsupported claims."""
+
+    model_config = ConfigDict(frozen=True)
+
+    missing_details: list[MissingDetail]
+    misaligned_details: list[MisalignedDetail]
+
+
+class SummReport(BaseModel):
+    """The ``summ`` report of one summary.
+
+    Attributes:
+        score: 0-100 (formula in :mod:`unieval_local.reports.summ`).
+        passed: ``score >= threshold``.
+        threshold: the pass mark used.
+        alignment_score: share of aligned claims, in [0, 1].
+        coverage_score: share of covered key points, in [0, 1].
+        redundancy_penalty, compression_penalty, length_penalty: points subtracted.
+        compression_ratio: summary words / source words.
+        n_claims: claims checked; n_sentences: sentences of the summary (more
+            than ``n_claims`` when capped by ``max_n_claims``).
+        key_point_source: ``given`` (the record's ``key_points``) or ``extracted`` (LexRank).
+        claims: per claim its score and verdict.
+        key_points: per key point its coverage ``score``, ``covered`` and source offsets.
+        redundant_sentences: ``{sentence, repeats}`` (indices into the summary's sentences).
+        eval_metadata: :class:`SummMetadata`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    score: float
+    passed: bool
+    threshold: float
+    alignment_score: float
+    coverage_score: float
+    redundancy_penalty: float
+    compression_penalty: float
+    length_penalty: float
+    compression_ratio: float
+    n_claims: int
+    n_sentences: int
+    key_point_source: Literal["given", "extracted"]
+    claims: list[ClaimResult]
+    key_points: list[dict[str, Any]]
+    redundant_sentences: list[dict[str, int]]
+    eval_metadata: SummMetadata
+
+
+def penalties(options: SummOptions, sentences: Sequence[str], summary: str, source: str) -> dict[str, Any]:
+    """The heuristic penalties (points) of one summary, and what they were computed from."""
+    repeats = redundant_sentences(sentences, options.redundancy_threshold)
+    redundant = [{"sentence": i, "repeats": j} for i, j in enumerate(repeats) if j is not None]
+    share = len(redundant) / len(sentences) if sentences else 0.0
+    words, source_words = len(summary.split()), max(1, len(source.split()))
+    ratio = words / source_words
+    m = options.max_compression_ratio
+    compression = options.compression_weight * min(1.0, max(0.0, ratio - m) / (1 - m))
+    length = 0.0
+    if options.max_words is not None:
+        length = options.length_weight * min(1.0, max(0, words - options.max_words) / options.max_words)
+    return {"redundant": redundant, "redundancy_penalty": options.redundancy_weight * share,
+            "compression_ratio": ratio, "compression_penalty": compression, "length_penalty": length}
+
+
+def summ_rows(records: Sequence[Any], scorer: Scorer, options: SummOptions,
+              start: int = 0) -> tuple[list[ReportRow[SummReport]], RunStats]:
+    """Score each record: all claim and coverage queries through ``scorer.run_jobs`` in one pass.
+
+    Args:
+        records: dicts with ``target`` (the summary), ``source`` and optionally
+            ``key_points`` / ``n_key_points``.
+        scorer: the scorer (reports default to ``long_input="chunk"``).
+        options: :class:`SummOptions`.
+        start: index of ``records[0]`` in the whole input.
+
+    Returns:
+        ``(rows, stats)``: one :class:`ReportRow` per record (an error row for a
+        bad record; the others are scored) and the engine pass's counts.
+    """
+    parsed, errors = parse_records(records)
+    cons = scorer.registry.get_aspect(options.consistency_task, "consistency")
+    claim_examples: list[UniEvalData | None] = []
+    n_sentences: dict[int, int] = {}
+    coverage = Coverage()
+    for i, rec in enumerate(parsed):
+        if rec is not None and (err := require_text(rec, "source", "the summ report (claim alignment)")):
+            errors[i], parsed[i], rec = err, None, None
+        if rec is None:
+            claim_examples.append(None)
+            continue
+        text, n_sentences[i] = claims_target(rec, scorer.splitter, options.max_n_claims)
+        claim_examples.append(UniEvalData(target=text, source=rec.source))
+        if err := coverage.plan(i, rec, options.n_key_points, scorer.splitter):
+            errors[i], parsed[i], claim_examples[-1] = err, None, None
+    jobs = [Job((cons,), claim_examples)]
+    if coverage.flat.examples:
+        jobs.append(Job((support_aspect(cons, "key_point_coverage"),), coverage.flat.examples))
+    results, stats = scorer.run_jobs(jobs, evidence=True)
+    problems_to_errors(results[0].problems, {i: i for i in range(len(parsed))}, errors)
+    if len(results) > 1:
+        positions = {k: i for i, ks in coverage.flat.by_record.items() for k in ks}
+        problems_to_errors(results[1].problems, positions, errors)
+    rows: list[ReportRow[SummReport]] = []
+    for i, rec in enumerate(parsed):
+        rid = record_id(records[i])
+        if i in errors or rec is None:
+            rows.append(ReportRow[SummReport](index=start + i, id=rid, error=errors[i]))
+            continue
+        claim_values = results[0].unit_values[cons.name][i]
+        kp_values = coverage.values(i, results[1])
+        if claim_values is None or not np.isfinite(claim_values).all() or not np.isfinite(kp_values).all():
+            rows.append(ReportRow[SummReport](index=start + i, id=rid, error=RowError(
+                field="target", message="the model gave a non-finite score; try dtype float32")))
+            continue
+        ev = results[0].evidence[cons.name][i]
+        claims = [ClaimResult(claim=s.text, score=s.value, aligned=s.value >= options.alignment_threshold)
+                  for s in ev.sentences]
+        points = coverage.key_points[i]
+        kps = [key_point_json(kp, v, options.coverage_threshold) for kp, v in zip(points, kp_values)]
+        alignment = sum(c.aligned for c in claims) / len(claims)
+        covered = sum(k["covered"] for k in kps) / len(kps)
+        sentences = [rec.target[a:b] for a, b in sentence_spans(rec.target, scorer.splitter)]
+        pen = penalties(options, sentences, rec.target, rec.source)
+        raw = 100 * (options.alignment_weight * alignment + options.coverage_weight * covered)
+        score = float(np.clip(raw - pen["redundancy_penalty"] - pen["compression_penalty"] - pen["length_penalty"],
+                              0, 100))
+        meta = SummMetadata(
+            missing_details=[MissingDetail(key_point=k["key_point"], score=k["score"], start=k["start"], end=k["end"])
+                             for k in kps if not k["covered"]],
+            misaligned_details=[MisalignedDetail(claim=c.claim, score=c.score,
+                                                 best_source_window=best_window(ev, u, rec.source))
+                                for u, c in enumerate(claims) if not c.aligned])
+        rows.append(ReportRow[SummReport](index=start + i, id=rid, report=SummReport(
+            score=score, passed=score >= options.threshold, threshold=options.threshold,
+            alignment_score=alignment, coverage_score=covered,
+            redundancy_penalty=pen["redundancy_penalty"], compression_penalty=pen["compression_penalty"],
+            length_penalty=pen["length_penalty"], compression_ratio=pen["compression_ratio"],
+            n_claims=len(claims), n_sentences=n_sentences[i],
+            key_point_source="given" if rec.key_points else "extracted", claims=claims, key_points=kps,
+            redundant_sentences=pen["redundant"], eval_metadata=meta)))
+    return rows, stats
+
+
+def summ_aggregate(rows: Sequence[ReportRow[SummReport]]) -> dict[str, float | None]:
+    """File-level means of ``score``, ``alignment_score``, ``coverage_score`` and the pass rate."""
+    reps = [r.report for r in rows if r.report is not None]
+    if not reps:
+        return {"score": None, "pass_rate": None}
+    return {"score": float(np.mean([r.score for r in reps])),
+            "pass_rate": float(np.mean([r.passed for r in reps])),
+            "alignment_score": float(np.mean([r.alignment_score for r in reps])),
+            "coverage_score": float(np.mean([r.coverage_score for r in reps]))}
