@@ -178,7 +178,7 @@ def _pagerank(sim: np.ndarray, threshold: float) -> np.ndarray:
     if not weights.any():
         return np.full(n, 1.0 / n)
     graph = nx.from_scipy_sparse_array(sparse.csr_array(weights))
-    rank = nx.pagerank(graph, alpha=0.85, weight="weight")
+    rank = nx.pagerank(graph, alpha=0.85, weight="weight", tol=1e-10, max_iter=1000)
     return np.array([rank[i] for i in range(n)])
 
 

@@ -1,0 +1,143 @@
+#!/usr/bin/env python
+"""Fit the rating report's cut points on data with human scores and write a rating YAML.
+
+For each metric, the model probability p of every example is paired with its
+human score; the human score is binned to 1-3 (``--bins LOW,HIGH``: below LOW
+-> 1, below HIGH -> 2, else 3) and the cut points (low, high) that make the
+rating (1 if p < low, 2 if p < high, else 3) agree most often with it are
+found by exhaustive search (:func:`unieval_local.reports.rating.fit_cut_points`).
+The output is a full rating config (``--config``, default the built-in
+defaults) with those cut points replaced, ready for
+``unieval-local report --format rating --config OUT.yaml``.
+
+Model probabilities come from a ``unieval-local score`` output (``--scores``,
+joined to RECORDS by input index) or from a field of RECORDS itself
+(``--model-field``, e.g. ``predict_scores`` in UniEval's reproduce files).
+Human scores come from ``--human-field`` (default ``scores``; SummEval
+records made by scripts/convert_summeval.py have them in ``human``).
+
+Examples:
+    # SummEval: score with the official unieval-sum, then fit (1-5 expert means)
+    unieval-local score out/summeval.jsonl --aspect all -o out/summeval_scores.jsonl
+    python scripts/fit_rating_cutpoints.py out/summeval.jsonl --scores out/summeval_scores.jsonl \\
+        --human-field human --bins 2.5,4 -o configs/rating.fitted.yaml
+
+    # QAGS-CNNDM with UniEval's published unieval-fact predictions (share of faithful sentences)
+    python scripts/fit_rating_cutpoints.py ../shared/data/unieval-reproduce/predict/fact/qags_cnndm_result.json \\
+        --model-field predict_scores --metric consistency --bins 0.4,1 --consistency-task fact -o configs/rating.fact-qags.yaml
+
+Exit status: 0 written, 2 unusable input or options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+from unieval_local.records import read_records
+from unieval_local.reports.rating import (
+    METRICS,
+    RatingConfig,
+    fit_cut_points,
+    human_to_rating,
+    load_rating_config,
+)
+
+
+def _get(record: dict, dotted: str):
+    value = record
+    for part in dotted.split("."):
+        if isinstance(value, str) and part and value.strip().startswith("{"):
+            value = json.loads(value)
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def collect(records: list, scores: list | None, metric: str, human_field: str, model_field: str) -> tuple[list, list]:
+    """(model probabilities, human scores) of the records that have both for ``metric``."""
+    by_index = {}
+    if scores is not None:
+        for row in scores:
+            if isinstance(row, dict) and isinstance(row.get("scores"), dict):
+                by_index[row.get("index")] = row["scores"]
+    model, human = [], []
+    for i, rec in enumerate(records):
+        if not isinstance(rec, dict):
+            continue
+        h = _get(rec, f"{human_field}.{metric}")
+        m = by_index.get(i, {}).get(metric) if scores is not None else _get(rec, f"{model_field}.{metric}")
+        if h is None or m is None:
+            continue
+        model.append(float(m))
+        human.append(float(h))
+    return model, human
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n\n".join(__doc__.split("\n\n")[1:]))
+    parser.add_argument("records", help="records with human scores (.jsonl or .json list)")
+    parser.add_argument("--scores", default=None, help="a unieval-local score output for RECORDS (joined by index)")
+    parser.add_argument("--metric", action="append", dest="metrics", choices=[*METRICS, "relevance_coverage"],
+                        help="metric to fit, repeatable (default: every metric found in the data)")
+    parser.add_argument("--human-field", default="scores", help="field holding human scores per metric (default scores)")
+    parser.add_argument("--model-field", default="predict_scores",
+                        help="field holding model probabilities per metric when --scores is not given")
+    parser.add_argument("--bins", default="2.5,4", help="human score bins LOW,HIGH -> 1/2/3 (default 2.5,4 for 1-5)")
+    parser.add_argument("--config", default=None, help="rating YAML to start from (default: the built-in defaults)")
+    parser.add_argument("--consistency-task", default=None, choices=["summarization", "fact"],
+                        help="set consistency_task in the output (the checkpoint the probabilities came from)")
+    parser.add_argument("--min-examples", type=int, default=20, help="refuse to fit on fewer examples (default 20)")
+    parser.add_argument("--output", "-o", required=True, help="the rating YAML to write")
+    args = parser.parse_args(argv)
+    try:
+        low, high = (float(x) for x in args.bins.split(","))
+        records = read_records(args.records)
+        scores = read_records(args.scores) if args.scores else None
+        base = load_rating_config(args.config) if args.config else RatingConfig()
+        fits = {}
+        for metric in args.metrics or METRICS:
+            model, human = collect(records, scores, metric, args.human_field, args.model_field)
+            if not model and not args.metrics:
+                continue
+            if len(model) < args.min_examples:
+                raise ValueError(f"{metric}: {len(model)} examples with both a model and a human score "
+                                 f"(need {args.min_examples}); check --human-field / --model-field / --scores")
+            fits[metric] = fit_cut_points(model, human_to_rating(human, (low, high)))
+        if not fits:
+            raise ValueError("no metric has both model and human scores; check --human-field / --model-field")
+    except (ValueError, OSError) as exc:
+        print(f"fit_rating_cutpoints: error: {exc}", file=sys.stderr)
+        return 2
+    cut_points = dict(base.cut_points)
+    for metric, fit in fits.items():
+        cut_points[metric] = fit.cut_points
+    update = {"cut_points": cut_points}
+    if args.consistency_task:
+        update["consistency_task"] = args.consistency_task
+    config = RatingConfig.model_validate({**base.model_dump(), **update})
+    data = config.model_dump(mode="json")
+    data["cut_points"] = {k: [round(v[0], 6), round(v[1], 6)] for k, v in data["cut_points"].items()}
+    header = [f"# rating config written by scripts/fit_rating_cutpoints.py from {args.records}"
+              + (f" and {args.scores}" if args.scores else ""), f"# human bins: < {low} -> 1, < {high} -> 2, else 3"]
+    print(f"{'metric':<20}{'n':>6}{'low':>9}{'high':>9}{'accuracy':>10}{'kappa':>8}  human 1/2/3")
+    for metric, fit in fits.items():
+        kappa = "n/a" if fit.kappa is None else f"{fit.kappa:.3f}"
+        print(f"{metric:<20}{fit.n:>6}{fit.cut_points[0]:>9.4f}{fit.cut_points[1]:>9.4f}{fit.accuracy:>10.3f}"
+              f"{kappa:>8}  {'/'.join(map(str, fit.counts))}")
+        header.append(f"# {metric}: n={fit.n}, accuracy {fit.accuracy:.3f}, quadratic kappa {kappa}")
+    Path(args.output).write_text("\n".join(header) + "\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True,
+                                                                            width=200), encoding="utf-8")
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

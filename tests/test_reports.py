@@ -1,0 +1,589 @@
+"""Report formats (rating, summ, autoeval): the rule engine table, exact JSON on a fake
+runner with known answers, key points against a plain reference computation, the
+cut-point fitting script on synthetic data, and the CLI end to end on QMSum and SummEval."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import numpy as np
+import pytest
+
+from unieval_local import Scorer
+from unieval_local.api import Job
+from unieval_local.cli import main
+from unieval_local.keypoints import default_n_key_points, extract_key_points, redundant_sentences, similarity_matrix
+from unieval_local.reports import (
+    AutoevalReport,
+    RatingConfig,
+    RatingReport,
+    ReportFile,
+    SummReport,
+    apply_rules,
+    load_rating_config,
+    make_report,
+    to_rating,
+)
+from unieval_local.reports.rating import fit_cut_points, human_to_rating
+from unieval_local.schema import UniEvalData
+from unieval_local.tasks import get_aspect
+
+from conftest import ROOT
+
+# ---------------------------------------------------------------- fake runner
+
+
+def parse_prompt(prompt: str) -> tuple[str, dict[str, str]]:
+    """``question: Q </s> label: value ...`` -> (Q, {label: value})."""
+    head, *parts = prompt.split(" </s> ")
+    fields = {}
+    for part in parts:
+        label, _, value = part.partition(": ")
+        fields[label] = value
+    return head[len("question: "):], fields
+
+
+class AnswerRunner:
+    """A fake runner: ``answer(question, fields) -> P(Yes)``; tokens are whitespace words."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.prompts: list[str] = []
+        self.calls = 0
+
+    def count(self, texts):
+        return [len(t.split()) + 1 for t in texts]
+
+    def count_plain(self, texts):
+        return [len(t.split()) for t in texts]
+
+    def cut(self, text, n_tokens):
+        words = text.split()
+        if n_tokens >= len(words):
+            return len(text)
+        pos = 0
+        for w in words[:n_tokens]:
+            pos = text.index(w, pos) + len(w)
+        return pos
+
+    def score_prompts(self, prompts, *, max_length, **kw):
+        self.calls += 1
+        self.prompts += list(prompts)
+        return np.array([self.answer(*parse_prompt(p)) for p in prompts]), np.array(self.count(prompts))
+
+
+def fake_scorer(fake_ckpt, answer, **kw):
+    runner = AnswerRunner(answer)
+    kw.setdefault("long_input", "chunk")
+    return Scorer(model=fake_ckpt, runner_factory=lambda *a: runner, **kw), runner
+
+
+def assert_json_close(actual, expected, path="$"):
+    """Recursive equality; floats to 1e-12 relative."""
+    if isinstance(expected, float) and isinstance(actual, (int, float)) and not isinstance(actual, bool):
+        assert math.isclose(actual, expected, rel_tol=1e-12, abs_tol=1e-12), f"{path}: {actual} != {expected}"
+    elif isinstance(expected, dict):
+        assert isinstance(actual, dict) and set(actual) == set(expected), \
+            f"{path}: keys {sorted(actual) if isinstance(actual, dict) else actual} != {sorted(expected)}"
+        for k in expected:
+            assert_json_close(actual[k], expected[k], f"{path}.{k}")
+    elif isinstance(expected, list):
+        assert isinstance(actual, list) and len(actual) == len(expected), f"{path}: {actual} != {expected}"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_json_close(a, e, f"{path}[{i}]")
+    else:
+        assert actual == expected, f"{path}: {actual!r} != {expected!r}"
+
+
+COH = "Is this a coherent summary to the document?"
+CONS = "Is this claim consistent with the document?"
+FLU = "Is this a fluent paragraph?"
+REL = "Is this summary relevant to the reference?"
+
+# ---------------------------------------------------------------- rule engine
+
+
+@pytest.mark.parametrize("ratings, rating, score, binary, avg, n_failed", [
+    ({"coherence": 3, "consistency": 3, "relevance": 3, "fluency": 3}, "good", 1.0, 1, 1.0, 0),
+    ({"coherence": 2, "consistency": 3, "relevance": 3, "fluency": 2}, "good", 1.0, 1, 0.75, 0),
+    ({"coherence": 2, "consistency": 2, "relevance": 3, "fluency": 2}, "incomplete", 0.5, 0, 0.625, 1),
+    ({"coherence": 3, "consistency": 3, "relevance": 2, "fluency": 3}, "incomplete", 0.5, 0, 0.875, 1),
+    ({"coherence": 2, "consistency": 2, "relevance": 2, "fluency": 2}, "incomplete", 0.5, 0, 0.5, 2),
+    ({"coherence": 1, "consistency": 3, "relevance": 3, "fluency": 3}, "bad", 0.0, 0, 0.75, 1),
+    ({"coherence": 3, "consistency": 3, "relevance": 3, "fluency": 1}, "bad", 0.0, 0, 0.75, 1),
+    ({"coherence": 1, "consistency": 1, "relevance": 1, "fluency": 1}, "bad", 0.0, 0, 0.0, 4),
+    # subsets: only the enabled metrics' rules apply
+    ({"coherence": 2}, "good", 1.0, 1, 0.5, 0),
+    ({"consistency": 2}, "incomplete", 0.5, 0, 0.5, 1),
+    ({"fluency": 1}, "bad", 0.0, 0, 0.0, 1),
+    ({"coherence": 2, "fluency": 2}, "good", 1.0, 1, 0.5, 0),
+    ({"relevance": 2, "fluency": 3}, "incomplete", 0.5, 0, 0.75, 1),
+    ({"consistency": 3, "relevance": 3}, "good", 1.0, 1, 1.0, 0),
+    ({"consistency": 1, "relevance": 2}, "bad", 0.0, 0, 0.25, 2),
+])
+def test_rule_engine_table(ratings, rating, score, binary, avg, n_failed):
+    out = apply_rules(ratings)
+    assert (out.rating, out.score, out.binary_score, out.avg_score, len(out.failed)) == \
+        (rating, score, binary, avg, n_failed)
+
+
+def test_rule_engine_custom_rules_and_bad_input():
+    assert apply_rules({"coherence": 2}, {"coherence": 3}).rating == "incomplete"
+    assert apply_rules({"coherence": 2}, {"coherence": 2}, bad_at_most=2).rating == "bad"
+    with pytest.raises(ValueError, match="1, 2 or 3"):
+        apply_rules({"coherence": 4})
+    with pytest.raises(ValueError, match="enable at least one"):
+        apply_rules({})
+
+
+def test_score_mapping_boundaries():
+    cuts = (0.3, 0.8)
+    assert [to_rating(p, cuts) for p in (0.0, 0.2999, 0.3, 0.7999, 0.8, 1.0)] == [1, 1, 2, 2, 3, 3]
+    with pytest.raises(ValueError, match="non-finite"):
+        to_rating(float("nan"), cuts)
+
+
+def test_rating_config_file_equals_defaults_and_validates(tmp_path):
+    assert load_rating_config(ROOT / "configs" / "rating.yaml") == RatingConfig()
+    fitted = load_rating_config(ROOT / "configs" / "rating.fact-qags.yaml")
+    assert fitted.consistency_task == "fact" and fitted.cut_points["consistency"] == pytest.approx((0.604201, 0.917664))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("cut_points:\n  coherence: [0.8, 0.2]\n")
+    with pytest.raises(ValueError, match=r"bad.yaml: cut_points: .*low <= high"):
+        load_rating_config(bad)
+    bad.write_text("language: de\n")
+    with pytest.raises(ValueError, match="no templates"):
+        load_rating_config(bad)
+    bad.write_text("enabled_metrics: [coherence, novelty]\n")
+    with pytest.raises(ValueError, match="enabled_metrics"):
+        load_rating_config(bad)
+
+
+# ---------------------------------------------------------------- rating: exact JSON
+
+SOURCE = "Alpha rose sharply today. Beta fell. Gamma stayed flat."
+
+
+def rating_answer(question, f):
+    if question == COH:
+        return 0.5
+    if question == CONS:
+        if f["document"] == SOURCE:  # a summary sentence against the source
+            return {"Alpha rose.": 0.9, "Beta fell.": 0.5}[f["claim"]]
+        return {"Alpha rose sharply today.": 0.8, "Gamma stayed flat.": 0.1}[f["claim"]]  # key point vs summary
+    if question == FLU:
+        return {"Alpha rose.": 0.6, "Beta fell.": 0.4}[f["paragraph"]]
+    if question == REL:
+        return 0.3
+    raise AssertionError(question)
+
+
+def test_rating_report_exact_json(fake_ckpt):
+    scorer, runner = fake_scorer(fake_ckpt, rating_answer)
+    records = [
+        {"id": "a", "target": "Alpha rose. Beta fell.", "source": SOURCE, "references": ["Alpha rose, beta fell."]},
+        {"id": "b", "target": "Alpha rose. Beta fell.", "source": SOURCE,
+         "key_points": ["Alpha rose sharply today.", "Gamma stayed flat."]},
+        {"id": "c", "target": "Alpha rose."},  # no source: coherence and consistency cannot be rated
+        {"id": "d", "target": "   ", "source": SOURCE},
+    ]
+    out = make_report(records, "rating", scorer=scorer)
+    cuts = [0.3333, 0.6667]
+    a = out.reports[0].model_dump(mode="json")
+    assert_json_close(a, {"index": 0, "id": "a", "error": None, "report": {
+        "relevancy_rating": "bad", "score": 0.0, "binary_score": 0, "avg_score": 0.5,
+        "metrics": {
+            "coherence": {"score": 2, "normalized_score": 0.5, "probability": 0.5, "cut_points": cuts,
+                          "method": "unieval:summarization/coherence",
+                          "explanation": "Coherence: 2/3 (probability 0.50). Scored on the whole summary against "
+                                         "the source."},
+            "consistency": {"score": 3, "normalized_score": 1.0, "probability": 0.7, "cut_points": cuts,
+                            "method": "unieval:summarization/consistency",
+                            "explanation": "Consistency: 3/3 (probability 0.70). All 2 sentences scored at least "
+                                           "0.50; the lowest is \"Beta fell.\" (0.50)."},
+            "relevance": {"score": 1, "normalized_score": 0.0, "probability": 0.3, "cut_points": cuts,
+                          "method": "unieval:summarization/relevance",
+                          "explanation": "Relevance: 1/3 (probability 0.30). Scored on the whole summary against "
+                                         "1 reference(s) (mean over references)."},
+            "fluency": {"score": 2, "normalized_score": 0.5, "probability": 0.5, "cut_points": cuts,
+                        "method": "unieval:summarization/fluency",
+                        "explanation": "Fluency: 2/3 (probability 0.50). 1 of 2 sentences scored below 0.50; the "
+                                       "lowest is \"Beta fell.\" (0.40)."},
+        },
+        "relevance_method": "reference", "key_points": None,
+        "possible_issues": ["Relevance is 1/3, at most 1: the summary is rated bad."],
+        "global_explanation": "Bad: 1 metric(s) at the lowest rating (mean normalized score 0.50).",
+    }})
+    b = out.reports[1].report
+    assert b.relevance_method == "key_point_coverage"
+    assert b.metrics["relevance"].model_dump(mode="json") == {
+        "score": 2, "normalized_score": 0.5, "probability": 0.5, "cut_points": cuts, "method": "key_point_coverage",
+        "explanation": "Relevance: 2/3 (probability 0.50). No reference was given, so relevance is key-point "
+                       "coverage: 1 of 2 key points of the source are supported by the summary. Least supported: "
+                       "\"Gamma stayed flat.\" (0.10)."}
+    assert b.key_points == [
+        {"key_point": "Alpha rose sharply today.", "score": 0.8, "covered": True, "start": None, "end": None},
+        {"key_point": "Gamma stayed flat.", "score": 0.1, "covered": False, "start": None, "end": None}]
+    # coherence 2, consistency 3, relevance 2, fluency 2: relevance misses good (needs 3) -> incomplete
+    assert (b.relevancy_rating, b.score, b.binary_score, b.avg_score) == ("incomplete", 0.5, 0, 0.625)
+    assert b.possible_issues == ["Relevance is 2/3; a good summary needs at least 3."]
+    assert out.reports[2].error.field == "source" and out.reports[2].report is None
+    assert out.reports[3].error.field == "target"
+    assert (out.n_records, out.n_reported, out.n_errors) == (4, 2, 2)
+    assert out.aggregate["share_bad"] == 0.5 and out.aggregate["mean_relevance"] == 1.5
+    ReportFile[RatingReport].model_validate_json(out.model_dump_json())
+    # all queries (4 aspects, key-point coverage) went to the model in one pass
+    assert runner.calls == 1 and len(set(runner.prompts)) == 8
+
+
+def test_rating_subset_language_and_fact_checkpoint(fake_ckpt):
+    scorer, runner = fake_scorer(fake_ckpt, rating_answer)
+    rec = {"target": "Alpha rose. Beta fell.", "source": SOURCE}
+    out = make_report([rec], "rating", scorer=scorer,
+                      options={"enabled_metrics": ["consistency", "fluency"], "language": "fr",
+                               "consistency_task": "fact"})
+    r = out.reports[0].report
+    assert list(r.metrics) == ["consistency", "fluency"] and r.relevance_method is None
+    assert r.metrics["consistency"].method == "unieval:fact/consistency"
+    assert r.relevancy_rating == "good" and r.global_explanation.startswith("Bon : chaque métrique")
+    assert r.metrics["fluency"].explanation.startswith("Fluidité : 2/3 (probabilité 0.50). 1 phrase(s) sur 2")
+    assert out.settings.consistency_task == "fact" and set(out.settings.checkpoints) == {"unieval-fact", "unieval-sum"}
+    assert not any(p.startswith(f"question: {COH}") for p in runner.prompts)
+
+
+# ---------------------------------------------------------------- summ: exact JSON
+
+SUMM_SOURCE = ("Alpha rose sharply today. Beta fell. Gamma stayed flat. Delta traders waited for news "
+               "while markets closed early and analysts wrote long notes.")
+
+
+def summ_answer(question, f):
+    assert question == CONS
+    if f["document"] == SUMM_SOURCE:
+        return {"Alpha rose.": 0.9, "Beta fell.": 0.3}[f["claim"]]
+    return {"Alpha rose sharply today.": 0.8, "Gamma stayed flat.": 0.1}[f["claim"]]
+
+
+def test_summ_report_exact_json(fake_ckpt):
+    scorer, _ = fake_scorer(fake_ckpt, summ_answer)
+    rec = {"id": "s", "target": "Alpha rose. Beta fell. Alpha rose.", "source": SUMM_SOURCE,
+           "key_points": ["Alpha rose sharply today.", "Gamma stayed flat."]}
+    out = make_report([rec, {"target": "Alpha rose."}], "summ", scorer=scorer)
+    ratio = 6 / 23
+    expected_score = 100 * (0.5 * (2 / 3) + 0.5 * 0.5) - 20 * (1 / 3)
+    assert_json_close(out.reports[0].model_dump(mode="json")["report"], {
+        "score": expected_score, "passed": False, "threshold": 80.0,
+        "alignment_score": 2 / 3, "coverage_score": 0.5,
+        "redundancy_penalty": 20 / 3, "compression_penalty": 0.0, "length_penalty": 0.0,
+        "compression_ratio": ratio, "n_claims": 3, "n_sentences": 3, "key_point_source": "given",
+        "claims": [{"claim": "Alpha rose.", "score": 0.9, "aligned": True},
+                   {"claim": "Beta fell.", "score": 0.3, "aligned": False},
+                   {"claim": "Alpha rose.", "score": 0.9, "aligned": True}],
+        "key_points": [
+            {"key_point": "Alpha rose sharply today.", "score": 0.8, "covered": True, "start": None, "end": None},
+            {"key_point": "Gamma stayed flat.", "score": 0.1, "covered": False, "start": None, "end": None}],
+        "redundant_sentences": [{"sentence": 2, "repeats": 0}],
+        "eval_metadata": {
+            "missing_details": [{"key_point": "Gamma stayed flat.", "score": 0.1, "start": None, "end": None}],
+            "misaligned_details": [{"claim": "Beta fell.", "score": 0.3, "best_source_window": None}]},
+    })
+    assert out.reports[1].error.field == "source"
+    ReportFile[SummReport].model_validate_json(out.model_dump_json())
+
+
+def test_summ_penalties_claim_cap_and_options(fake_ckpt):
+    scorer, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9)
+    long_summary = " ".join(f"Point {i} holds." for i in range(8))
+    rec = {"target": long_summary, "source": "Point one holds here. " * 3, "key_points": ["Point one holds here."]}
+    r = make_report([rec], "summ", scorer=scorer, options={"max_n_claims": 5, "max_words": 12}).reports[0].report
+    assert (r.n_claims, r.n_sentences) == (5, 8)
+    ratio = 24 / 12
+    assert r.compression_ratio == ratio and r.compression_penalty == 20.0  # capped at its weight
+    assert r.length_penalty == pytest.approx(10 * min(1, (24 - 12) / 12))
+    assert r.score == pytest.approx(100 - 20 - 10 - r.redundancy_penalty)
+    with pytest.raises(ValueError, match="must be 1"):
+        make_report([rec], "summ", scorer=scorer, options={"alignment_weight": 0.7})
+
+
+def test_summ_long_source_best_window(fake_ckpt):
+    """A claim found only at the end of a long source is aligned (max over windows) and
+    its window holds it; an unsupported claim reports its best window."""
+    filler = " ".join(f"Sentence number {i} says nothing new." for i in range(60))
+    source = filler + " Delta closed the deal."
+
+    def answer(q, f):
+        return 0.95 if f["claim"].rstrip(".") in f["document"] else 0.05
+
+    scorer, runner = fake_scorer(fake_ckpt, answer, max_length=60)
+    out = make_report([{"target": "Delta closed the deal. Zeta vanished.", "source": source,
+                        "key_points": ["Delta closed the deal."]}], "summ", scorer=scorer)
+    r = out.reports[0].report
+    assert [c.aligned for c in r.claims] == [True, False]
+    (mis,) = r.eval_metadata.misaligned_details
+    assert mis.claim == "Zeta vanished." and mis.best_source_window is not None
+    assert mis.best_source_window.text == source[mis.best_source_window.start:mis.best_source_window.end]
+    assert max(len(p.split()) + 1 for p in runner.prompts) <= 60
+
+
+# ---------------------------------------------------------------- autoeval: exact JSON
+
+AUTO_SOURCE = "Speaker A: Alpha rose sharply on Monday morning.\nSpeaker B: Beta fell after lunch today.\nSpeaker A: Okay."
+DATES, WEATHER = "Is this sentence about the dates mentioned?", "Is this sentence about the weather?"
+
+
+def auto_answer(question, f):
+    if question == CONS and f["document"] == AUTO_SOURCE:
+        return {"Alpha rose on Monday.": 0.9, "Beta fell.": 0.45}[f["claim"]]
+    if question == CONS:  # a transcript sentence against one summary sentence
+        return {("Alpha rose sharply on Monday morning.", "Alpha rose on Monday."): 0.8,
+                ("Alpha rose sharply on Monday morning.", "Beta fell."): 0.2,
+                ("Beta fell after lunch today.", "Alpha rose on Monday."): 0.3,
+                ("Beta fell after lunch today.", "Beta fell."): 0.4}[(f["claim"], f["document"])]
+    if question == DATES:
+        return {"Alpha rose sharply on Monday morning.": 0.9, "Beta fell after lunch today.": 0.6}[f["sentence"]]
+    if question == WEATHER:
+        return 0.1
+    if question == "Does this summary follow the instruction?":
+        assert f["summary"] == "Alpha rose on Monday. Beta fell."
+        return {"Mention the dates.": 0.7}[f["instruction"]]
+    raise AssertionError((question, f))
+
+
+def test_autoeval_report_exact_json(fake_ckpt):
+    scorer, runner = fake_scorer(fake_ckpt, auto_answer)
+    rec = {"id": "m", "target": "Alpha rose on Monday. Beta fell.", "source": AUTO_SOURCE,
+           "section_questions": ["the dates mentioned", "the weather?"], "instructions": ["Mention the dates."],
+           "categorical": {"tone": ["neutral", "positive"], "outcome": ["resolved"]},
+           "sections": {"tone": "neutral"}}
+    out = make_report([rec, {"id": "n", "target": "Just a summary."}], "autoeval", scorer=scorer)
+    assert_json_close(out.reports[0].model_dump(mode="json")["report"], {
+        "accuracy": {"score": 50.0, "decomposition": [
+            {"point": "Alpha rose on Monday.", "is_accurate": True, "score": 0.9, "source_window": None,
+             "accuracy": "Supported by the source (P(Yes) = 0.90 >= 0.50)."},
+            {"point": "Beta fell.", "is_accurate": False, "score": 0.45, "source_window": None,
+             "accuracy": "Not supported by the source (P(Yes) = 0.45 < 0.50)."}]},
+        "completeness": {"score": 50.0, "sections": [
+            {"question": "the dates mentioned", "n_related": 2, "content_list": [
+                {"transcript_content": "Alpha rose sharply on Monday morning.", "start": 11, "end": 48,
+                 "relatedness": 0.9, "related_content_from_summary": "Alpha rose on Monday.", "support": 0.8,
+                 "is_covered": True},
+                {"transcript_content": "Beta fell after lunch today.", "start": 60, "end": 88,
+                 "relatedness": 0.6, "related_content_from_summary": "", "support": 0.4, "is_covered": False}]},
+            {"question": "the weather?", "n_related": 0, "content_list": []}]},
+        "adherence": {"score": 200 / 3, "instructions": [
+            {"instruction": "Mention the dates.", "is_addressed": True, "score": 0.7,
+             "reason": "Rubric question \"Does this summary follow the instruction?\": P(Yes) = 0.70 >= 0.50."}],
+            "categorical": [
+                {"section": "tone", "value": "neutral", "allowed": ["neutral", "positive"], "is_addressed": True,
+                 "reason": "'neutral' is one of the allowed values"},
+                {"section": "outcome", "value": None, "allowed": ["resolved"], "is_addressed": False,
+                 "reason": "no section 'outcome' in the summary"}]},
+    })
+    assert AUTO_SOURCE[11:48] == "Alpha rose sharply on Monday morning."
+    n = out.reports[1].report  # no source, no instruction, no categorical: every score N/A
+    assert (n.accuracy.score, n.completeness.score, n.adherence.score) == ("N/A", "N/A", "N/A")
+    assert out.aggregate["accuracy"] == 50.0 and out.aggregate["n_accuracy"] == 1.0
+    ReportFile[AutoevalReport].model_validate_json(out.model_dump_json())
+    assert not any(p.endswith("sentence: Okay.") for p in runner.prompts)  # under min_content_words: not asked
+
+
+def test_autoeval_categorical_from_target_line_and_caps(fake_ckpt):
+    scorer, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9)
+    source = "\n".join(f"Speaker: Item {i} was shipped on day {i} to the client." for i in range(30))
+    rec = {"target": "Items shipped.\nOutcome: Resolved", "source": source, "section_questions": ["the dates"]}
+    r = make_report([rec], "autoeval", scorer=scorer,
+                    options={"categorical": {"outcome": ["Resolved", "Open"]}, "max_items_per_question": 4}
+                    ).reports[0].report
+    assert r.adherence.categorical[0].value == "Resolved" and r.adherence.categorical[0].is_addressed
+    assert r.adherence.score == 100.0
+    sec = r.completeness.sections[0]
+    assert sec.n_related == 30 and len(sec.content_list) == 4
+    assert [c.start for c in sec.content_list] == sorted(c.start for c in sec.content_list)
+
+
+# ---------------------------------------------------------------- engine, key points
+
+
+def test_run_jobs_one_pass_dedups_and_equals_separate_runs(fake_ckpt):
+    def answer(q, f):
+        return (len(f.get("claim", "")) % 7 + 1) / 10
+
+    cons = get_aspect("summarization", "consistency")
+    ex1 = [UniEvalData(target="One two. Three.", source="Doc one."), UniEvalData(target="Four.", source="Doc two.")]
+    ex2 = [UniEvalData(target="Three.", source="Doc one."), UniEvalData(target="Five six.", source="Doc two.")]
+    scorer, runner = fake_scorer(fake_ckpt, answer)
+    (r1, r2), stats = scorer.run_jobs([Job((cons,), ex1), Job((cons,), ex2)])
+    # one runner call; "Three." vs "Doc one." is asked in both jobs but counted once
+    assert runner.calls == 1 and stats.n_queries == 4 and len(runner.prompts) == 5
+    single, _ = fake_scorer(fake_ckpt, answer)
+    (s1,), _ = single.run_jobs([Job((cons,), ex1)])
+    np.testing.assert_array_equal(r1.values["consistency"], s1.values["consistency"])
+    assert r2.values["consistency"].tolist() == [answer(CONS, {"claim": "Three."}), answer(CONS, {"claim": "Five six."})]
+
+
+@pytest.mark.parametrize("n, expected", [(0, 0), (1, 1), (2, 2), (9, 3), (25, 5), (100, 10), (400, 15), (5000, 15)])
+def test_default_n_key_points(n, expected):
+    assert default_n_key_points(n) == expected
+
+
+def _pagerank_plain(sim, threshold=0.1, d=0.85, iters=500):
+    """Weighted PageRank by power iteration (Brin & Page), written plainly."""
+    w = np.where(sim >= threshold, sim, 0.0)
+    np.fill_diagonal(w, 0.0)
+    n = len(w)
+    out = w.sum(1)
+    r = np.full(n, 1 / n)
+    for _ in range(iters):
+        dangling = r[out == 0].sum()
+        r = (1 - d) / n + d * (w.T @ np.divide(r, out, out=np.zeros(n), where=out > 0) + dangling / n)
+    return r
+
+
+def test_key_points_are_the_lexrank_top_sentences(shared_data):
+    rows = [json.loads(line) for line in (shared_data / "qmsum" / "test.jsonl").read_text().splitlines()[:1]]
+    source = "\n".join(f"{t['speaker']}: {t['content']}" for t in rows[0]["meeting_transcripts"][:120])
+    points = extract_key_points(source, 5)
+    assert len(points) == 5 and [p.start for p in points] == sorted(p.start for p in points)
+    for p in points:
+        assert source[p.start:p.end] == p.text and ":" not in p.text[:3]
+    # the same choice from a plain PageRank over the same similarity matrix
+    from unieval_local.keypoints import MIN_KEY_POINT_WORDS, content_words, source_sentence_spans
+
+    spans = [s for s in source_sentence_spans(source, strip_speakers=True)
+             if len(content_words(source[s[0]:s[1]])) >= MIN_KEY_POINT_WORDS]
+    texts = [source[a:b] for a, b in spans]
+    sim = similarity_matrix(texts)
+    rank = _pagerank_plain(sim)
+    np.testing.assert_allclose([p.centrality for p in points], [rank[texts.index(p.text)] for p in points], rtol=1e-6)
+    chosen = []
+    for i in sorted(range(len(texts)), key=lambda i: (-rank[i], i)):
+        if len(chosen) < 5 and all(sim[i, j] < 0.5 for j in chosen):
+            chosen.append(i)
+    assert [p.text for p in points] == [texts[i] for i in sorted(chosen)]
+
+
+def test_redundant_sentences_and_empty_vocabulary():
+    assert redundant_sentences(["The cat sat on the mat.", "A dog barked loudly.", "The cat sat on the mat!",
+                                "Okay."]) == [None, None, 0, None]
+    assert redundant_sentences(["Okay.", "Yes."]) == [None, None]  # only stop words: no similarity
+    assert extract_key_points("") == []
+
+
+# ---------------------------------------------------------------- cut-point fitting
+
+
+def test_fit_cut_points_recovers_synthetic_cut_points():
+    rng = np.random.default_rng(0)
+    p = rng.uniform(size=2000)
+    y = np.where(p < 0.3, 1, np.where(p < 0.8, 2, 3))
+    fit = fit_cut_points(p, y)
+    assert fit.cut_points == pytest.approx((0.3, 0.8), abs=2e-3) and fit.accuracy == 1.0 and fit.kappa == 1.0
+    noisy = y.copy()
+    flip = rng.uniform(size=p.size) < 0.15
+    noisy[flip] = rng.integers(1, 4, size=int(flip.sum()))
+    fit = fit_cut_points(p, noisy)
+    assert fit.cut_points == pytest.approx((0.3, 0.8), abs=0.03)
+    with pytest.raises(ValueError, match="1, 2 or 3"):
+        fit_cut_points([0.5], [4])
+    assert human_to_rating([1, 2.49, 2.5, 3.99, 4, 5], (2.5, 4)).tolist() == [1, 1, 2, 2, 3, 3]
+
+
+def test_fit_script_writes_a_usable_config(tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from fit_rating_cutpoints import main as fit_main
+
+    rng = np.random.default_rng(1)
+    truth = {"coherence": (0.2, 0.6), "fluency": (0.45, 0.9)}
+    records = tmp_path / "records.jsonl"
+    scores = tmp_path / "scores.jsonl"
+    with open(records, "w") as fr, open(scores, "w") as fs:
+        for i in range(1500):
+            probs = {m: float(rng.uniform()) for m in truth}
+            human = {m: 1 + 2 * (probs[m] >= lo) + 2 * (probs[m] >= hi) for m, (lo, hi) in truth.items()}  # 1, 3, 5
+            fr.write(json.dumps({"id": i, "target": "t", "human": human}) + "\n")
+            fs.write(json.dumps({"index": i, "key": i, "scores": probs}) + "\n")
+    out = tmp_path / "fitted.yaml"
+    assert fit_main([str(records), "--scores", str(scores), "--human-field", "human", "--bins", "2,4",
+                     "-o", str(out)]) == 0
+    config = load_rating_config(out)
+    for m, cuts in truth.items():
+        assert config.cut_points[m] == pytest.approx(cuts, abs=3e-3)
+    assert config.cut_points["consistency"] == RatingConfig().cut_points["consistency"]  # untouched
+    assert "accuracy 1.000" in out.read_text()
+    assert fit_main([str(records), "--human-field", "nothing", "-o", str(tmp_path / "x.yaml")]) == 2
+    assert "no metric has both" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- CLI end to end
+
+
+@pytest.fixture(scope="module")
+def qmsum_input(tmp_path_factory, shared_data):
+    from convert_qmsum import convert
+
+    rows = [json.loads(line) for line in (shared_data / "qmsum" / "test.jsonl").read_text().splitlines()[:1]]
+    (rec,) = convert(rows)
+    path = tmp_path_factory.mktemp("qmsum") / "qmsum1.jsonl"
+    path.write_text(json.dumps(rec) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("fmt, model", [("rating", RatingReport), ("summ", SummReport), ("autoeval", AutoevalReport)])
+def test_cli_reports_on_qmsum_meeting(fmt, model, qmsum_input, tiny_ckpt, tmp_path, capsys):
+    out = tmp_path / f"{fmt}.json"
+    code = main(["report", "--format", fmt, str(qmsum_input), "--model", str(tiny_ckpt), "--device", "cpu",
+                 "-o", str(out), "--no-progress"])
+    assert code == 0, capsys.readouterr().err
+    doc = ReportFile[model].model_validate_json(out.read_text())
+    assert doc.n_reported == 1 and doc.n_truncated == 0 and doc.settings.long_input == "chunk"
+    rep = doc.reports[0].report
+    source = json.loads(qmsum_input.read_text())["source"]
+    if fmt == "summ":
+        assert rep.key_point_source == "extracted" and len(rep.key_points) == 15
+        assert all(source[k["start"]:k["end"]] == k["key_point"] for k in rep.key_points)
+        assert 0 <= rep.score <= 100
+    if fmt == "autoeval":
+        assert len(rep.completeness.sections) == 6 and rep.adherence.instructions[0].instruction.startswith("Summarize")
+        assert rep.accuracy.decomposition and all(p.source_window is not None for p in rep.accuracy.decomposition)
+    if fmt == "rating":
+        assert rep.relevance_method == "key_point_coverage" and set(rep.metrics) == {
+            "coherence", "consistency", "relevance", "fluency"}
+
+
+def test_cli_reports_on_summeval_with_bad_rows(summeval_records, tiny_ckpt, tmp_path, capsys):
+    path = tmp_path / "se.jsonl"
+    rows = [json.dumps(r) for r in summeval_records[:3]] + ["{not json", json.dumps({"id": "x", "target": "A."})]
+    path.write_text("\n".join(rows) + "\n")
+    for fmt, model in (("rating", RatingReport), ("summ", SummReport), ("autoeval", AutoevalReport)):
+        out = tmp_path / f"{fmt}.json"
+        args = ["report", "--format", fmt, str(path), "--model", str(tiny_ckpt), "--device", "cpu", "-o", str(out),
+                "--no-progress"]
+        if fmt == "autoeval":
+            args += ["--section-question", "the people involved", "--instruction", "Be brief.",
+                     "--categorical", "tone=neutral|positive"]
+        assert main(args) == 1
+        doc = ReportFile[model].model_validate_json(out.read_text())
+        assert doc.n_reported == 3 + (fmt == "autoeval") and doc.reports[3].error.field == "record"
+        err = capsys.readouterr().err
+        assert "record 3: record: line is not valid JSON" in err
+    # relevance uses the reference: SummEval records have one
+    doc = json.loads((tmp_path / "rating.json").read_text())
+    assert doc["reports"][0]["report"]["relevance_method"] == "reference"
+    assert doc["reports"][4]["error"]["field"] == "source"
+
+
+def test_cli_report_usage_errors(tmp_path, summeval_records, tiny_ckpt, capsys):
+    path = tmp_path / "se.jsonl"
+    path.write_text(json.dumps(summeval_records[0]) + "\n")
+    assert main(["report", "--format", "rating", str(path), "--threshold", "70", "--model", str(tiny_ckpt)]) == 2
+    assert "--threshold applies to --format summ, not rating" in capsys.readouterr().err
+    assert main(["report", "--format", "autoeval", str(path), "--categorical", "tone"]) == 2
+    assert "NAME=V1|V2" in capsys.readouterr().err
+    bad = tmp_path / "opts.yaml"
+    bad.write_text("threshold: 120\n")
+    assert main(["report", "--format", "summ", str(path), "--config", str(bad), "--model", str(tiny_ckpt)]) == 2
+    assert "opts.yaml: threshold" in capsys.readouterr().err
+    assert main(["report", "--format", "summ", str(tmp_path / "missing.jsonl")]) == 2
+    assert not (tmp_path / "out.json").exists()
