@@ -80,6 +80,7 @@ def collect(records: list, scores: list | None, metric: str, human_field: str, m
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Fit and write the config (see the module docstring); returns the exit status (0, or 2)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="\n\n".join(__doc__.split("\n\n")[1:]))

@@ -587,3 +587,15 @@ def test_cli_report_usage_errors(tmp_path, summeval_records, tiny_ckpt, capsys):
     assert "opts.yaml: threshold" in capsys.readouterr().err
     assert main(["report", "--format", "summ", str(tmp_path / "missing.jsonl")]) == 2
     assert not (tmp_path / "out.json").exists()
+
+
+def test_report_rows_fail_alone_when_a_target_is_too_long_for_chunking(fake_ckpt):
+    """In chunk mode a summary too long to sit beside its instruction is an error row naming
+    the target; the other record is still reported."""
+    scorer, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9, max_length=24)
+    long_summary = " ".join(["Alpha rose again and again today."] * 4)
+    records = [{"id": "long", "target": long_summary, "instructions": ["Be brief."]},
+               {"id": "ok", "target": "Alpha rose.", "instructions": ["Be brief."]}]
+    out = make_report(records, "autoeval", scorer=scorer)
+    assert out.reports[0].error.field == "target" and "too long" in out.reports[0].error.message
+    assert out.reports[1].report.adherence.score == 100.0 and out.n_errors == 1

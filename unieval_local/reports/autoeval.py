@@ -299,6 +299,8 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
         jobs.append(Job((adherence,), rubric.examples))
     results, stats = scorer.run_jobs(jobs, evidence=True)
     problems_to_errors(results[0].problems, {i: i for i in range(len(parsed))}, errors)
+    if rubric_job is not None:
+        problems_to_errors(results[rubric_job].problems, rubric.positions(), errors)
 
     # second pass: support of each related transcript sentence by each summary sentence
     support = Flat()
@@ -327,6 +329,7 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
     if support.examples:
         (sup_result,), stats2 = scorer.run_jobs([Job((support_aspect(cons),), support.examples)])
         support_values = sup_result.values["support"]
+        problems_to_errors(sup_result.problems, support.positions(), errors)
         stats = RunStats(stats.n_queries + stats2.n_queries, stats.n_truncated + stats2.n_truncated,
                          stats.n_shortened + stats2.n_shortened)
 

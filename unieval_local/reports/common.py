@@ -248,12 +248,18 @@ class Flat:
     by_record: dict[int, list[int]] = field(default_factory=dict)
 
     def add(self, record: int, example: UniEvalData) -> int:
+        """Append ``example`` for record ``record``; return its position."""
         self.examples.append(example)
         self.by_record.setdefault(record, []).append(len(self.examples) - 1)
         return len(self.examples) - 1
 
     def of(self, record: int) -> list[int]:
+        """Record ``record``'s positions, in the order added."""
         return self.by_record.get(record, [])
+
+    def positions(self) -> dict[int, int]:
+        """Position -> record index, for mapping planning problems back to records."""
+        return {k: i for i, ks in self.by_record.items() for k in ks}
 
 
 def sentence_spans(text: str, splitter) -> list[tuple[int, int]]:

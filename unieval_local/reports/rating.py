@@ -392,8 +392,7 @@ def rating_rows(records: Sequence[Any], scorer: Scorer, config: RatingConfig,
         evidence.update(r.evidence)
         problems_to_errors(r.problems, {i: i for i in range(len(parsed))}, errors)
     if cov_job is not None:
-        positions = {k: i for i, ks in coverage.flat.by_record.items() for k in ks}
-        problems_to_errors(results[cov_job].problems, positions, errors)
+        problems_to_errors(results[cov_job].problems, coverage.flat.positions(), errors)
 
     rows: list[ReportRow[RatingReport]] = []
     for i, rec in enumerate(parsed):

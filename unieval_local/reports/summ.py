@@ -238,8 +238,7 @@ def summ_rows(records: Sequence[Any], scorer: Scorer, options: SummOptions,
     results, stats = scorer.run_jobs(jobs, evidence=True)
     problems_to_errors(results[0].problems, {i: i for i in range(len(parsed))}, errors)
     if len(results) > 1:
-        positions = {k: i for i, ks in coverage.flat.by_record.items() for k in ks}
-        problems_to_errors(results[1].problems, positions, errors)
+        problems_to_errors(results[1].problems, coverage.flat.positions(), errors)
     rows: list[ReportRow[SummReport]] = []
     for i, rec in enumerate(parsed):
         rid = record_id(records[i])
