@@ -11,7 +11,10 @@ defaults) with those cut points replaced, ready for
 ``unieval-local report --format rating --config OUT.yaml``.
 
 Model probabilities come from a ``unieval-local score`` output (``--scores``,
-joined to RECORDS by input index) or from a field of RECORDS itself
+joined to RECORDS by input index), from a ``unieval-local report --format rating``
+output (``--report``: the probabilities it mapped; relevance by key-point
+coverage, for records without references, is fitted as ``relevance_coverage``
+against the human relevance), or from a field of RECORDS itself
 (``--model-field``, e.g. ``predict_scores`` in UniEval's reproduce files).
 Human scores come from ``--human-field`` (default ``scores``; SummEval
 records made by scripts/convert_summeval.py have them in ``human``).
@@ -59,18 +62,41 @@ def _get(record: dict, dotted: str):
     return value
 
 
-def collect(records: list, scores: list | None, metric: str, human_field: str, model_field: str) -> tuple[list, list]:
-    """(model probabilities, human scores) of the records that have both for ``metric``."""
-    by_index = {}
-    if scores is not None:
+def report_probabilities(report: dict) -> dict[int, dict[str, float]]:
+    """Per record index, the probabilities a ``rating`` report mapped: ``metrics.<m>.probability``;
+    relevance measured by key-point coverage counts as ``relevance_coverage``."""
+    out: dict[int, dict[str, float]] = {}
+    for row in report.get("reports", []):
+        rep = row.get("report") if isinstance(row, dict) else None
+        if not rep:
+            continue
+        probs = {}
+        for m, r in rep.get("metrics", {}).items():
+            name = "relevance_coverage" if r.get("method") == "key_point_coverage" else m
+            probs[name] = r["probability"]
+        out[row["index"]] = probs
+    return out
+
+
+def collect(records: list, scores: list | dict | None, metric: str, human_field: str,
+            model_field: str) -> tuple[list, list]:
+    """(model probabilities, human scores) of the records that have both for ``metric``.
+
+    ``scores``: a score output (list of lines), a :func:`report_probabilities` mapping,
+    or None (the probabilities are in ``model_field`` of the records).
+    Human scores of ``relevance_coverage`` are the records' human ``relevance``.
+    """
+    by_index = scores if isinstance(scores, dict) else {}
+    if isinstance(scores, list):
         for row in scores:
             if isinstance(row, dict) and isinstance(row.get("scores"), dict):
                 by_index[row.get("index")] = row["scores"]
+    human_metric = "relevance" if metric == "relevance_coverage" else metric
     model, human = [], []
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
             continue
-        h = _get(rec, f"{human_field}.{metric}")
+        h = _get(rec, f"{human_field}.{human_metric}")
         m = by_index.get(i, {}).get(metric) if scores is not None else _get(rec, f"{model_field}.{metric}")
         if h is None or m is None:
             continue
@@ -86,8 +112,12 @@ def main(argv: list[str] | None = None) -> int:
                                      epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     parser.add_argument("records", help="records with human scores (.jsonl or .json list)")
     parser.add_argument("--scores", default=None, help="a unieval-local score output for RECORDS (joined by index)")
+    parser.add_argument("--report", default=None,
+                        help="a `unieval-local report --format rating` output for RECORDS (joined by index): fits "
+                        "the probabilities it mapped, including relevance_coverage for records without references")
     parser.add_argument("--metric", action="append", dest="metrics", choices=[*METRICS, "relevance_coverage"],
-                        help="metric to fit, repeatable (default: every metric found in the data)")
+                        help="metric to fit, repeatable (default: every metric found in the data; relevance_coverage "
+                        "is fitted against the human relevance scores)")
     parser.add_argument("--human-field", default="scores", help="field holding human scores per metric (default scores)")
     parser.add_argument("--model-field", default="predict_scores",
                         help="field holding model probabilities per metric when --scores is not given")
@@ -101,10 +131,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         low, high = (float(x) for x in args.bins.split(","))
         records = read_records(args.records)
+        if args.scores and args.report:
+            raise ValueError("give --scores or --report, not both")
         scores = read_records(args.scores) if args.scores else None
+        if args.report:
+            with open(args.report, encoding="utf-8") as fh:
+                scores = report_probabilities(json.load(fh))
         base = load_rating_config(args.config) if args.config else RatingConfig()
         fits = {}
-        for metric in args.metrics or METRICS:
+        for metric in args.metrics or (*METRICS, "relevance_coverage"):
             model, human = collect(records, scores, metric, args.human_field, args.model_field)
             if not model and not args.metrics:
                 continue
@@ -134,6 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{metric:<20}{fit.n:>6}{fit.cut_points[0]:>9.4f}{fit.cut_points[1]:>9.4f}{fit.accuracy:>10.3f}"
               f"{kappa:>8}  {'/'.join(map(str, fit.counts))}")
         header.append(f"# {metric}: n={fit.n}, accuracy {fit.accuracy:.3f}, quadratic kappa {kappa}")
+        if fit.kappa is None or fit.kappa < 0.05:
+            print(f"warning: {metric}: the fit is degenerate (kappa {kappa}; cut points {fit.cut_points}): the "
+                  "model's scores barely separate the human ratings, so the best rule is close to always giving "
+                  "the most common rating; do not use these cut points as they are", file=sys.stderr)
+            header.append(f"# WARNING {metric}: degenerate fit (kappa {kappa})")
     Path(args.output).write_text("\n".join(header) + "\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True,
                                                                             width=200), encoding="utf-8")
     print(f"wrote {args.output}", file=sys.stderr)

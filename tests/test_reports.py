@@ -567,7 +567,7 @@ def test_cli_reports_on_summeval_with_bad_rows(summeval_records, tiny_ckpt, tmp_
         doc = ReportFile[model].model_validate_json(out.read_text())
         assert doc.n_reported == 3 + (fmt == "autoeval") and doc.reports[3].error.field == "record"
         err = capsys.readouterr().err
-        assert "record 3: record: line is not valid JSON" in err
+        assert "record 3: record: line 4 of the file is not valid JSON" in err
     # relevance uses the reference: SummEval records have one
     doc = json.loads((tmp_path / "rating.json").read_text())
     assert doc["reports"][0]["report"]["relevance_method"] == "reference"
@@ -599,3 +599,100 @@ def test_report_rows_fail_alone_when_a_target_is_too_long_for_chunking(fake_ckpt
     out = make_report(records, "autoeval", scorer=scorer)
     assert out.reports[0].error.field == "target" and "too long" in out.reports[0].error.message
     assert out.reports[1].report.adherence.score == 100.0 and out.n_errors == 1
+
+
+# ---------------------------------------------------------------- findings of the fresh-user trial
+
+
+def test_rating_config_merges_partial_settings_and_checks_templates(tmp_path):
+    c = RatingConfig.model_validate({"cut_points": {"coherence": [0.1, 0.2]}, "good_rules": {"coherence": 3},
+                                     "templates": {"en": {"metric": "{label} {score}"}}})
+    assert c.cut_points["coherence"] == (0.1, 0.2) and c.cut_points["fluency"] == RatingConfig().cut_points["fluency"]
+    assert c.good_rules == {"coherence": 3, "consistency": 3, "relevance": 3, "fluency": 2}
+    assert c.templates["en"]["metric"] == "{label} {score}" and c.templates["fr"] == RatingConfig().templates["fr"]
+    de = {k: v.replace("Coherence", "Kohärenz") for k, v in RatingConfig().templates["en"].items()}
+    c = RatingConfig.model_validate({"templates": {"de": de}, "language": "de"})
+    assert sorted(c.templates) == ["de", "en", "fr"] and c.t("label_coherence") == "Kohärenz"
+    bad = tmp_path / "typo.yaml"
+    bad.write_text("templates:\n  en:\n    metric: '{label}: {scor}/3'\n")
+    with pytest.raises(ValueError, match=r"typo.yaml: .*templates.en.metric: cannot fill .*'scor'"):
+        load_rating_config(bad)
+    with pytest.raises(ValueError, match="unknown template"):
+        RatingConfig.model_validate({"templates": {"en": {"metrc": "x"}}})
+    with pytest.raises(ValueError, match=r"unknown field\(s\) n_bad"):
+        RatingConfig.model_validate({"templates": {"en": {"metric": "{label} {n_bad}"}}})
+
+
+def test_summary_lines_and_bullets_are_separate_claims(fake_ckpt):
+    seen = []
+
+    def answer(q, f):
+        seen.append(f.get("claim"))
+        return 0.9
+
+    scorer, _ = fake_scorer(fake_ckpt, answer)
+    rec = {"target": "- Alpha rose\n- Beta fell\n2) Gamma stayed flat", "source": SUMM_SOURCE, "key_points": ["x y z."]}
+    r = make_report([rec], "summ", scorer=scorer).reports[0].report
+    assert [c.claim for c in r.claims] == ["Alpha rose", "Beta fell", "Gamma stayed flat"] and r.n_sentences == 3
+    auto = {"target": "Sentiment: positive\nThe council met.", "source": "The council met on Monday.",
+            "categorical": {"sentiment": ["positive", "negative"]}}
+    a = make_report([auto], "autoeval", scorer=scorer).reports[0].report
+    assert [p.point for p in a.accuracy.decomposition] == ["The council met."]
+    assert a.adherence.categorical[0].value == "positive" and a.adherence.score == 100.0
+    assert "Sentiment: positive" not in seen
+
+
+def test_duplicate_ids_empty_options_and_truncation_warning(fake_ckpt):
+    scorer, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9)
+    recs = [{"id": "x", "target": "A b.", "source": "A b c."}, {"id": "x", "target": "C d.", "source": "C d e."}]
+    out = make_report(recs, "summ", scorer=scorer)
+    assert out.reports[0].report is not None
+    assert out.reports[1].error.field == "record" and "duplicate id 'x'" in out.reports[1].error.message
+    for bad in ({"instructions": [""]}, {"section_questions": ["  "]}, {"categorical": {"tone": []}},
+                {"threshold": float("nan")}):
+        fmt = "summ" if "threshold" in bad else "autoeval"
+        with pytest.raises(ValueError):
+            make_report(recs[:1], fmt, scorer=scorer, options=bad)
+    truncating, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9, long_input="truncate", max_length=12)
+    with pytest.warns(UserWarning, match=r"queries were longer than max_length=12 .*long_input='chunk'"):
+        make_report([{"target": "A b.", "source": " ".join(["word"] * 40), "key_points": ["A b."]}], "summ",
+                    scorer=truncating)
+
+
+def test_fit_script_from_a_rating_report_fits_relevance_coverage(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from fit_rating_cutpoints import main as fit_main
+
+    rng = np.random.default_rng(2)
+    records, reports = [], []
+    for i in range(800):
+        p = float(rng.uniform())
+        records.append({"id": i, "target": "t", "human": {"relevance": 1 + 2 * (p >= 0.25) + 2 * (p >= 0.7)}})
+        reports.append({"index": i, "report": {"metrics": {"relevance": {"probability": p,
+                                                                          "method": "key_point_coverage"}}}})
+    (tmp_path / "r.json").write_text(json.dumps(records))
+    (tmp_path / "rep.json").write_text(json.dumps({"reports": reports}))
+    out = tmp_path / "fit.yaml"
+    assert fit_main([str(tmp_path / "r.json"), "--report", str(tmp_path / "rep.json"), "--human-field", "human",
+                     "--bins", "2,4", "-o", str(out)]) == 0
+    fitted = load_rating_config(out)
+    assert fitted.cut_points["relevance_coverage"] == pytest.approx((0.25, 0.7), abs=5e-3)
+    assert fitted.cut_points["relevance"] == RatingConfig().cut_points["relevance"]
+
+
+def test_cli_report_flag_names_and_output_checks(tmp_path, summeval_records, tiny_ckpt, capsys):
+    path = tmp_path / "se.jsonl"
+    path.write_text(json.dumps(summeval_records[0]) + "\n")
+    assert main(["report", "--format", "summ", str(path), "--section-question", "q"]) == 2
+    assert "--section-question applies to --format autoeval, not summ" in capsys.readouterr().err
+    assert main(["report", "--format", "summ", str(path), "--model", str(tiny_ckpt), "-o", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert main(["report", "--format", "summ", str(path), "--model", str(tiny_ckpt), "-o",
+                 str(tmp_path / "nodir" / "o.json")]) == 2
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "nodir").exists()
+    assert main(["report", "--format", "autoeval", str(path), "--model", str(tiny_ckpt), "--instruction", ""]) == 2
+    assert "instructions" in capsys.readouterr().err
+    assert main(["report", "--format", "autoeval", str(path), "--categorical", "S=a|b", "--categorical", "S=c"]) == 2
+    assert "twice" in capsys.readouterr().err
+    assert main(["report", "--format", "summ", str(tmp_path)]) == 2
+    assert "is a folder" in capsys.readouterr().err

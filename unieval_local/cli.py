@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT, EXIT_WRITE = 0, 1, 2, 3, 4
@@ -32,12 +33,16 @@ def _model_arg(values: list[str] | None):
     if not values:
         return None
     if len(values) == 1 and "=" not in values[0]:
+        if not values[0].strip():
+            raise SystemExit("unieval-local: --model needs a folder or hub id, got an empty string")
         return values[0]
     mapping = {}
     for v in values:
         if "=" not in v:
             raise SystemExit(f"unieval-local: --model given several times must be NAME=DIR each, got {v!r}")
         name, _, path = v.partition("=")
+        if not name.strip() or not path.strip():
+            raise SystemExit(f"unieval-local: --model NAME=DIR needs both a name and a folder, got {v!r}")
         mapping[name.strip()] = path.strip()
     return mapping
 
@@ -403,14 +408,17 @@ def cmd_report_html(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-#: report CLI flags -> (formats they apply to, option name)
+#: report CLI argument -> (its flag, formats it applies to, option name)
 _REPORT_FLAGS = {
-    "enabled_metrics": (("rating",), "enabled_metrics"), "language": (("rating",), "language"),
-    "threshold": (("summ",), "threshold"), "n_key_points": (("summ", "rating"), "n_key_points"),
-    "max_n_claims": (("summ", "autoeval"), "max_n_claims"),
-    "section_questions": (("autoeval",), "section_questions"), "instructions": (("autoeval",), "instructions"),
-    "categorical": (("autoeval",), "categorical"), "consistency_task": (("rating", "summ", "autoeval"),
-                                                                        "consistency_task"),
+    "enabled_metrics": ("--enabled-metrics", ("rating",), "enabled_metrics"),
+    "language": ("--language", ("rating",), "language"),
+    "threshold": ("--threshold", ("summ",), "threshold"),
+    "n_key_points": ("--n-key-points", ("summ", "rating"), "n_key_points"),
+    "max_n_claims": ("--max-n-claims", ("summ", "autoeval"), "max_n_claims"),
+    "section_questions": ("--section-question", ("autoeval",), "section_questions"),
+    "instructions": ("--instruction", ("autoeval",), "instructions"),
+    "categorical": ("--categorical", ("autoeval",), "categorical"),
+    "consistency_task": ("--consistency-task", ("rating", "summ", "autoeval"), "consistency_task"),
 }
 
 
@@ -422,20 +430,23 @@ def _report_options(args: argparse.Namespace):
 
     fmt = args.report_format
     overrides = {}
-    for flag, (formats, name) in _REPORT_FLAGS.items():
-        value = getattr(args, flag)
+    for dest, (flag, formats, name) in _REPORT_FLAGS.items():
+        value = getattr(args, dest)
         if value is None:
             continue
         if fmt not in formats:
-            raise ValueError(f"--{flag.replace('_', '-')} applies to --format {' or '.join(formats)}, not {fmt}")
-        if flag == "enabled_metrics":
+            raise ValueError(f"{flag} applies to --format {' or '.join(formats)}, not {fmt}")
+        if dest == "enabled_metrics":
             value = [m.strip() for m in value.split(",") if m.strip()]
-        elif flag == "categorical":
+        elif dest == "categorical":
             cats = {}
             for item in value:
                 name_, sep, allowed = item.partition("=")
                 if not sep or not name_.strip() or not allowed.strip():
                     raise ValueError(f"--categorical wants NAME=V1|V2, got {item!r}")
+                if name_.strip() in cats:
+                    raise ValueError(f"--categorical gives section {name_.strip()!r} twice; list all its values "
+                                     "in one NAME=V1|V2")
                 cats[name_.strip()] = [v.strip() for v in allowed.split("|") if v.strip()]
             value = cats
         overrides[name] = value
@@ -462,6 +473,19 @@ def _report_options(args: argparse.Namespace):
         raise ValueError(f"{where}{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}") from None
 
 
+def _check_writable(path: str) -> None:
+    """Raise ValueError when ``path`` cannot be written as a file (a folder, a missing or read-only folder)."""
+    import os
+
+    if os.path.isdir(path):
+        raise ValueError(f"--output {path!r} is a folder; give a file name")
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise ValueError(f"cannot write --output {path!r}: folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise ValueError(f"cannot write --output {path!r}: permission denied")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """``unieval-local report``: build rating/summ/autoeval reports; exit 0, 1 (error rows), 2 or 3."""
     from .api import Scorer
@@ -480,12 +504,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         if not records:
             raise InputFileError(f"{args.input} holds no records")
         if args.output:  # fail before scoring when the output cannot be written
-            import os
-
-            with open(f"{args.output}.tmp", "w", encoding="utf-8"):
-                pass
-            os.remove(f"{args.output}.tmp")
-        result = make_report(records, args.report_format, scorer=scorer, options=options)
+            _check_writable(args.output)
+        with warnings.catch_warnings():  # the CLI prints its own truncation line
+            warnings.simplefilter("ignore", UserWarning)
+            result = make_report(records, args.report_format, scorer=scorer, options=options)
     except (CheckpointNotFoundError, CheckpointError) as exc:
         print(f"unieval-local: error: {exc}", file=sys.stderr)
         return EXIT_CHECKPOINT
@@ -505,16 +527,23 @@ def cmd_report(args: argparse.Namespace) -> int:
             return EXIT_WRITE
     else:
         print(text)
-    agg = ", ".join(f"{k} {v:.4f}" for k, v in result.aggregate.items() if v is not None)
+    agg = ", ".join(f"{k} {v}" if isinstance(v, int) else f"{k} {v:.4f}"
+                    for k, v in result.aggregate.items() if v is not None)
     print(f"{args.report_format}: {result.n_reported} of {result.n_records} records reported, "
-          f"{result.n_errors} errors; {result.n_queries} distinct queries; {agg}", file=sys.stderr)
+          f"{result.n_errors} errors; {result.n_queries} distinct queries" + (f"; {agg}" if agg else ""),
+          file=sys.stderr)
+    if args.cache_dir:
+        hits = scorer.cache_stats()
+        print(f"score cache: {hits['hits']} queries reused, {hits['misses']} scored", file=sys.stderr)
     for row in result.reports:
         if row.error is not None:
             print(f"  record {row.index}{f' ({row.id})' if row.id else ''}: {row.error.field}: {row.error.message}",
                   file=sys.stderr)
     if result.n_truncated:
         print(f"warning: {result.n_truncated} queries were longer than --max-length {args.max_length} and lost "
-              f"their end (--long-input {args.long_input})", file=sys.stderr)
+              f"their end (--long-input {args.long_input}"
+              + ("; --long-input chunk reads long sources whole" if args.long_input != "chunk"
+                 else ": a summary sentence, key point or instruction alone is that long") + ")", file=sys.stderr)
     return EXIT_ROWS_FAILED if result.n_errors else EXIT_OK
 
 

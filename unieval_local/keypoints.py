@@ -30,6 +30,7 @@ from .sentences import DEFAULT_SPLITTER, SentenceSplitter
 MIN_KEY_POINT_WORDS = 5
 
 _SPEAKER = re.compile(r"[^\s:][^:\n]{0,40}:\s+")  # "Project Manager: " at the start of a turn
+_BULLET = re.compile(r"\s*(?:[-*\u2022\u2013]|\d{1,3}[.)])\s+")  # "- ", "* ", "• ", "1. ", "2) "
 _MARKUP = re.compile(r"\{[a-z_]+\}")  # transcript annotations: {vocalsound}, {disfmarker}
 _WORD = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token pattern
 
@@ -55,13 +56,14 @@ class KeyPoint:
 
 
 def source_sentence_spans(text: str, splitter: SentenceSplitter = DEFAULT_SPLITTER, *,
-                          strip_speakers: bool = False) -> list[tuple[int, int]]:
+                          strip_speakers: bool = False, strip_bullets: bool = False) -> list[tuple[int, int]]:
     """Character spans of the sentences of ``text``: each non-empty line (a
     transcript turn ``Speaker: text``) is split by ``splitter`` (Punkt), so a
     sentence never crosses a line break.
 
     With ``strip_speakers``, a leading ``Speaker: `` label (up to 40 characters
-    before a colon at the start of a line) is left out of the line's first sentence.
+    before a colon at the start of a line) is left out of the line's first sentence;
+    with ``strip_bullets``, a leading list marker (``- ``, ``* ``, ``• ``, ``1. ``, ``2) ``).
 
     Returns:
         ``[(start, end), ...]`` in text order; ``[]`` for an empty text.
@@ -69,6 +71,9 @@ def source_sentence_spans(text: str, splitter: SentenceSplitter = DEFAULT_SPLITT
     spans: list[tuple[int, int]] = []
     pos = 0
     for line in text.split("\n"):
+        if strip_bullets and (m := _BULLET.match(line)):
+            pos += m.end()
+            line = line[m.end():]
         if strip_speakers and (m := _SPEAKER.match(line)):
             pos += m.end()
             line = line[m.end():]

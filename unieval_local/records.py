@@ -33,13 +33,13 @@ class Record:
 
 def _iter_jsonl(stream: TextIO) -> Iterator[Record]:
     index = 0
-    for line in stream:
+    for lineno, line in enumerate(stream, 1):
         if not line.strip():
             continue
         try:
             yield Record(index, json.loads(line))
         except json.JSONDecodeError as exc:
-            yield Record(index, None, f"line is not valid JSON: {exc}")
+            yield Record(index, None, f"line {lineno} of the file is not valid JSON: {exc.msg} (column {exc.colno})")
         index += 1
 
 
@@ -85,6 +85,8 @@ def iter_records(path: str) -> Iterator[Record]:
         yield from _iter_jsonl(sys.stdin)
         return
     p = Path(path)
+    if p.is_dir():
+        raise InputFileError(f"input {path!r} is a folder; give a .jsonl or .json file")
     if not p.is_file():
         raise InputFileError(f"input file {path!r} does not exist")
     if p.suffix == ".jsonl":

@@ -12,13 +12,14 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import __version__
 from ..api import MAX_EXAMPLES_PER_REQUEST, RunStats, Scorer
 from .autoeval import AutoevalOptions, AutoevalReport, autoeval_aggregate, autoeval_rows
-from .common import ReportFile, ReportRecord, ReportRow, ReportSettings, RowError
+from .common import BadRecord, ReportFile, ReportRecord, ReportRow, ReportSettings, RowError, record_id
 from .rating import RatingConfig, RatingReport, apply_rules, load_rating_config, rating_aggregate, rating_rows, to_rating
 from .summ import SummOptions, SummReport, summ_aggregate, summ_rows
 
@@ -73,7 +74,7 @@ def make_report(
         raise ValueError(f"options for {format!r} must be {options_model.__name__}, a dict or None, "
                          f"got {type(options).__name__}")
     scorer = scorer or Scorer(model=model, device=device, long_input="chunk")
-    records = list(records)
+    records = _mark_duplicate_ids(list(records))
     rows: list[ReportRow] = []
     stats = RunStats()
     for at in range(0, len(records), request_size):
@@ -81,6 +82,13 @@ def make_report(
         rows += part
         stats = RunStats(stats.n_queries + st.n_queries, stats.n_truncated + st.n_truncated,
                          stats.n_shortened + st.n_shortened)
+    if stats.n_truncated:
+        warnings.warn(
+            f"{stats.n_truncated} of {stats.n_queries} queries were longer than max_length={scorer.max_length} "
+            f"tokens and lost their end (long_input={scorer.long_input!r}"
+            + ("; use Scorer(long_input='chunk') to read long sources whole" if scorer.long_input != "chunk" else
+               ": a summary sentence, key point or instruction alone is too long") + ")",
+            UserWarning, stacklevel=2)
     settings = ReportSettings(
         package=__version__, checkpoints=scorer.resolved_checkpoints(), consistency_task=options.consistency_task,
         long_input=scorer.long_input, max_length=scorer.max_length, dtype=scorer.dtype,
@@ -90,6 +98,21 @@ def make_report(
         format=format, n_records=len(rows), n_reported=len(rows) - n_err, n_errors=n_err,
         aggregate=aggregate_fn(rows), n_queries=stats.n_queries, n_truncated=stats.n_truncated,
         settings=settings, reports=rows)
+
+
+def _mark_duplicate_ids(records: list) -> list:
+    """Records whose ``id`` repeats an earlier record's become error rows (as in ``score``)."""
+    seen: dict[str, int] = {}
+    out = []
+    for i, rec in enumerate(records):
+        rid = record_id(rec) if isinstance(rec, Mapping) else None
+        if rid is not None and rid in seen:
+            out.append(BadRecord(f"duplicate id {rid!r}: record {seen[rid]} has it already; ids must be unique"))
+            continue
+        if rid is not None:
+            seen[rid] = i
+        out.append(rec)
+    return out
 
 
 __all__ = [

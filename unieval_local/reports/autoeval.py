@@ -1,6 +1,8 @@
 """The ``autoeval`` report: accuracy decomposition, completeness and adherence.
 
-* Accuracy: every summary sentence (up to ``max_n_claims``) is a point; its
+* Accuracy: every summary sentence (each line on its own, then Punkt; list
+  markers dropped; lines holding a categorical section left out; up to
+  ``max_n_claims``) is a point; its
   consistency P(Yes) against the source (windows for long sources, max over
   windows) decides ``is_accurate`` (>= ``accuracy_threshold``), and the reason
   quotes the probability and the best source window. Score: percentage accurate.
@@ -37,7 +39,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..api import Job, RunStats, Scorer
 from ..keypoints import content_words, source_sentence_spans
@@ -47,16 +49,15 @@ from .common import (
     ClaimWindow,
     Flat,
     Percent,
+    Claims,
     ReportRow,
     RowError,
-    best_window,
-    claims_target,
     derived_aspect,
     parse_records,
     problems_to_errors,
     record_id,
-    sentence_spans,
     short,
+    summary_sentence_spans,
     support_aspect,
 )
 
@@ -89,7 +90,7 @@ class AutoevalOptions(BaseModel):
         pydantic.ValidationError: out-of-range values or empty strings.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     section_questions: list[str] = Field(default_factory=list)
     instructions: list[str] = Field(default_factory=list)
@@ -102,6 +103,23 @@ class AutoevalOptions(BaseModel):
     max_items_per_question: int = Field(default=10, ge=1)
     min_content_words: int = Field(default=3, ge=0)
     consistency_task: Literal["summarization", "fact"] = "summarization"
+
+    @field_validator("section_questions", "instructions")
+    @classmethod
+    def _texts(cls, v: list[str]) -> list[str]:
+        if any(not x.strip() for x in v):
+            raise ValueError("every item must be a non-empty string")
+        return v
+
+    @field_validator("categorical")
+    @classmethod
+    def _categories(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
+        for name, allowed in v.items():
+            if not name.strip():
+                raise ValueError("a categorical section needs a name")
+            if not allowed or any(not a.strip() for a in allowed):
+                raise ValueError(f"categorical section {name!r} needs non-empty allowed values")
+        return v
 
 
 class AccuracyPoint(BaseModel):
@@ -223,6 +241,16 @@ def section_value(target: str, name: str, sections: dict[str, str] | None) -> st
     return m.group(1) if m else None
 
 
+def _section_lines(target: str, names: Sequence[str]):
+    """``skip(start, end)``: True for characters on a target line ``<name>: ...`` of a
+    categorical section (name case-insensitive); such lines are not accuracy points."""
+    ranges = []
+    if names:
+        pattern = re.compile(rf"(?im)^[ \t]*(?:{'|'.join(re.escape(n) for n in names)})[ \t]*:.*$")
+        ranges = [(m.start(), m.end()) for m in pattern.finditer(target)]
+    return lambda a, b: any(s <= a and b <= e for s, e in ranges)
+
+
 def _percent(flags: Sequence[bool]) -> Percent:
     return 100.0 * sum(flags) / len(flags) if flags else NA
 
@@ -253,7 +281,7 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
     parsed, errors = parse_records(records)
     reg = scorer.registry
     cons = reg.get_aspect(options.consistency_task, "consistency")
-    claim_examples: list[UniEvalData | None] = []
+    claims = Claims()
     questions: dict[str, int] = {}  # question text -> aspect number
     related: dict[int, Flat] = {}  # aspect number -> source sentences asked about
     spans_of: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (aspect number, record) -> sentence spans
@@ -261,17 +289,16 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
     per_record: dict[int, dict[str, Any]] = {}
     for i, rec in enumerate(parsed):
         if rec is None:
-            claim_examples.append(None)
             continue
         has_source = isinstance(rec.source, str) and bool(rec.source.strip())
         qs = rec.section_questions if rec.section_questions is not None else options.section_questions
         insts = rec.instructions if rec.instructions is not None else options.instructions
         cats = rec.categorical if rec.categorical is not None else options.categorical
+        skip = _section_lines(rec.target, list(cats))
         per_record[i] = {"source": has_source, "questions": list(dict.fromkeys(qs)), "instructions": insts,
-                         "categorical": cats}
+                         "categorical": cats, "skip": skip, "claims": False}
         if has_source:
-            text, _ = claims_target(rec, scorer.splitter, options.max_n_claims)
-            claim_examples.append(UniEvalData(target=text, source=rec.source))
+            per_record[i]["claims"] = claims.plan(i, rec, scorer.splitter, options.max_n_claims, skip) is None
             spans = [s for s in source_sentence_spans(rec.source, scorer.splitter, strip_speakers=True)
                      if len(content_words(rec.source[s[0]:s[1]])) >= options.min_content_words]
             for q in per_record[i]["questions"]:
@@ -280,11 +307,9 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
                 spans_of[(k, i)] = spans
                 for a, b in spans:
                     flat.add(i, UniEvalData(target=rec.source[a:b]))
-        else:
-            claim_examples.append(None)
         for inst in insts:
             rubric.add(i, UniEvalData(target=rec.target, instruction=inst))
-    jobs = [Job((cons,), claim_examples)]
+    jobs = [Job((support_aspect(cons, "claim"),), claims.flat.examples)]
     rel_aspects = {k: derived_aspect(f"related_{k}", q, [("sentence", "target")], "unieval-sum")
                    for q, k in questions.items()}
     rel_jobs = {}
@@ -298,7 +323,7 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
                                    [("summary", "target"), ("instruction", "instruction")], "unieval-sum")
         jobs.append(Job((adherence,), rubric.examples))
     results, stats = scorer.run_jobs(jobs, evidence=True)
-    problems_to_errors(results[0].problems, {i: i for i in range(len(parsed))}, errors)
+    problems_to_errors(results[0].problems, claims.flat.positions(), errors)
     if rubric_job is not None:
         problems_to_errors(results[rubric_job].problems, rubric.positions(), errors)
 
@@ -317,7 +342,9 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
             n_related[(k, i)] = len(above)
             top = sorted(sorted(above, key=lambda x: -x[1])[: options.max_items_per_question])
             if i not in summary_sents:
-                summary_sents[i] = [parsed[i].target[a:b] for a, b in sentence_spans(parsed[i].target, scorer.splitter)]
+                skip = per_record[i]["skip"]
+                summary_sents[i] = [parsed[i].target[a:b] for a, b in
+                                    summary_sentence_spans(parsed[i].target, scorer.splitter) if not skip(a, b)]
             items = []
             for s, v in top:
                 a, b = spans_of[(k, i)][s]
@@ -341,7 +368,8 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
             rows.append(ReportRow[AutoevalReport](index=start + i, id=rid, error=errors[i]))
             continue
         info = per_record[i]
-        values = [results[0].unit_values[cons.name][i]] if info["source"] else []
+        checked = claims.read(i, results[0], rec.source) if info["claims"] else []
+        values = [[v for _, v, _ in checked]]
         if rubric_job is not None:
             values.append([float(results[rubric_job].values["adherence"][p]) for p in rubric.of(i)])
         values += [[v for _, v, _ in chosen.get((k, i), [])] for k in q_of]
@@ -353,16 +381,11 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
             continue
         # accuracy
         points: list[AccuracyPoint] = []
-        if info["source"]:
-            ev = results[0].evidence[cons.name][i]
-            for u, s in enumerate(ev.sentences):
-                window = best_window(ev, u, rec.source)
-                ok = s.value >= options.accuracy_threshold
-                points.append(AccuracyPoint(point=s.text, accuracy=_accuracy_reason(s.value, options.accuracy_threshold,
-                                                                                     window),
-                                            is_accurate=ok, score=s.value, source_window=window))
-        accuracy = Accuracy(score=_percent([p.is_accurate for p in points]) if info["source"] else NA,
-                            decomposition=points)
+        for text, value, window in checked:
+            points.append(AccuracyPoint(point=text, accuracy=_accuracy_reason(value, options.accuracy_threshold, window),
+                                        is_accurate=value >= options.accuracy_threshold, score=value,
+                                        source_window=window))
+        accuracy = Accuracy(score=_percent([p.is_accurate for p in points]), decomposition=points)
         # completeness
         sections: list[SectionCompleteness] = []
         covered_flags: list[bool] = []
@@ -409,13 +432,13 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
     return rows, stats
 
 
-def autoeval_aggregate(rows: Sequence[ReportRow[AutoevalReport]]) -> dict[str, float | None]:
+def autoeval_aggregate(rows: Sequence[ReportRow[AutoevalReport]]) -> dict[str, float | int | None]:
     """File-level means of the accuracy, completeness and adherence percentages,
     over the records where each is not N/A (None when none is)."""
     reps = [r.report for r in rows if r.report is not None]
-    out: dict[str, float | None] = {}
+    out: dict[str, float | int | None] = {}
     for name in ("accuracy", "completeness", "adherence"):
         vals = [getattr(r, name).score for r in reps if getattr(r, name).score != NA]
         out[name] = float(np.mean(vals)) if vals else None
-        out[f"n_{name}"] = float(len(vals))
+        out[f"n_{name}"] = len(vals)
     return out

@@ -17,7 +17,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ExampleProblem
-from ..schema import Evidence, Span, UniEvalData
+from ..schema import Evidence, UniEvalData
 from ..tasks import Aspect, PromptField
 
 NA = "N/A"
@@ -41,7 +41,10 @@ class ReportRecord(UniEvalData):
         sections: (autoeval adherence) section name -> the summary's value for
             it; when absent, a line ``<name>: <value>`` of the target is used.
 
-    Other fields (``id``, ``doc_id``, ``system_id``...) are kept.
+    A record's own ``key_points`` / ``section_questions`` / ``instructions`` /
+    ``categorical`` take precedence over the report options, even when empty
+    (except ``key_points: []``, which means "extract them"). Other fields (``id``,
+    ``doc_id``, ``system_id``...) are kept.
     """
 
     key_points: list[str] | None = None
@@ -62,8 +65,10 @@ class ReportRecord(UniEvalData):
     @classmethod
     def _allowed_values(cls, v: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
         for name, allowed in (v or {}).items():
-            if not allowed:
-                raise ValueError(f"categorical section {name!r} lists no allowed value")
+            if not name.strip():
+                raise ValueError("a categorical section needs a name")
+            if not allowed or any(not a.strip() for a in allowed):
+                raise ValueError(f"categorical section {name!r} needs non-empty allowed values")
         return v
 
 
@@ -139,7 +144,7 @@ class ReportFile(BaseModel, Generic[R]):
     n_records: int
     n_reported: int
     n_errors: int
-    aggregate: dict[str, float | None]
+    aggregate: dict[str, float | int | None]
     n_queries: int
     n_truncated: int
     settings: ReportSettings
@@ -262,27 +267,58 @@ class Flat:
         return {k: i for i, ks in self.by_record.items() for k in ks}
 
 
-def sentence_spans(text: str, splitter) -> list[tuple[int, int]]:
-    """Character spans of the sentences of ``text`` (the splitter the scorer uses)."""
-    from ..plan import field_spans
+def summary_sentence_spans(text: str, splitter) -> list[tuple[int, int]]:
+    """The summary's sentences as the reports see them: each line (a bullet, a
+    ``Section: value`` line) on its own, split further by ``splitter`` (Punkt),
+    list markers left out. Character spans into ``text``."""
+    from ..keypoints import source_sentence_spans
 
-    return field_spans(text, "sentence", splitter)
-
-
-def claims_target(rec: ReportRecord, splitter, max_n_claims: int) -> tuple[str, int]:
-    """The target cut after its ``max_n_claims``-th sentence, and its sentence count."""
-    spans = sentence_spans(rec.target, splitter)
-    if len(spans) <= max_n_claims:
-        return rec.target, len(spans)
-    return rec.target[: spans[max_n_claims - 1][1]], len(spans)
+    return source_sentence_spans(text, splitter, strip_bullets=True)
 
 
-def best_window(ev: Evidence | None, sentence: int, source: str) -> ClaimWindow | None:
-    """The source window that gave target sentence ``sentence`` its (max) consistency,
-    when the source was read in windows; None when it was read whole."""
-    if ev is None or not ev.sentences or ev.sentences[sentence].window is None:
+@dataclass
+class Claims:
+    """Claim queries for several records: each summary sentence against the source.
+
+    The query is the task's consistency question at output level, one claim at a
+    time (the same prompt UniEval builds for one sentence); a long source is read in
+    windows and the best window kept (max).
+    """
+
+    flat: Flat = field(default_factory=Flat)
+    spans: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    n_sentences: dict[int, int] = field(default_factory=dict)
+
+    def plan(self, i: int, rec: ReportRecord, splitter, max_n_claims: int, skip=None) -> RowError | None:
+        """Add record ``i``'s first ``max_n_claims`` sentences (those ``skip(start, end)``
+        does not exclude); an error when there is none."""
+        spans = [s for s in summary_sentence_spans(rec.target, splitter) if skip is None or not skip(*s)]
+        self.n_sentences[i] = len(spans)
+        if not spans:
+            return RowError(field="target", message="the summary has no sentence to check")
+        self.spans[i] = spans[:max_n_claims]
+        for a, b in self.spans[i]:
+            self.flat.add(i, UniEvalData(target=rec.target[a:b], source=rec.source))
         return None
-    w: Span = ev.sentences[sentence].window
+
+    def read(self, i: int, result, source: str, name: str = "claim") -> list[tuple[str, float, ClaimWindow | None]]:
+        """Record ``i``'s claims: ``(text, P(Yes), best source window or None)``."""
+        out = []
+        for k in self.flat.of(i):
+            ev = result.evidence[name][k] if result.evidence else None
+            out.append((self.flat.examples[k].target, float(result.values[name][k]), best_query_window(ev, source)))
+        return out
+
+
+def best_query_window(ev: Evidence | None, source: str) -> ClaimWindow | None:
+    """The source window of the highest-scoring query of ``ev``, when the source was
+    read in windows; None when it was read whole."""
+    if ev is None:
+        return None
+    windowed = [q for q in ev.queries if q.window is not None]
+    if not windowed:
+        return None
+    w = max(windowed, key=lambda q: q.value).window
     return ClaimWindow(start=w.start, end=w.end, text=source[w.start:w.end])
 
 

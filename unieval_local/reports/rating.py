@@ -22,6 +22,7 @@ Defaults live in :class:`RatingConfig` and, identically, in ``configs/rating.yam
 from __future__ import annotations
 
 import os
+import string
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
@@ -85,6 +86,21 @@ DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
     },
 }
 TEMPLATE_KEYS = tuple(DEFAULT_TEMPLATES["en"])
+#: The fields each template may use.
+_TEMPLATE_FIELDS: dict[str, set[str]] = {
+    **{f"label_{m}": set() for m in ("coherence", "consistency", "relevance", "fluency")},
+    "metric": {"label", "score", "probability", "detail"},
+    "sentences_low": {"n_low", "n", "threshold", "text", "value"},
+    "sentences_ok": {"n_low", "n", "threshold", "text", "value"},
+    "whole_document": set(), "whole_references": {"n"},
+    "coverage": {"covered", "n"}, "coverage_missing": {"text", "value"},
+    "issue_below": {"label", "score", "needed", "bad"}, "issue_bad": {"label", "score", "needed", "bad"},
+    "global_good": {"avg_score", "n_issues", "n_bad"}, "global_incomplete": {"avg_score", "n_issues", "n_bad"},
+    "global_bad": {"avg_score", "n_issues", "n_bad"},
+}
+_TEMPLATE_SAMPLE: dict[str, Any] = {"label": "Coherence", "score": 2, "probability": 0.5, "detail": "x", "n_low": 1,
+                                    "n": 2, "threshold": 0.5, "text": "x", "value": 0.5, "covered": 1, "needed": 3,
+                                    "bad": 1, "avg_score": 0.5, "n_issues": 1, "n_bad": 1}
 
 #: Default cut points (low, high) per metric. Placeholders, NOT fitted: thirds of the
 #: probability range, since no official-weight scores with human ratings exist on these
@@ -119,7 +135,7 @@ class RatingConfig(BaseModel):
             template or an unknown language.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     enabled_metrics: list[Metric] = Field(default_factory=lambda: list(METRICS), min_length=1)
     cut_points: dict[str, tuple[float, float]] = Field(default_factory=lambda: dict(DEFAULT_CUT_POINTS))
@@ -131,6 +147,26 @@ class RatingConfig(BaseModel):
     consistency_task: Literal["summarization", "fact"] = "summarization"
     language: str = "en"
     templates: dict[str, dict[str, str]] = Field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_TEMPLATES.items()})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _merge_defaults(cls, data: Any) -> Any:
+        """A config gives only what it changes: ``cut_points`` and ``good_rules`` entries
+        override the defaults one metric at a time, and ``templates`` override them one
+        language (and within a language, one template) at a time."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if isinstance(data.get("cut_points"), dict):
+            data["cut_points"] = {**DEFAULT_CUT_POINTS, **data["cut_points"]}
+        if isinstance(data.get("good_rules"), dict):
+            data["good_rules"] = {**DEFAULT_GOOD_RULES, **data["good_rules"]}
+        if isinstance(data.get("templates"), dict):
+            merged = {k: dict(v) for k, v in DEFAULT_TEMPLATES.items()}
+            for lang, table in data["templates"].items():
+                merged[lang] = {**merged.get(lang, {}), **table} if isinstance(table, dict) else table
+            data["templates"] = merged
+        return data
 
     @field_validator("enabled_metrics")
     @classmethod
@@ -166,6 +202,22 @@ class RatingConfig(BaseModel):
             absent = [k for k in TEMPLATE_KEYS if k not in table]
             if absent:
                 raise ValueError(f"templates.{lang} lacks {', '.join(absent)}")
+            for key, text in table.items():
+                if key not in _TEMPLATE_FIELDS:
+                    raise ValueError(f"templates.{lang}.{key}: unknown template; the templates are "
+                                     f"{', '.join(TEMPLATE_KEYS)}")
+                try:
+                    text.format(**_TEMPLATE_SAMPLE)
+                except (KeyError, IndexError, ValueError, AttributeError) as exc:
+                    fields = ", ".join("{" + f + "}" for f in sorted(_TEMPLATE_FIELDS.get(key, _TEMPLATE_SAMPLE)))
+                    raise ValueError(f"templates.{lang}.{key}: cannot fill {text!r} ({type(exc).__name__}: {exc}); "
+                                     f"fields: {fields}") from None
+                used = {f for _, f, _, _ in string.Formatter().parse(text) if f}
+                unknown = used - _TEMPLATE_FIELDS.get(key, set())
+                if unknown:
+                    raise ValueError(f"templates.{lang}.{key}: unknown field(s) {', '.join(sorted(unknown))}; "
+                                     f"this template may use "
+                                     f"{', '.join(sorted(_TEMPLATE_FIELDS.get(key, ()))) or 'no field'}")
         return self
 
     def t(self, key: str, **values: Any) -> str:
@@ -460,21 +512,22 @@ def rating_rows(records: Sequence[Any], scorer: Scorer, config: RatingConfig,
 
 def rating_aggregate(rows: Sequence[ReportRow[RatingReport]]) -> dict[str, float | None]:
     """File-level means: ``score``, ``binary_score``, ``avg_score``, the share of
-    ``good``/``incomplete``/``bad``, and each metric's mean rating (None when no report)."""
+    ``good``/``incomplete``/``bad``, and ``mean_<metric>`` (mean rating); None where
+    there is no report (or the metric was not enabled)."""
     reps = [r.report for r in rows if r.report is not None]
-    if not reps:
-        return {"score": None, "binary_score": None, "avg_score": None}
+
+    def mean(values: list) -> float | None:
+        return float(np.mean(values)) if values else None
+
     out: dict[str, float | None] = {
-        "score": float(np.mean([r.score for r in reps])),
-        "binary_score": float(np.mean([r.binary_score for r in reps])),
-        "avg_score": float(np.mean([r.avg_score for r in reps])),
+        "score": mean([r.score for r in reps]),
+        "binary_score": mean([r.binary_score for r in reps]),
+        "avg_score": mean([r.avg_score for r in reps]),
     }
     for label in ("good", "incomplete", "bad"):
-        out[f"share_{label}"] = float(np.mean([r.relevancy_rating == label for r in reps]))
+        out[f"share_{label}"] = mean([r.relevancy_rating == label for r in reps])
     for m in METRICS:
-        vals = [r.metrics[m].score for r in reps if m in r.metrics]
-        if vals:
-            out[f"mean_{m}"] = float(np.mean(vals))
+        out[f"mean_{m}"] = mean([r.metrics[m].score for r in reps if m in r.metrics])
     return out
 
 

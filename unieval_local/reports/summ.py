@@ -2,10 +2,11 @@
 
 Per summary (all Boolean-QA queries in one engine pass):
 
-* Claims: the summary's first ``max_n_claims`` sentences (Punkt). Each gets the
-  consistency query against the source (UniEval's summarization consistency,
-  or unieval-fact's with ``consistency_task="fact"``; long sources are read in
-  windows with the scorer's ``long_input="chunk"``, max over windows).
+* Claims: the summary's first ``max_n_claims`` sentences (each line on its own,
+  then Punkt; list markers dropped). Each gets the consistency query against the
+  source (UniEval's summarization consistency question, or unieval-fact's with
+  ``consistency_task="fact"``; long sources are read in windows with the
+  scorer's ``long_input="chunk"``, max over windows).
   ``alignment = #claims with P(Yes) >= alignment_threshold / #claims``.
 * Key points: ``key_points`` of the record, or the ``n_key_points`` most
   central source sentences (LexRank, :func:`~unieval_local.keypoints.extract_key_points`;
@@ -37,20 +38,18 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..api import Job, RunStats, Scorer
 from ..keypoints import redundant_sentences
-from ..schema import UniEvalData
 from .common import (
+    Claims,
     ClaimWindow,
     Coverage,
     ReportRow,
     RowError,
-    best_window,
-    claims_target,
     key_point_json,
     parse_records,
     problems_to_errors,
     record_id,
     require_text,
-    sentence_spans,
+    summary_sentence_spans,
     support_aspect,
 )
 
@@ -79,7 +78,7 @@ class SummOptions(BaseModel):
         pydantic.ValidationError: out-of-range values, or weights not summing to 1.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     threshold: float = Field(default=80.0, ge=0, le=100)
     max_n_claims: int = Field(default=50, ge=1)
@@ -219,24 +218,20 @@ def summ_rows(records: Sequence[Any], scorer: Scorer, options: SummOptions,
     """
     parsed, errors = parse_records(records)
     cons = scorer.registry.get_aspect(options.consistency_task, "consistency")
-    claim_examples: list[UniEvalData | None] = []
-    n_sentences: dict[int, int] = {}
-    coverage = Coverage()
+    claims, coverage = Claims(), Coverage()
     for i, rec in enumerate(parsed):
-        if rec is not None and (err := require_text(rec, "source", "the summ report (claim alignment)")):
-            errors[i], parsed[i], rec = err, None, None
         if rec is None:
-            claim_examples.append(None)
             continue
-        text, n_sentences[i] = claims_target(rec, scorer.splitter, options.max_n_claims)
-        claim_examples.append(UniEvalData(target=text, source=rec.source))
-        if err := coverage.plan(i, rec, options.n_key_points, scorer.splitter):
-            errors[i], parsed[i], claim_examples[-1] = err, None, None
-    jobs = [Job((cons,), claim_examples)]
+        err = (require_text(rec, "source", "the summ report (claim alignment)")
+               or claims.plan(i, rec, scorer.splitter, options.max_n_claims)
+               or coverage.plan(i, rec, options.n_key_points, scorer.splitter))
+        if err:
+            errors[i], parsed[i] = err, None
+    jobs = [Job((support_aspect(cons, "claim"),), claims.flat.examples)]
     if coverage.flat.examples:
         jobs.append(Job((support_aspect(cons, "key_point_coverage"),), coverage.flat.examples))
     results, stats = scorer.run_jobs(jobs, evidence=True)
-    problems_to_errors(results[0].problems, {i: i for i in range(len(parsed))}, errors)
+    problems_to_errors(results[0].problems, claims.flat.positions(), errors)
     if len(results) > 1:
         problems_to_errors(results[1].problems, coverage.flat.positions(), errors)
     rows: list[ReportRow[SummReport]] = []
@@ -245,20 +240,18 @@ def summ_rows(records: Sequence[Any], scorer: Scorer, options: SummOptions,
         if i in errors or rec is None:
             rows.append(ReportRow[SummReport](index=start + i, id=rid, error=errors[i]))
             continue
-        claim_values = results[0].unit_values[cons.name][i]
+        checked = claims.read(i, results[0], rec.source)
         kp_values = coverage.values(i, results[1])
-        if claim_values is None or not np.isfinite(claim_values).all() or not np.isfinite(kp_values).all():
+        if not np.isfinite([v for _, v, _ in checked]).all() or not np.isfinite(kp_values).all():
             rows.append(ReportRow[SummReport](index=start + i, id=rid, error=RowError(
                 field="target", message="the model gave a non-finite score; try dtype float32")))
             continue
-        ev = results[0].evidence[cons.name][i]
-        claims = [ClaimResult(claim=s.text, score=s.value, aligned=s.value >= options.alignment_threshold)
-                  for s in ev.sentences]
+        claim_rows = [ClaimResult(claim=t, score=v, aligned=v >= options.alignment_threshold) for t, v, _ in checked]
         points = coverage.key_points[i]
         kps = [key_point_json(kp, v, options.coverage_threshold) for kp, v in zip(points, kp_values)]
-        alignment = sum(c.aligned for c in claims) / len(claims)
+        alignment = sum(c.aligned for c in claim_rows) / len(claim_rows)
         covered = sum(k["covered"] for k in kps) / len(kps)
-        sentences = [rec.target[a:b] for a, b in sentence_spans(rec.target, scorer.splitter)]
+        sentences = [rec.target[a:b] for a, b in summary_sentence_spans(rec.target, scorer.splitter)]
         pen = penalties(options, sentences, rec.target, rec.source)
         raw = 100 * (options.alignment_weight * alignment + options.coverage_weight * covered)
         score = float(np.clip(raw - pen["redundancy_penalty"] - pen["compression_penalty"] - pen["length_penalty"],
@@ -266,26 +259,23 @@ def summ_rows(records: Sequence[Any], scorer: Scorer, options: SummOptions,
         meta = SummMetadata(
             missing_details=[MissingDetail(key_point=k["key_point"], score=k["score"], start=k["start"], end=k["end"])
                              for k in kps if not k["covered"]],
-            misaligned_details=[MisalignedDetail(claim=c.claim, score=c.score,
-                                                 best_source_window=best_window(ev, u, rec.source))
-                                for u, c in enumerate(claims) if not c.aligned])
+            misaligned_details=[MisalignedDetail(claim=t, score=v, best_source_window=w)
+                                for t, v, w in checked if v < options.alignment_threshold])
         rows.append(ReportRow[SummReport](index=start + i, id=rid, report=SummReport(
             score=score, passed=score >= options.threshold, threshold=options.threshold,
             alignment_score=alignment, coverage_score=covered,
             redundancy_penalty=pen["redundancy_penalty"], compression_penalty=pen["compression_penalty"],
             length_penalty=pen["length_penalty"], compression_ratio=pen["compression_ratio"],
-            n_claims=len(claims), n_sentences=n_sentences[i],
-            key_point_source="given" if rec.key_points else "extracted", claims=claims, key_points=kps,
+            n_claims=len(claim_rows), n_sentences=claims.n_sentences[i],
+            key_point_source="given" if rec.key_points else "extracted", claims=claim_rows, key_points=kps,
             redundant_sentences=pen["redundant"], eval_metadata=meta)))
     return rows, stats
 
 
 def summ_aggregate(rows: Sequence[ReportRow[SummReport]]) -> dict[str, float | None]:
-    """File-level means of ``score``, ``alignment_score``, ``coverage_score`` and the pass rate."""
+    """File-level means of ``score``, ``alignment_score``, ``coverage_score`` and the pass
+    rate (None each when no record has a report)."""
     reps = [r.report for r in rows if r.report is not None]
-    if not reps:
-        return {"score": None, "pass_rate": None}
-    return {"score": float(np.mean([r.score for r in reps])),
-            "pass_rate": float(np.mean([r.passed for r in reps])),
-            "alignment_score": float(np.mean([r.alignment_score for r in reps])),
-            "coverage_score": float(np.mean([r.coverage_score for r in reps]))}
+    return {name: float(np.mean([getattr(r, field) for r in reps])) if reps else None
+            for name, field in (("score", "score"), ("pass_rate", "passed"), ("alignment_score", "alignment_score"),
+                                ("coverage_score", "coverage_score"))}
