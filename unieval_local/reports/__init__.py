@@ -54,8 +54,10 @@ def make_report(
 
     Returns:
         :class:`~unieval_local.reports.common.ReportFile`: ``reports[i]`` has the
-        report of record ``i`` or an ``error`` naming the field; ``aggregate``
-        the means over reported records.
+        report of record ``i`` or an ``error`` naming the field (a bad record, a
+        repeated ``id``); ``aggregate`` the means over reported records. A
+        ``UserWarning`` says how many queries were longer than ``max_length`` and
+        lost their end (``n_truncated``), if any.
 
     Raises:
         ValueError: unknown format, invalid options, ``request_size`` < 1.
