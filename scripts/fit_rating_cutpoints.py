@@ -62,6 +62,26 @@ def _get(record: dict, dotted: str):
     return value
 
 
+def check_report(report: dict, records: list, path: str) -> None:
+    """Refuse a report that is not a rating report of exactly these records (same count, same ids).
+
+    Raises:
+        ValueError: naming the first mismatch.
+    """
+    if not isinstance(report, dict) or report.get("format") != "rating":
+        got = report.get("format") if isinstance(report, dict) else type(report).__name__
+        raise ValueError(f"{path} is not a `unieval-local report --format rating` output (format {got!r})")
+    rows = report.get("reports", [])
+    if len(rows) != len(records):
+        raise ValueError(f"{path} has {len(rows)} rows but the records file has {len(records)}; "
+                         "give the report made from these records")
+    for row, rec in zip(rows, records):
+        rid = rec.get("id") if isinstance(rec, dict) else None
+        if rid is not None and row.get("id") is not None and str(rid) != row["id"]:
+            raise ValueError(f"{path}: row {row.get('index')} has id {row['id']!r} but record {row.get('index')} "
+                             f"has id {str(rid)!r}; give the report made from these records, in order")
+
+
 def report_probabilities(report: dict) -> dict[int, dict[str, float]]:
     """Per record index, the probabilities a ``rating`` report mapped: ``metrics.<m>.probability``;
     relevance measured by key-point coverage counts as ``relevance_coverage``."""
@@ -136,7 +156,9 @@ def main(argv: list[str] | None = None) -> int:
         scores = read_records(args.scores) if args.scores else None
         if args.report:
             with open(args.report, encoding="utf-8") as fh:
-                scores = report_probabilities(json.load(fh))
+                report = json.load(fh)
+            check_report(report, records, args.report)
+            scores = report_probabilities(report)
         base = load_rating_config(args.config) if args.config else RatingConfig()
         fits = {}
         for metric in args.metrics or (*METRICS, "relevance_coverage"):

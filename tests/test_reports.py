@@ -220,7 +220,7 @@ def test_rating_report_exact_json(fake_ckpt):
     assert b.relevance_method == "key_point_coverage"
     assert b.metrics["relevance"].model_dump(mode="json") == {
         "score": 2, "normalized_score": 0.5, "probability": 0.5, "cut_points": cuts, "method": "key_point_coverage",
-        "explanation": "Relevance: 2/3 (probability 0.50). No reference was given, so relevance is key-point "
+        "explanation": "Relevance: 2/3 (share of key points covered 0.50). No reference was given, so relevance is key-point "
                        "coverage: 1 of 2 key points of the source are supported by the summary. Least supported: "
                        "\"Gamma stayed flat.\" (0.10)."}
     assert b.key_points == [
@@ -668,10 +668,10 @@ def test_fit_script_from_a_rating_report_fits_relevance_coverage(tmp_path):
     for i in range(800):
         p = float(rng.uniform())
         records.append({"id": i, "target": "t", "human": {"relevance": 1 + 2 * (p >= 0.25) + 2 * (p >= 0.7)}})
-        reports.append({"index": i, "report": {"metrics": {"relevance": {"probability": p,
+        reports.append({"index": i, "id": str(i), "report": {"metrics": {"relevance": {"probability": p,
                                                                           "method": "key_point_coverage"}}}})
     (tmp_path / "r.json").write_text(json.dumps(records))
-    (tmp_path / "rep.json").write_text(json.dumps({"reports": reports}))
+    (tmp_path / "rep.json").write_text(json.dumps({"format": "rating", "reports": reports}))
     out = tmp_path / "fit.yaml"
     assert fit_main([str(tmp_path / "r.json"), "--report", str(tmp_path / "rep.json"), "--human-field", "human",
                      "--bins", "2,4", "-o", str(out)]) == 0
@@ -691,8 +691,55 @@ def test_cli_report_flag_names_and_output_checks(tmp_path, summeval_records, tin
                  str(tmp_path / "nodir" / "o.json")]) == 2
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "nodir").exists()
     assert main(["report", "--format", "autoeval", str(path), "--model", str(tiny_ckpt), "--instruction", ""]) == 2
-    assert "instructions" in capsys.readouterr().err
+    assert "--instruction: every item must be a non-empty string" in capsys.readouterr().err
     assert main(["report", "--format", "autoeval", str(path), "--categorical", "S=a|b", "--categorical", "S=c"]) == 2
     assert "twice" in capsys.readouterr().err
     assert main(["report", "--format", "summ", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
+
+
+def test_second_trial_findings(tmp_path, summeval_records, tiny_ckpt, fake_ckpt, capsys):
+    with pytest.raises(ValueError, match=r"templates.en.metric: cannot fill .*TypeError"):
+        RatingConfig.model_validate({"templates": {"en": {"metric": "{label}: {score[0]}/3"}}})
+    path = tmp_path / "se.jsonl"
+    path.write_text(json.dumps(summeval_records[0]) + "\n")
+    for bad in ("unieval-sum=", "=dir", ""):
+        with pytest.raises(SystemExit) as exc:
+            main(["report", "--format", "summ", str(path), "--model", bad])
+        assert exc.value.code == 2
+    assert "--model" in capsys.readouterr().err
+    cfg = tmp_path / "r.yaml"
+    cfg.write_text("threshold: 70\n")
+    assert main(["report", "--format", "rating", str(path), "--config", str(cfg)]) == 2
+    assert "unknown option 'threshold'; valid options: enabled_metrics" in capsys.readouterr().err
+    assert main(["report", "--format", "autoeval", str(path), "--instruction", " "]) == 2
+    assert "error: --instruction: every item must be a non-empty string" in capsys.readouterr().err
+    # -o through a link writes the file it points to and keeps the link
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    assert main(["report", "--format", "summ", str(path), "--model", str(tiny_ckpt), "--no-progress",
+                 "-o", str(link)]) == 0
+    assert link.is_symlink() and json.loads(real.read_text())["format"] == "summ"
+    assert not list(tmp_path.glob("*.tmp"))
+    # ids 1 and "1" are different ids (as in score)
+    scorer, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9)
+    out = make_report([{"id": 1, "target": "A b.", "source": "A b c."}, {"id": "1", "target": "A b.",
+                                                                          "source": "A b c."}], "summ", scorer=scorer)
+    assert out.n_errors == 0
+
+
+def test_fit_script_refuses_a_report_of_other_records(tmp_path, capsys):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from fit_rating_cutpoints import main as fit_main
+
+    records = [{"id": i, "human": {"relevance": 3}} for i in range(30)]
+    rows = [{"index": i, "id": str(29 - i), "report": {"metrics": {}}} for i in range(30)]
+    (tmp_path / "r.json").write_text(json.dumps(records))
+    (tmp_path / "rep.json").write_text(json.dumps({"format": "rating", "reports": rows}))
+    assert fit_main([str(tmp_path / "r.json"), "--report", str(tmp_path / "rep.json"), "-o", str(tmp_path / "o")]) == 2
+    assert "has id '29' but record 0 has id '0'" in capsys.readouterr().err
+    (tmp_path / "rep.json").write_text(json.dumps({"format": "summ", "reports": rows}))
+    assert fit_main([str(tmp_path / "r.json"), "--report", str(tmp_path / "rep.json"), "-o", str(tmp_path / "o")]) == 2
+    assert "is not a `unieval-local report --format rating` output" in capsys.readouterr().err

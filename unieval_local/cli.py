@@ -28,21 +28,27 @@ from collections.abc import Sequence
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT, EXIT_WRITE = 0, 1, 2, 3, 4
 
 
+def _usage_exit(message: str):
+    """Print a usage error and exit with status 2 (argparse's convention)."""
+    print(f"unieval-local: error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
 def _model_arg(values: list[str] | None):
-    """``--model DIR`` (every task) or ``--model NAME=DIR`` (repeatable mapping)."""
+    """``--model DIR`` (every task) or ``--model NAME=DIR`` (repeatable mapping); exits 2 when malformed."""
     if not values:
         return None
     if len(values) == 1 and "=" not in values[0]:
         if not values[0].strip():
-            raise SystemExit("unieval-local: --model needs a folder or hub id, got an empty string")
+            _usage_exit("--model needs a folder or hub id, got an empty string")
         return values[0]
     mapping = {}
     for v in values:
         if "=" not in v:
-            raise SystemExit(f"unieval-local: --model given several times must be NAME=DIR each, got {v!r}")
+            _usage_exit(f"--model given several times must be NAME=DIR each, got {v!r}")
         name, _, path = v.partition("=")
         if not name.strip() or not path.strip():
-            raise SystemExit(f"unieval-local: --model NAME=DIR needs both a name and a folder, got {v!r}")
+            _usage_exit(f"--model NAME=DIR needs both a name and a folder, got {v!r}")
         mapping[name.strip()] = path.strip()
     return mapping
 
@@ -444,15 +450,22 @@ def _report_options(args: argparse.Namespace):
                 name_, sep, allowed = item.partition("=")
                 if not sep or not name_.strip() or not allowed.strip():
                     raise ValueError(f"--categorical wants NAME=V1|V2, got {item!r}")
-                if name_.strip() in cats:
+                if name_.strip().lower() in {c.lower() for c in cats}:
                     raise ValueError(f"--categorical gives section {name_.strip()!r} twice; list all its values "
                                      "in one NAME=V1|V2")
                 cats[name_.strip()] = [v.strip() for v in allowed.split("|") if v.strip()]
             value = cats
         overrides[name] = value
     model = FORMATS[fmt][0]
+    flag_of = {name: flag for flag, _, name in _REPORT_FLAGS.values() if name in overrides}
     if fmt == "rating" and args.config:
-        return load_rating_config(args.config, **overrides)
+        try:
+            return load_rating_config(args.config, **overrides)
+        except ValueError as exc:  # name the flag when the bad value came from one
+            text = str(exc)
+            for name, flag in flag_of.items():
+                text = text.replace(f": {name}: ", f": {flag}: ", 1)
+            raise ValueError(text) from None
     data = {}
     if args.config:
         import yaml
@@ -468,9 +481,43 @@ def _report_options(args: argparse.Namespace):
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        where = f"{args.config}: " if args.config else ""
-        raise ValueError(f"{where}{'.'.join(str(p) for p in err['loc']) or 'options'}: {err['msg']}") from None
+        from .reports.rating import describe_validation_error
+
+        err_name = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
+        text = describe_validation_error(exc, model)
+        if err_name in flag_of and text.startswith(err_name):
+            text = flag_of[err_name] + text[len(err_name):]  # the value came from a flag
+        elif args.config:
+            text = f"{args.config}: {text}"
+        raise ValueError(text) from None
+
+
+def _write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path``: a regular file (or a new one) is replaced atomically through
+    a uniquely named temporary file beside it; a link is followed; a device or pipe is written to."""
+    import os
+    import tempfile
+
+    real = os.path.realpath(path)
+    if os.path.exists(real) and not os.path.isfile(real):  # /dev/stdout, a FIFO ...
+        with open(real, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(real) or ".", prefix=f".{os.path.basename(real)}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        if os.path.exists(real):
+            os.chmod(tmp, os.stat(real).st_mode & 0o777)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, real)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
 
 
 def _check_writable(path: str) -> None:
@@ -479,6 +526,9 @@ def _check_writable(path: str) -> None:
 
     if os.path.isdir(path):
         raise ValueError(f"--output {path!r} is a folder; give a file name")
+    path = os.path.realpath(path)
+    if os.path.exists(path) and not os.path.isfile(path):
+        return  # a device or a pipe: written to as it is
     folder = os.path.dirname(path) or "."
     if not os.path.isdir(folder):
         raise ValueError(f"cannot write --output {path!r}: folder {folder!r} does not exist")
@@ -515,13 +565,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _usage_error(exc)
     text = json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False, allow_nan=False)
     if args.output:
-        import os
-
-        tmp = f"{args.output}.tmp"
         try:
-            with open(tmp, "w", encoding="utf-8") as fh:
-                fh.write(text + "\n")
-            os.replace(tmp, args.output)
+            _write_text(args.output, text + "\n")
         except OSError as exc:
             print(f"unieval-local: error: writing {args.output} failed: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_WRITE

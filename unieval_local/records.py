@@ -91,12 +91,17 @@ def iter_records(path: str) -> Iterator[Record]:
         raise InputFileError(f"input file {path!r} does not exist")
     if p.suffix == ".jsonl":
         with open(p, encoding="utf-8") as fh:
-            yield from _iter_jsonl(fh)
+            try:
+                yield from _iter_jsonl(fh)
+            except UnicodeDecodeError as exc:
+                raise InputFileError(f"{path} is not UTF-8 text: {exc}") from None
     elif p.suffix == ".json":
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
             raise InputFileError(f"{path} is not valid JSON: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise InputFileError(f"{path} is not UTF-8 text: {exc}") from None
         if not isinstance(data, list):
             raise InputFileError(f"{path} must hold a JSON list of records, got {type(data).__name__}")
         for i, item in enumerate(data):

@@ -19,7 +19,7 @@ from typing import Any
 from .. import __version__
 from ..api import MAX_EXAMPLES_PER_REQUEST, RunStats, Scorer
 from .autoeval import AutoevalOptions, AutoevalReport, autoeval_aggregate, autoeval_rows
-from .common import BadRecord, ReportFile, ReportRecord, ReportRow, ReportSettings, RowError, record_id
+from .common import BadRecord, ReportFile, ReportRecord, ReportRow, ReportSettings, RowError
 from .rating import RatingConfig, RatingReport, apply_rules, load_rating_config, rating_aggregate, rating_rows, to_rating
 from .summ import SummOptions, SummReport, summ_aggregate, summ_rows
 
@@ -104,15 +104,18 @@ def make_report(
 
 def _mark_duplicate_ids(records: list) -> list:
     """Records whose ``id`` repeats an earlier record's become error rows (as in ``score``)."""
+    import json
+
     seen: dict[str, int] = {}
     out = []
     for i, rec in enumerate(records):
-        rid = record_id(rec) if isinstance(rec, Mapping) else None
-        if rid is not None and rid in seen:
-            out.append(BadRecord(f"duplicate id {rid!r}: record {seen[rid]} has it already; ids must be unique"))
+        rid = rec.get("id") if isinstance(rec, Mapping) else None
+        key = json.dumps(rid, sort_keys=True, default=str)  # 1 and "1" differ, as in score
+        if rid is not None and key in seen:
+            out.append(BadRecord(f"duplicate id {rid!r}: record {seen[key]} has it already; ids must be unique"))
             continue
         if rid is not None:
-            seen[rid] = i
+            seen[key] = i
         out.append(rec)
     return out
 

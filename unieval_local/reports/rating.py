@@ -52,6 +52,7 @@ DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
         "label_coherence": "Coherence", "label_consistency": "Consistency",
         "label_relevance": "Relevance", "label_fluency": "Fluency",
         "metric": "{label}: {score}/3 (probability {probability:.2f}). {detail}",
+        "metric_coverage": "{label}: {score}/3 (share of key points covered {probability:.2f}). {detail}",
         "sentences_low": "{n_low} of {n} sentences scored below {threshold:.2f}; the lowest is \"{text}\" ({value:.2f}).",
         "sentences_ok": "All {n} sentences scored at least {threshold:.2f}; the lowest is \"{text}\" ({value:.2f}).",
         "whole_document": "Scored on the whole summary against the source.",
@@ -70,6 +71,7 @@ DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
         "label_coherence": "Cohérence", "label_consistency": "Fidélité",
         "label_relevance": "Pertinence", "label_fluency": "Fluidité",
         "metric": "{label} : {score}/3 (probabilité {probability:.2f}). {detail}",
+        "metric_coverage": "{label} : {score}/3 (part des points clés couverts {probability:.2f}). {detail}",
         "sentences_low": "{n_low} phrase(s) sur {n} sous {threshold:.2f} ; la plus basse : « {text} » ({value:.2f}).",
         "sentences_ok": "Les {n} phrases atteignent au moins {threshold:.2f} ; la plus basse : « {text} » ({value:.2f}).",
         "whole_document": "Évalué sur tout le résumé par rapport à la source.",
@@ -90,6 +92,7 @@ TEMPLATE_KEYS = tuple(DEFAULT_TEMPLATES["en"])
 _TEMPLATE_FIELDS: dict[str, set[str]] = {
     **{f"label_{m}": set() for m in ("coherence", "consistency", "relevance", "fluency")},
     "metric": {"label", "score", "probability", "detail"},
+    "metric_coverage": {"label", "score", "probability", "detail"},
     "sentences_low": {"n_low", "n", "threshold", "text", "value"},
     "sentences_ok": {"n_low", "n", "threshold", "text", "value"},
     "whole_document": set(), "whole_references": {"n"},
@@ -208,7 +211,7 @@ class RatingConfig(BaseModel):
                                      f"{', '.join(TEMPLATE_KEYS)}")
                 try:
                     text.format(**_TEMPLATE_SAMPLE)
-                except (KeyError, IndexError, ValueError, AttributeError) as exc:
+                except Exception as exc:  # KeyError, IndexError, ValueError, TypeError, AttributeError ...
                     fields = ", ".join("{" + f + "}" for f in sorted(_TEMPLATE_FIELDS.get(key, _TEMPLATE_SAMPLE)))
                     raise ValueError(f"templates.{lang}.{key}: cannot fill {text!r} ({type(exc).__name__}: {exc}); "
                                      f"fields: {fields}") from None
@@ -248,8 +251,17 @@ def load_rating_config(path: str | os.PathLike, **overrides: Any) -> RatingConfi
     try:
         return RatingConfig.model_validate(data)
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise ValueError(f"{path}: {'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}") from None
+        raise ValueError(f"{path}: {describe_validation_error(exc, RatingConfig)}") from None
+
+
+def describe_validation_error(exc: ValidationError, model: type[BaseModel]) -> str:
+    """The first error of ``exc`` as ``key: message``, without pydantic's prefixes; an
+    unknown key lists the valid ones."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "config"
+    if err["type"] == "extra_forbidden":
+        return f"unknown option {loc!r}; valid options: {', '.join(model.model_fields)}"
+    return f"{loc}: {err['msg'].removeprefix('Value error, ')}"
 
 
 def to_rating(probability: float, cut_points: tuple[float, float]) -> int:
@@ -490,9 +502,10 @@ def rating_rows(records: Sequence[Any], scorer: Scorer, config: RatingConfig,
                     detail = config.t("whole_document")
             score = to_rating(p, cuts)
             label = config.t(f"label_{m}")
+            template = "metric_coverage" if method_name == "key_point_coverage" else "metric"
             metrics[m] = MetricRating(
                 score=score, normalized_score=(score - 1) / 2, probability=p, cut_points=cuts, method=method_name,
-                explanation=config.t("metric", label=label, score=score, probability=p, detail=detail))
+                explanation=config.t(template, label=label, score=score, probability=p, detail=detail))
         if failed:
             rows.append(ReportRow[RatingReport](index=start + i, id=rid, error=RowError(
                 field=failed, message=f"the model gave a non-finite score for {failed}; try dtype float32")))
