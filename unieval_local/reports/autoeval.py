@@ -46,12 +46,14 @@ from ..keypoints import content_words, source_sentence_spans
 from ..schema import UniEvalData
 from .common import (
     NA,
+    Claims,
     ClaimWindow,
     Flat,
     Percent,
-    Claims,
     ReportRow,
     RowError,
+    check_categorical,
+    check_texts,
     derived_aspect,
     parse_records,
     problems_to_errors,
@@ -107,19 +109,12 @@ class AutoevalOptions(BaseModel):
     @field_validator("section_questions", "instructions")
     @classmethod
     def _texts(cls, v: list[str]) -> list[str]:
-        if any(not x.strip() for x in v):
-            raise ValueError("every item must be a non-empty string")
-        return v
+        return check_texts(v)
 
     @field_validator("categorical")
     @classmethod
     def _categories(cls, v: dict[str, list[str]]) -> dict[str, list[str]]:
-        for name, allowed in v.items():
-            if not name.strip():
-                raise ValueError("a categorical section needs a name")
-            if not allowed or any(not a.strip() for a in allowed):
-                raise ValueError(f"categorical section {name!r} needs non-empty allowed values")
-        return v
+        return check_categorical(v)
 
 
 class AccuracyPoint(BaseModel):

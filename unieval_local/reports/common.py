@@ -25,6 +25,23 @@ NA = "N/A"
 Percent = float | Literal["N/A"]
 
 
+def check_texts(v: list[str] | None) -> list[str] | None:
+    """``v`` unchanged; ValueError when an item is empty or whitespace-only."""
+    if v is not None and any(not isinstance(x, str) or not x.strip() for x in v):
+        raise ValueError("every item must be a non-empty string")
+    return v
+
+
+def check_categorical(v: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
+    """``v`` unchanged; ValueError for a section without a name or without non-empty allowed values."""
+    for name, allowed in (v or {}).items():
+        if not name.strip():
+            raise ValueError("a categorical section needs a name")
+        if not allowed or any(not a.strip() for a in allowed):
+            raise ValueError(f"categorical section {name!r} needs non-empty allowed values")
+    return v
+
+
 class ReportRecord(UniEvalData):
     """One input record of ``unieval-local report``: the fields of ``score`` plus report inputs.
 
@@ -57,19 +74,12 @@ class ReportRecord(UniEvalData):
     @field_validator("key_points", "section_questions", "instructions")
     @classmethod
     def _non_empty_texts(cls, v: list[str] | None) -> list[str] | None:
-        if v is not None and any(not isinstance(x, str) or not x.strip() for x in v):
-            raise ValueError("every item must be a non-empty string")
-        return v
+        return check_texts(v)
 
     @field_validator("categorical")
     @classmethod
     def _allowed_values(cls, v: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
-        for name, allowed in (v or {}).items():
-            if not name.strip():
-                raise ValueError("a categorical section needs a name")
-            if not allowed or any(not a.strip() for a in allowed):
-                raise ValueError(f"categorical section {name!r} needs non-empty allowed values")
-        return v
+        return check_categorical(v)
 
 
 class RowError(BaseModel):
