@@ -316,11 +316,7 @@ class Scorer:
     def _run(self, examples: Sequence[UniEvalData | None], task: str, aspects: Sequence[str],
              strict: bool, evidence: bool = False) -> "_Run":
         """One job per checkpoint over ``examples`` for the named aspects of ``task``."""
-        resolved: list[Aspect] = [self.registry.get_aspect(task, a) for a in aspects]
-        by_checkpoint: dict[str, list[Aspect]] = {}
-        for a in resolved:
-            by_checkpoint.setdefault(a.checkpoint, []).append(a)
-        jobs = [Job(tuple(group), examples) for group in by_checkpoint.values()]
+        jobs = jobs_by_checkpoint([self.registry.get_aspect(task, a) for a in aspects], examples)
         results, stats = self.run_jobs(jobs, evidence=evidence, strict=strict)
         run = _Run(values={}, problems=[p for r in results for p in r.problems], n_queries=stats.n_queries,
                    n_truncated=stats.n_truncated, n_shortened=stats.n_shortened)
@@ -482,6 +478,15 @@ class Job:
         return self.aspects[0].checkpoint
 
 
+def jobs_by_checkpoint(aspects: Sequence[Aspect], examples: Sequence[UniEvalData | None]) -> list[Job]:
+    """One :class:`Job` per checkpoint for ``aspects`` over the same ``examples``
+    (aspects in the given order within each job; jobs in order of first appearance)."""
+    groups: dict[str, list[Aspect]] = {}
+    for a in aspects:
+        groups.setdefault(a.checkpoint, []).append(a)
+    return [Job(tuple(group), examples) for group in groups.values()]
+
+
 @dataclass
 class JobResult:
     """What one :class:`Job` gave.
@@ -509,6 +514,10 @@ class RunStats:
     n_queries: int = 0
     n_truncated: int = 0
     n_shortened: int = 0
+
+    def __add__(self, other: "RunStats") -> "RunStats":
+        return RunStats(self.n_queries + other.n_queries, self.n_truncated + other.n_truncated,
+                        self.n_shortened + other.n_shortened)
 
 
 @dataclass

@@ -82,8 +82,7 @@ def make_report(
     for at in range(0, len(records), request_size):
         part, st = rows_fn(records[at:at + request_size], scorer, options, start=at)
         rows += part
-        stats = RunStats(stats.n_queries + st.n_queries, stats.n_truncated + st.n_truncated,
-                         stats.n_shortened + st.n_shortened)
+        stats += st
     if stats.n_truncated:
         warnings.warn(
             f"{stats.n_truncated} of {stats.n_queries} queries were longer than max_length={scorer.max_length} "

@@ -352,8 +352,7 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
         (sup_result,), stats2 = scorer.run_jobs([Job((support_aspect(cons),), support.examples)])
         support_values = sup_result.values["support"]
         problems_to_errors(sup_result.problems, support.positions(), errors)
-        stats = RunStats(stats.n_queries + stats2.n_queries, stats.n_truncated + stats2.n_truncated,
-                         stats.n_shortened + stats2.n_shortened)
+        stats += stats2
 
     rows: list[ReportRow[AutoevalReport]] = []
     q_of = {k: q for q, k in questions.items()}

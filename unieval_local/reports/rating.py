@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..api import Job, RunStats, Scorer
+from ..api import Job, RunStats, Scorer, jobs_by_checkpoint
 from .common import (
     Coverage,
     ReportRow,
@@ -39,6 +39,7 @@ from .common import (
     record_id,
     require_text,
     short,
+    support_aspect,
 )
 
 Metric = Literal["coherence", "consistency", "relevance", "fluency"]
@@ -435,23 +436,18 @@ def rating_rows(records: Sequence[Any], scorer: Scorer, config: RatingConfig,
             err = coverage.plan(i, rec, config.n_key_points, scorer.splitter)
             if err:
                 errors[i], parsed[i], with_refs[-1] = err, None, None
-    main = [m for m in ("coherence", "consistency", "fluency") if m in uni]
-    by_ckpt: dict[str, list] = {}
-    for m in main:
-        by_ckpt.setdefault(uni[m].checkpoint, []).append(uni[m])
-    jobs = [Job(tuple(group), parsed) for group in by_ckpt.values()]
+    jobs = jobs_by_checkpoint([uni[m] for m in ("coherence", "consistency", "fluency") if m in uni], parsed)
     if "relevance" in uni:
         jobs.append(Job((uni["relevance"],), with_refs))
     cov_job = None
+    n_uni = len(jobs)  # the jobs of UniEval aspects over the records themselves
     if coverage.flat.examples:
-        from .common import support_aspect
-
         cov_job = len(jobs)
         cons = reg.get_aspect(config.consistency_task, "consistency")
         jobs.append(Job((support_aspect(cons, "key_point_coverage"),), coverage.flat.examples))
     results, stats = scorer.run_jobs(jobs, evidence=True)
     values, evidence = {}, {}
-    for r in results[: len(by_ckpt) + ("relevance" in uni)]:
+    for r in results[:n_uni]:
         values.update(r.values)
         evidence.update(r.evidence)
         problems_to_errors(r.problems, {i: i for i in range(len(parsed))}, errors)
