@@ -430,9 +430,8 @@ _REPORT_FLAGS = {
 
 def _report_options(args: argparse.Namespace):
     """The format's options from --config and the flags; ValueError naming the flag or file key."""
-    from pydantic import ValidationError
-
-    from .reports import FORMATS, load_rating_config
+    from .reports import FORMATS
+    from .reports.common import load_options
 
     fmt = args.report_format
     overrides = {}
@@ -456,40 +455,8 @@ def _report_options(args: argparse.Namespace):
                 cats[name_.strip()] = [v.strip() for v in allowed.split("|") if v.strip()]
             value = cats
         overrides[name] = value
-    model = FORMATS[fmt][0]
-    flag_of = {name: flag for flag, _, name in _REPORT_FLAGS.values() if name in overrides}
-    if fmt == "rating" and args.config:
-        try:
-            return load_rating_config(args.config, **overrides)
-        except ValueError as exc:  # name the flag when the bad value came from one
-            text = str(exc)
-            for name, flag in flag_of.items():
-                text = text.replace(f": {name}: ", f": {flag}: ", 1)
-            raise ValueError(text) from None
-    data = {}
-    if args.config:
-        import yaml
-
-        try:
-            with open(args.config, encoding="utf-8") as fh:
-                data = yaml.safe_load(fh) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise ValueError(f"{args.config}: cannot read options: {exc}") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"{args.config}: options must be a mapping, got {type(data).__name__}")
-    data.update(overrides)
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        from .reports.rating import describe_validation_error
-
-        err_name = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
-        text = describe_validation_error(exc, model)
-        if err_name in flag_of and text.startswith(err_name):
-            text = flag_of[err_name] + text[len(err_name):]  # the value came from a flag
-        elif args.config:
-            text = f"{args.config}: {text}"
-        raise ValueError(text) from None
+    flags = {name: flag for flag, _, name in _REPORT_FLAGS.values()}
+    return load_options(FORMATS[fmt][0], args.config, overrides, flags)
 
 
 def _write_text(path: str, text: str) -> None:

@@ -10,6 +10,7 @@ A query counts as a "yes" when its probability is at least a threshold
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
@@ -216,6 +217,57 @@ def parse_records(records: Sequence[Any]) -> tuple[list[ReportRecord | None], di
             continue
         parsed.append(rec)
     return parsed, errors
+
+
+def describe_validation_error(exc: ValidationError, model: type[BaseModel]) -> str:
+    """The first error of ``exc`` as ``key: message``, without pydantic's prefixes; an
+    unknown key lists the valid ones."""
+    err = exc.errors()[0]
+    loc = ".".join(str(p) for p in err["loc"]) or "config"
+    if err["type"] == "extra_forbidden":
+        return f"unknown option {loc!r}; valid options: {', '.join(model.model_fields)}"
+    return f"{loc}: {err['msg'].removeprefix('Value error, ')}"
+
+
+def load_options(model: type[BaseModel], path: str | os.PathLike | None = None,
+                 overrides: Mapping[str, Any] | None = None, flags: Mapping[str, str] | None = None):
+    """A report's options: the YAML mapping at ``path`` (if any) updated with ``overrides``
+    (None values ignored), validated by ``model``.
+
+    Args:
+        model: the options model (``RatingConfig``, ``SummOptions``, ``AutoevalOptions``).
+        path: a YAML file of options, or None.
+        overrides: option name -> value, e.g. from CLI flags.
+        flags: option name -> CLI flag, so that an error in a value that came
+            from a flag names the flag instead of the file.
+
+    Raises:
+        ValueError: unreadable file, YAML syntax, not a mapping, or an invalid
+            option (the message names the file or flag, and the key).
+    """
+    import yaml
+
+    data: dict[str, Any] = {}
+    if path is not None:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = yaml.safe_load(fh) or {}
+        except OSError as exc:
+            raise ValueError(f"{path}: cannot read options: {exc.strerror or exc}") from None
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: invalid YAML: {exc}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: options must be a mapping of settings, got {type(data).__name__}")
+    data.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        name = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
+        text = describe_validation_error(exc, model)
+        flag = (flags or {}).get(name) if name in (overrides or {}) else None
+        if flag and text.startswith(name):
+            raise ValueError(flag + text[len(name):]) from None
+        raise ValueError(f"{path}: {text}" if path is not None else text) from None
 
 
 def record_id(record: Any) -> str | None:

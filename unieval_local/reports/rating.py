@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..api import Job, RunStats, Scorer, jobs_by_checkpoint
 from .common import (
@@ -35,6 +35,7 @@ from .common import (
     ReportRow,
     RowError,
     key_point_json,
+    load_options,
     problems_to_errors,
     record_id,
     require_text,
@@ -231,38 +232,13 @@ class RatingConfig(BaseModel):
 
 def load_rating_config(path: str | os.PathLike, **overrides: Any) -> RatingConfig:
     """Read a rating YAML (keys of :class:`RatingConfig`), then apply ``overrides``
-    (None values ignored).
+    (None values ignored); see :func:`~unieval_local.reports.common.load_options`.
 
     Raises:
         ValueError: unreadable file, YAML syntax, or an invalid setting (the
             message names the file and key).
     """
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh) or {}
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot read rating config: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: invalid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: a rating config is a mapping of settings, got {type(data).__name__}")
-    data.update({k: v for k, v in overrides.items() if v is not None})
-    try:
-        return RatingConfig.model_validate(data)
-    except ValidationError as exc:
-        raise ValueError(f"{path}: {describe_validation_error(exc, RatingConfig)}") from None
-
-
-def describe_validation_error(exc: ValidationError, model: type[BaseModel]) -> str:
-    """The first error of ``exc`` as ``key: message``, without pydantic's prefixes; an
-    unknown key lists the valid ones."""
-    err = exc.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"]) or "config"
-    if err["type"] == "extra_forbidden":
-        return f"unknown option {loc!r}; valid options: {', '.join(model.model_fields)}"
-    return f"{loc}: {err['msg'].removeprefix('Value error, ')}"
+    return load_options(RatingConfig, path, overrides)
 
 
 def to_rating(probability: float, cut_points: tuple[float, float]) -> int:
