@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .plan import field_spans
 from .sentences import DEFAULT_SPLITTER, SentenceSplitter
 
 #: Default of :func:`extract_key_points`: a candidate key point has at least this many content words.
@@ -77,16 +78,7 @@ def source_sentence_spans(text: str, splitter: SentenceSplitter = DEFAULT_SPLITT
         if strip_speakers and (m := _SPEAKER.match(line)):
             pos += m.end()
             line = line[m.end():]
-        if line.strip():
-            if hasattr(splitter, "spans"):
-                parts = splitter.spans(line)
-            else:
-                parts, at = [], 0
-                for piece in splitter(line):
-                    s = line.index(piece, at)
-                    parts.append((s, s + len(piece)))
-                    at = s + len(piece)
-            spans += [(pos + a, pos + b) for a, b in parts]
+        spans += [(pos + a, pos + b) for a, b in field_spans(line, "sentence", splitter)]
         pos += len(line) + 1
     return spans
 

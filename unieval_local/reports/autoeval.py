@@ -59,7 +59,6 @@ from .common import (
     problems_to_errors,
     record_id,
     short,
-    summary_sentence_spans,
     support_aspect,
 )
 
@@ -291,7 +290,7 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
         cats = rec.categorical if rec.categorical is not None else options.categorical
         skip = _section_lines(rec.target, list(cats))
         per_record[i] = {"source": has_source, "questions": list(dict.fromkeys(qs)), "instructions": insts,
-                         "categorical": cats, "skip": skip, "claims": False}
+                         "categorical": cats, "claims": False}
         if has_source:
             per_record[i]["claims"] = claims.plan(i, rec, scorer.splitter, options.max_n_claims, skip) is None
             spans = [s for s in source_sentence_spans(rec.source, scorer.splitter, strip_speakers=True)
@@ -325,7 +324,6 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
     # second pass: support of each related transcript sentence by each summary sentence
     support = Flat()
     chosen: dict[tuple[int, int], list[tuple[int, float, list[int]]]] = {}  # (k, i) -> [(span no, rel, positions)]
-    summary_sents: dict[int, list[str]] = {}
     n_related: dict[tuple[int, int], int] = {}
     for k, flat in related.items():
         vals = results[rel_jobs[k]].values[rel_aspects[k].name]
@@ -336,15 +334,11 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
             above = [(s, v) for s, v in rel if v >= options.related_threshold]
             n_related[(k, i)] = len(above)
             top = sorted(sorted(above, key=lambda x: -x[1])[: options.max_items_per_question])
-            if i not in summary_sents:
-                skip = per_record[i]["skip"]
-                summary_sents[i] = [parsed[i].target[a:b] for a, b in
-                                    summary_sentence_spans(parsed[i].target, scorer.splitter) if not skip(a, b)]
             items = []
             for s, v in top:
                 a, b = spans_of[(k, i)][s]
                 ps = [support.add(i, UniEvalData(target=parsed[i].source[a:b], source=sent))
-                      for sent in summary_sents[i]]
+                      for sent in claims.sentences[i]]
                 items.append((s, v, ps))
             chosen[(k, i)] = items
     support_values = None
@@ -394,7 +388,7 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
                 ok = best is not None and best_value >= options.support_threshold
                 content.append(ContentItem(
                     transcript_content=rec.source[a:b], start=a, end=b, relatedness=rel,
-                    related_content_from_summary=summary_sents[i][best] if ok else "",
+                    related_content_from_summary=claims.sentences[i][best] if ok else "",
                     support=best_value, is_covered=ok))
                 covered_flags.append(ok)
             sections.append(SectionCompleteness(question=q, content_list=content,

@@ -348,19 +348,17 @@ class Claims:
     """
 
     flat: Flat = field(default_factory=Flat)
-    spans: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
-    n_sentences: dict[int, int] = field(default_factory=dict)
+    sentences: dict[int, list[str]] = field(default_factory=dict)
 
     def plan(self, i: int, rec: ReportRecord, splitter, max_n_claims: int, skip=None) -> RowError | None:
         """Add record ``i``'s first ``max_n_claims`` sentences (those ``skip(start, end)``
-        does not exclude); an error when there is none."""
-        spans = [s for s in summary_sentence_spans(rec.target, splitter) if skip is None or not skip(*s)]
-        self.n_sentences[i] = len(spans)
-        if not spans:
+        does not exclude); ``sentences[i]`` keeps all of them. An error when there is none."""
+        self.sentences[i] = [rec.target[a:b] for a, b in summary_sentence_spans(rec.target, splitter)
+                             if skip is None or not skip(a, b)]
+        if not self.sentences[i]:
             return RowError(field="target", message="the summary has no sentence to check")
-        self.spans[i] = spans[:max_n_claims]
-        for a, b in self.spans[i]:
-            self.flat.add(i, UniEvalData(target=rec.target[a:b], source=rec.source))
+        for claim in self.sentences[i][:max_n_claims]:
+            self.flat.add(i, UniEvalData(target=claim, source=rec.source))
         return None
 
     def read(self, i: int, result, source: str, name: str = "claim") -> list[tuple[str, float, ClaimWindow | None]]:

@@ -49,7 +49,6 @@ from .common import (
     problems_to_errors,
     record_id,
     require_text,
-    summary_sentence_spans,
     support_aspect,
 )
 
@@ -251,8 +250,7 @@ def summ_rows(records: Sequence[Any], scorer: Scorer, options: SummOptions,
         kps = [key_point_json(kp, v, options.coverage_threshold) for kp, v in zip(points, kp_values)]
         alignment = sum(c.aligned for c in claim_rows) / len(claim_rows)
         covered = sum(k["covered"] for k in kps) / len(kps)
-        sentences = [rec.target[a:b] for a, b in summary_sentence_spans(rec.target, scorer.splitter)]
-        pen = penalties(options, sentences, rec.target, rec.source)
+        pen = penalties(options, claims.sentences[i], rec.target, rec.source)
         raw = 100 * (options.alignment_weight * alignment + options.coverage_weight * covered)
         score = float(np.clip(raw - pen["redundancy_penalty"] - pen["compression_penalty"] - pen["length_penalty"],
                               0, 100))
@@ -266,7 +264,7 @@ def summ_rows(records: Sequence[Any], scorer: Scorer, options: SummOptions,
             alignment_score=alignment, coverage_score=covered,
             redundancy_penalty=pen["redundancy_penalty"], compression_penalty=pen["compression_penalty"],
             length_penalty=pen["length_penalty"], compression_ratio=pen["compression_ratio"],
-            n_claims=len(claim_rows), n_sentences=claims.n_sentences[i],
+            n_claims=len(claim_rows), n_sentences=len(claims.sentences[i]),
             key_point_source="given" if rec.key_points else "extracted", claims=claim_rows, key_points=kps,
             redundant_sentences=pen["redundant"], eval_metadata=meta)))
     return rows, stats
