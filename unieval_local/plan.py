@@ -78,11 +78,13 @@ def render_prompt(aspect: Aspect, example: UniEvalData, target: str, reference: 
     return render_prompt_spans(aspect, example, target, reference, overrides)[0]
 
 
-def _is_text(value: Any) -> bool:
+def is_text(value: Any) -> bool:
+    """True for a string with some non-whitespace character."""
     return isinstance(value, str) and value.strip() != ""
 
 
-def _describe(value: Any) -> str:
+def describe_value(value: Any) -> str:
+    """Why ``value`` is not a usable text: ``it is missing``, ``it is empty ...`` or ``got <type>``."""
     if value is None:
         return "it is missing"
     if isinstance(value, str):
@@ -93,7 +95,7 @@ def _describe(value: Any) -> str:
 def check_example(index: int, example: UniEvalData, aspects: Sequence[Aspect]) -> list[ExampleProblem]:
     """The problems of one parsed example for the given aspects (empty list if none)."""
     problems: list[ExampleProblem] = []
-    if not _is_text(example.target):
+    if not is_text(example.target):
         problems.append(
             ExampleProblem(index, "target", "the text under evaluation is empty or whitespace-only; "
                            "every aspect needs a non-empty target")
@@ -104,31 +106,35 @@ def check_example(index: int, example: UniEvalData, aspects: Sequence[Aspect]) -
                 continue
             value = example.get_field(name)
             if name == "references":
-                ok = isinstance(value, list) and len(value) > 0 and all(_is_text(r) for r in value)
+                ok = isinstance(value, list) and len(value) > 0 and all(is_text(r) for r in value)
                 if not ok:
                     why = ("it is missing" if value is None else "it is an empty list" if value == []
                            else "a reference is empty or not a string")
                     problems.append(ExampleProblem(
                         index, name, f"{aspect.task}/{aspect.name} needs 'references', a non-empty "
                         f"list of non-empty reference texts; {why}", aspect.name))
-            elif not _is_text(value):
+            elif not is_text(value):
                 problems.append(ExampleProblem(
                     index, name, f"{aspect.task}/{aspect.name} needs '{name}' as a non-empty string; "
-                    f"{_describe(value)}", aspect.name))
+                    f"{describe_value(value)}", aspect.name))
     return problems
 
 
-def parse_example(index: int, item: Any) -> tuple[UniEvalData | None, list[ExampleProblem]]:
-    """Turn one input item (dict or :class:`UniEvalData`) into ``UniEvalData``.
+def parse_example(index: int, item: Any,
+                  model: type[UniEvalData] = UniEvalData) -> tuple[UniEvalData | None, list[ExampleProblem]]:
+    """Turn one input item (dict or :class:`UniEvalData`) into ``model`` (``UniEvalData``
+    or a subclass, e.g. the reports' record).
 
     Returns the parsed example (or ``None``) and its parse problems.
     """
-    if isinstance(item, UniEvalData):
+    if isinstance(item, model):
         return item, []
+    if isinstance(item, UniEvalData):
+        item = item.model_dump()
     if not isinstance(item, dict):
         return None, [ExampleProblem(index, "record", f"an example must be an object/dict, got {type(item).__name__}")]
     try:
-        return UniEvalData.model_validate(item), []
+        return model.model_validate(item), []
     except ValidationError as exc:
         problems = []
         for err in exc.errors():

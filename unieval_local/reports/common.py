@@ -18,6 +18,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ExampleProblem
+from ..plan import describe_value, is_text, parse_example
 from ..schema import Evidence, UniEvalData
 from ..tasks import Aspect, PromptField
 
@@ -193,29 +194,18 @@ def parse_records(records: Sequence[Any]) -> tuple[list[ReportRecord | None], di
     parsed: list[ReportRecord | None] = []
     errors: dict[int, RowError] = {}
     for i, item in enumerate(records):
+        rec = None
         if isinstance(item, BadRecord):
             errors[i] = RowError(field="record", message=item.message)
-            parsed.append(None)
-            continue
-        if isinstance(item, UniEvalData):
-            item = item.model_dump()
-        if not isinstance(item, Mapping):
-            errors[i] = RowError(field="record", message=f"a record must be a JSON object, got {type(item).__name__}")
-            parsed.append(None)
-            continue
-        try:
-            rec = ReportRecord.model_validate(dict(item))
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            loc = ".".join(str(p) for p in err["loc"]) or "record"
-            errors[i] = RowError(field=loc, message=err["msg"])
-            parsed.append(None)
-            continue
-        if not rec.target.strip():
-            errors[i] = RowError(field="target", message="the summary (target) is empty or whitespace-only")
-            parsed.append(None)
-            continue
-        parsed.append(rec)
+        else:
+            if isinstance(item, Mapping) and not isinstance(item, dict):
+                item = dict(item)
+            rec, problems = parse_example(i, item, ReportRecord)
+            if problems:
+                errors[i] = RowError(field=problems[0].field, message=problems[0].message)
+            elif not rec.target.strip():
+                errors[i] = RowError(field="target", message="the summary (target) is empty or whitespace-only")
+        parsed.append(rec if i not in errors else None)
     return parsed, errors
 
 
@@ -277,12 +267,11 @@ def record_id(record: Any) -> str | None:
 
 
 def require_text(rec: ReportRecord, name: str, why: str) -> RowError | None:
-    """An error when ``rec.<name>`` is not a non-empty string."""
+    """An error when ``rec.<name>`` is not a non-empty string (as :func:`~unieval_local.plan.check_example` says it)."""
     value = rec.get_field(name)
-    if isinstance(value, str) and value.strip():
+    if is_text(value):
         return None
-    state = "missing" if value is None else "empty" if isinstance(value, str) else f"a {type(value).__name__}"
-    return RowError(field=name, message=f"{why} needs '{name}' as a non-empty string; it is {state}")
+    return RowError(field=name, message=f"{why} needs '{name}' as a non-empty string; {describe_value(value)}")
 
 
 def derived_aspect(name: str, question: str, fields: Sequence[tuple[str, str]], checkpoint: str, *,
