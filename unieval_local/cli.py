@@ -71,6 +71,28 @@ def _read_outputs(path: str) -> list[dict]:
     return rows
 
 
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    """The checkpoint and engine flags that ``score`` and ``report`` share (``--long-input`` is
+    per command: its default differs)."""
+    from .tasks import CHECKPOINTS
+
+    p.add_argument("--model", action="append", metavar="DIR|HUB_ID|NAME=DIR",
+                   help="checkpoint folder or hub id for every task, or NAME=DIR per checkpoint "
+                   f"({', '.join(CHECKPOINTS)}); default: $UNIEVAL_LOCAL_HOME, HF cache, hub")
+    p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                   help="float32 (UniEval parity, default) or bfloat16 (GPU); float16 is refused "
+                   "(T5 overflows to NaN)")
+    p.add_argument("--max-length", type=int, default=1024, help="tokens per query (default 1024)")
+    p.add_argument("--batch-tokens", type=int, default=8192,
+                   help="most padded tokens per forward pass (default 8192)")
+    p.add_argument("--offline", action="store_true", help="never use the network (as HF_HUB_OFFLINE=1)")
+    p.add_argument("--cache-dir", default=None,
+                   help="persistent score cache folder (SQLite): queries scored before with the same "
+                   "checkpoint content and settings are not run again")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from .tasks import CHECKPOINTS, TASKS
 
@@ -104,22 +126,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     f"the task's first aspect). {aspects_help}")
     sc.add_argument("--aspects-config", default=None, metavar="FILE",
                     help="YAML file of user-defined aspects (see configs/aspects.example.yaml)")
-    sc.add_argument("--model", action="append", metavar="DIR|HUB_ID|NAME=DIR",
-                    help="checkpoint folder or hub id for every task, or NAME=DIR per checkpoint "
-                    f"({', '.join(CHECKPOINTS)}); default: $UNIEVAL_LOCAL_HOME, HF cache, hub")
-    sc.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
-    sc.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                    help="float32 (UniEval parity, default) or bfloat16 (GPU); float16 is refused "
-                    "(T5 overflows to NaN)")
-    sc.add_argument("--max-length", type=int, default=1024, help="tokens per query (default 1024)")
-    sc.add_argument("--batch-tokens", type=int, default=8192,
-                    help="most padded tokens per forward pass (default 8192)")
+    _add_model_args(sc)
     sc.add_argument("--reference-reduction", default="mean", choices=["mean", "max"],
                     help="combine scores over several references (default mean)")
-    sc.add_argument("--offline", action="store_true", help="never use the network (as HF_HUB_OFFLINE=1)")
-    sc.add_argument("--cache-dir", default=None,
-                    help="persistent score cache folder (SQLite): queries scored before with the same "
-                    "checkpoint content and settings are not run again")
     sc.add_argument("--long-input", default="truncate", choices=["truncate", "fit", "chunk"],
                     help="prompts over --max-length: truncate (UniEval: the end is cut; default), fit "
                     "(shorten the document/reference/history, never the target) or chunk (score against "
@@ -133,7 +142,6 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="run the model's own forward instead of our exact single-step forward "
                     "(slower; for checking)")
     sc.add_argument("--output", "-o", default=None, help="output .jsonl (default stdout)")
-    sc.add_argument("--no-progress", action="store_true", help="no progress bar")
     sc.add_argument("--resume", action="store_true",
                     help="continue OUTPUT: skip records already in it (refused if the run or input differ)")
     sc.add_argument("--shard", default=None, metavar="K/N",
@@ -244,19 +252,10 @@ def _build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--consistency-task", default=None, choices=["summarization", "fact"],
                     help="checkpoint for consistency-like queries: summarization (unieval-sum, default) or "
                     "fact (unieval-fact)")
-    rp.add_argument("--model", action="append", metavar="DIR|HUB_ID|NAME=DIR",
-                    help="checkpoint folder or hub id, or NAME=DIR per checkpoint (as for score)")
-    rp.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
-    rp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                    help="float32 (default) or bfloat16 (GPU); float16 is refused")
-    rp.add_argument("--max-length", type=int, default=1024, help="tokens per query (default 1024)")
-    rp.add_argument("--batch-tokens", type=int, default=8192, help="most padded tokens per forward pass")
+    _add_model_args(rp)
     rp.add_argument("--long-input", default="chunk", choices=["truncate", "fit", "chunk"],
                     help="prompts over --max-length: chunk (default here: read long sources in windows), "
                     "fit or truncate (UniEval)")
-    rp.add_argument("--offline", action="store_true", help="never use the network (as HF_HUB_OFFLINE=1)")
-    rp.add_argument("--cache-dir", default=None, help="persistent score cache folder (SQLite)")
-    rp.add_argument("--no-progress", action="store_true", help="no progress bar")
 
     tk = sub.add_parser(
         "tasks",
