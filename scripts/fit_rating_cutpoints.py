@@ -11,7 +11,7 @@ defaults) with those cut points replaced, ready for
 ``unieval-local report --format rating --config OUT.yaml``.
 
 Model probabilities come from a ``unieval-local score`` output (``--scores``,
-joined to RECORDS by input index), from a ``unieval-local report --format rating``
+joined to RECORDS by id, else index, as ``unieval-local meta`` joins them), from a ``unieval-local report --format rating``
 output (``--report``: the probabilities it mapped; relevance by key-point
 coverage, for records without references, is fitted as ``relevance_coverage``
 against the human relevance), or from a field of RECORDS itself
@@ -41,6 +41,7 @@ from pathlib import Path
 
 import yaml
 
+from unieval_local.meta import load_items
 from unieval_local.records import read_records
 from unieval_local.reports.rating import (
     METRICS,
@@ -54,12 +55,16 @@ from unieval_local.reports.rating import (
 def _get(record: dict, dotted: str):
     value = record
     for part in dotted.split("."):
-        if isinstance(value, str) and part and value.strip().startswith("{"):
-            value = json.loads(value)
+        value = _parsed(value)
         if not isinstance(value, dict) or part not in value:
             return None
         value = value[part]
-    return value
+    return _parsed(value)
+
+
+def _parsed(value):
+    """A JSON object stored as a string, parsed; anything else as it is."""
+    return json.loads(value) if isinstance(value, str) and value.strip().startswith("{") else value
 
 
 def check_report(report: dict, records: list, path: str) -> None:
@@ -98,26 +103,29 @@ def report_probabilities(report: dict) -> dict[int, dict[str, float]]:
     return out
 
 
-def collect(records: list, scores: list | dict | None, metric: str, human_field: str,
-            model_field: str) -> tuple[list, list]:
-    """(model probabilities, human scores) of the records that have both for ``metric``.
-
-    ``scores``: a score output (list of lines), a :func:`report_probabilities` mapping,
-    or None (the probabilities are in ``model_field`` of the records).
-    Human scores of ``relevance_coverage`` are the records' human ``relevance``.
-    """
-    by_index = scores if isinstance(scores, dict) else {}
-    if isinstance(scores, list):
-        for row in scores:
-            if isinstance(row, dict) and isinstance(row.get("scores"), dict):
-                by_index[row.get("index")] = row["scores"]
-    human_metric = "relevance" if metric == "relevance_coverage" else metric
-    model, human = [], []
+def record_pairs(records: list, human_field: str, model_field: str | None = None,
+                 probabilities: dict[int, dict[str, float]] | None = None) -> list[tuple[dict, dict]]:
+    """Per record, (model probabilities, human scores) as dicts: the model side from
+    ``probabilities[index]`` (a rating report) or from the record's ``model_field``."""
+    pairs = []
     for i, rec in enumerate(records):
         if not isinstance(rec, dict):
             continue
-        h = _get(rec, f"{human_field}.{human_metric}")
-        m = by_index.get(i, {}).get(metric) if scores is not None else _get(rec, f"{model_field}.{metric}")
+        pred = probabilities.get(i, {}) if probabilities is not None else _get(rec, model_field)
+        human = _get(rec, human_field)
+        pairs.append((pred if isinstance(pred, dict) else {}, human if isinstance(human, dict) else {}))
+    return pairs
+
+
+def collect(pairs: list[tuple[dict, dict]], metric: str) -> tuple[list, list]:
+    """(model probabilities, human scores) of the pairs that have both for ``metric``.
+
+    Human scores of ``relevance_coverage`` are the human ``relevance``.
+    """
+    human_metric = "relevance" if metric == "relevance_coverage" else metric
+    model, human = [], []
+    for pred, hum in pairs:
+        m, h = pred.get(metric), hum.get(human_metric)
         if h is None or m is None:
             continue
         model.append(float(m))
@@ -131,7 +139,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog="\n\n".join(__doc__.split("\n\n")[1:]))
     parser.add_argument("records", help="records with human scores (.jsonl or .json list)")
-    parser.add_argument("--scores", default=None, help="a unieval-local score output for RECORDS (joined by index)")
+    parser.add_argument("--scores", default=None,
+                        help="a unieval-local score output for RECORDS (joined by id, else index, as meta does)")
     parser.add_argument("--report", default=None,
                         help="a `unieval-local report --format rating` output for RECORDS (joined by index): fits "
                         "the probabilities it mapped, including relevance_coverage for records without references")
@@ -153,16 +162,19 @@ def main(argv: list[str] | None = None) -> int:
         records = read_records(args.records)
         if args.scores and args.report:
             raise ValueError("give --scores or --report, not both")
-        scores = read_records(args.scores) if args.scores else None
-        if args.report:
+        if args.scores:  # joined by key (id, else index), as `unieval-local meta` joins them
+            pairs = [(it.pred, it.human) for it in load_items(args.scores, args.records, args.human_field)]
+        elif args.report:
             with open(args.report, encoding="utf-8") as fh:
                 report = json.load(fh)
             check_report(report, records, args.report)
-            scores = report_probabilities(report)
+            pairs = record_pairs(records, args.human_field, probabilities=report_probabilities(report))
+        else:
+            pairs = record_pairs(records, args.human_field, args.model_field)
         base = load_rating_config(args.config) if args.config else RatingConfig()
         fits = {}
         for metric in args.metrics or (*METRICS, "relevance_coverage"):
-            model, human = collect(records, scores, metric, args.human_field, args.model_field)
+            model, human = collect(pairs, metric)
             if not model and not args.metrics:
                 continue
             if len(model) < args.min_examples:
