@@ -28,6 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_test_checkpoint import shared_data_dir  # noqa: E402
 
+from unieval_local.records import write_jsonl  # noqa: E402
+
 
 def convert(rows: list[dict]) -> list[dict]:
     """Records from parsed QMSum meetings, in file order."""
@@ -51,9 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     src = Path(args.input) if args.input else shared_data_dir() / "qmsum" / "test.jsonl"
     rows = [json.loads(line) for line in src.read_text(encoding="utf-8").splitlines() if line.strip()]
     records = convert(rows[: args.meetings])
-    with open(args.output, "w", encoding="utf-8") as fh:
-        for r in records:
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    write_jsonl(args.output, records)
     print(f"wrote {len(records)} meetings to {args.output}", file=sys.stderr)
     return 0
 

@@ -27,6 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_test_checkpoint import shared_data_dir  # noqa: E402
 
+from unieval_local.records import write_jsonl  # noqa: E402
+
 
 def convert(raw: dict, *, all_references: bool = False, docs: int | None = None) -> list[dict]:
     """Records from the parsed ``summeval_raw.json``, documents sorted by id, systems by id."""
@@ -57,9 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     src = Path(args.input) if args.input else shared_data_dir() / "summeval" / "summeval_raw.json"
     records = convert(json.loads(src.read_text()), all_references=args.all_references, docs=args.docs)
-    with open(args.output, "w", encoding="utf-8") as fh:
-        for r in records:
-            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+    write_jsonl(args.output, records)
     print(f"wrote {len(records)} records to {args.output}", file=sys.stderr)
     return 0
 

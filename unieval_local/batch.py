@@ -35,7 +35,7 @@ import numpy as np
 from .api import MAX_EXAMPLES_PER_REQUEST, Scorer
 from .errors import UniEvalError
 from .plan import input_hint_counts, input_hint_message, validate_examples
-from .records import InputFileError, Record, count_records, iter_records
+from .records import InputFileError, Record, count_records, iter_records, write_jsonl
 
 
 class ResumeError(ValueError, UniEvalError):
@@ -629,9 +629,7 @@ def merge_outputs(paths: Sequence[str | os.PathLike], output: str | os.PathLike,
     if problems:
         raise MergeError("cannot merge:\n  " + "\n  ".join(problems[:20]))
     merged = sorted((x for lines in lines_by for x in lines), key=lambda x: x["index"])
-    with open(output, "w", encoding="utf-8") as fh:
-        for x in merged:
-            fh.write(json.dumps(x, ensure_ascii=False) + "\n")
+    write_jsonl(output, merged)
     aspects = metas[0]["run"]["signature"]["aspect"].split("+")
     summary = summarize(merged, aspects)
     summary.signature = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -67,6 +67,17 @@ def read_records(path: str | os.PathLike) -> list[Any]:
             raise InputFileError(f"{path}: record {rec.index}: {rec.error}")
         out.append(rec.data)
     return out
+
+
+def write_jsonl(path: str | os.PathLike, records: Iterable[Any]) -> int:
+    """Write ``records`` to ``path``, one JSON object per line (UTF-8, not ASCII-escaped);
+    returns how many were written."""
+    n = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        for r in records:
+            fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+            n += 1
+    return n
 
 
 def iter_records(path: str) -> Iterator[Record]:
