@@ -16,14 +16,15 @@ output (``--report``: the probabilities it mapped; relevance by key-point
 coverage, for records without references, is fitted as ``relevance_coverage``
 against the human relevance), or from a field of RECORDS itself
 (``--model-field``, e.g. ``predict_scores`` in UniEval's reproduce files).
-Human scores come from ``--human-field`` (default ``scores``; SummEval
-records made by scripts/convert_summeval.py have them in ``human``).
+Human scores come from ``--human-field``; its default is that of ``unieval-local meta``:
+``human`` (what scripts/convert_summeval.py writes) with ``--scores`` or ``--report``,
+``scores`` for UniEval's reproduce files read with ``--model-field``.
 
 Examples:
     # SummEval: score with the official unieval-sum, then fit (1-5 expert means)
     unieval-local score out/summeval.jsonl --aspect all -o out/summeval_scores.jsonl
     python scripts/fit_rating_cutpoints.py out/summeval.jsonl --scores out/summeval_scores.jsonl \\
-        --human-field human --bins 2.5,4 -o configs/rating.fitted.yaml
+        --bins 2.5,4 -o configs/rating.fitted.yaml
 
     # QAGS-CNNDM with UniEval's published unieval-fact predictions (share of faithful sentences)
     python scripts/fit_rating_cutpoints.py ../shared/data/unieval-reproduce/predict/fact/qags_cnndm_result.json \\
@@ -147,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--metric", action="append", dest="metrics", choices=[*METRICS, "relevance_coverage"],
                         help="metric to fit, repeatable (default: every metric found in the data; relevance_coverage "
                         "is fitted against the human relevance scores)")
-    parser.add_argument("--human-field", default="scores", help="field holding human scores per metric (default scores)")
+    parser.add_argument("--human-field", default=None,
+                        help="field holding human scores per metric (default: human with --scores/--report, as "
+                        "unieval-local meta; scores for UniEval reproduce files)")
     parser.add_argument("--model-field", default="predict_scores",
                         help="field holding model probabilities per metric when --scores is not given")
     parser.add_argument("--bins", default="2.5,4", help="human score bins LOW,HIGH -> 1/2/3 (default 2.5,4 for 1-5)")
@@ -160,17 +163,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         low, high = (float(x) for x in args.bins.split(","))
         records = read_records(args.records)
+        human_field = args.human_field or ("human" if args.scores or args.report else "scores")
         if args.scores and args.report:
             raise ValueError("give --scores or --report, not both")
         if args.scores:  # joined by key (id, else index), as `unieval-local meta` joins them
-            pairs = [(it.pred, it.human) for it in load_items(args.scores, args.records, args.human_field)]
+            pairs = [(it.pred, it.human) for it in load_items(args.scores, args.records, human_field)]
         elif args.report:
             with open(args.report, encoding="utf-8") as fh:
                 report = json.load(fh)
             check_report(report, records, args.report)
-            pairs = record_pairs(records, args.human_field, probabilities=report_probabilities(report))
+            pairs = record_pairs(records, human_field, probabilities=report_probabilities(report))
         else:
-            pairs = record_pairs(records, args.human_field, args.model_field)
+            pairs = record_pairs(records, human_field, args.model_field)
         base = load_rating_config(args.config) if args.config else RatingConfig()
         fits = {}
         for metric in args.metrics or (*METRICS, "relevance_coverage"):

@@ -8,8 +8,22 @@ model (pad=0, eos=1, unk=2, no bos) trained on a few hundred KB of real text
 from ``shared/data``, loaded as ``T5Tokenizer`` with 100 extra ids, and a
 seeded random ``T5ForConditionalGeneration`` saved beside it.
 
+Two layouts (``--layout``):
+
+- ``t5`` (default): original T5 as transformers 5 writes it: ReLU feed-forward,
+  the LM head tied to the embedding (rescaled by d_model^-0.5), ``model.safetensors``.
+- ``v1.1``: the layout of the official UniEval checkpoints, trained from
+  ``google/t5-v1_1-large`` and saved by transformers 4.x: gated-GELU feed-forward,
+  an untied ``lm_head.weight`` of its own and no rescale before it
+  (``tie_word_embeddings: false``), ``pytorch_model.bin`` holding every key
+  (``--weights safetensors`` writes a safetensors file instead, without the
+  duplicate embedding keys, as 4.x's safetensors saving does). transformers 5
+  always ties the head in memory, so these files are written from a state dict,
+  not by ``save_pretrained``, and the config is a 4.x-style ``config.json``.
+
 Usage:
-    python scripts/make_test_checkpoint.py OUT_DIR [--d-model 64 --layers 2 ...]
+    python scripts/make_test_checkpoint.py OUT_DIR [--layout t5|v1.1] [--weights bin|safetensors]
+        [--d-model 64 --layers 2 ...]
 
 The folder then works as ``--model OUT_DIR``. Takes a few seconds.
 """
@@ -57,6 +71,8 @@ def build_test_checkpoint(
     init_factor: float = 1.5,
     model_vocab_size: int | None = None,
     n_docs: int = 40,
+    layout: str = "t5",
+    weights: str | None = None,
 ) -> Path:
     """Write a random T5 checkpoint (config, safetensors weights, tokenizer) to ``out_dir``.
 
@@ -66,13 +82,21 @@ def build_test_checkpoint(
     ``model_vocab_size`` pads the embedding/LM head beyond the tokenizer
     (T5's real checkpoints have 32,128 rows); ``n_docs`` is how many SummEval
     documents train the tokenizer (more for bigger vocabularies).
+    ``layout`` is ``t5`` or ``v1.1`` (module docstring); ``weights`` is
+    ``safetensors`` or ``bin`` (default: safetensors for t5, bin for v1.1).
 
     Returns:
         ``out_dir`` as a Path.
 
     Raises:
         AssertionError: the trained vocabulary lacks single, distinct Yes/No pieces.
+        ValueError: unknown ``layout`` or ``weights``.
     """
+    if layout not in ("t5", "v1.1"):
+        raise ValueError(f"layout must be 't5' or 'v1.1', got {layout!r}")
+    weights = weights or ("safetensors" if layout == "t5" else "bin")
+    if weights not in ("safetensors", "bin"):
+        raise ValueError(f"weights must be 'safetensors' or 'bin', got {weights!r}")
     import sentencepiece as spm
     import torch
     from transformers import T5Config, T5ForConditionalGeneration, T5Tokenizer
@@ -106,10 +130,47 @@ def build_test_checkpoint(
         vocab_size=max(model_vocab_size or 0, len(tokenizer)), d_model=d_model, d_kv=d_model // num_heads, d_ff=d_ff,
         num_layers=num_layers, num_decoder_layers=num_layers, num_heads=num_heads,
         pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, initializer_factor=init_factor,
+        feed_forward_proj="gated-gelu" if layout == "v1.1" else "relu",
     )
     model = T5ForConditionalGeneration(config).eval()
-    model.save_pretrained(out, safe_serialization=True)
+    if layout == "t5":
+        model.save_pretrained(out, safe_serialization=weights == "safetensors")
+        return out
+    # T5 v1.1 as transformers 4.x saved it: an untied head (its own random rows, scaled so
+    # that without the d_model^-0.5 rescale the logits spread like the tied layout's).
+    state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    generator = torch.Generator().manual_seed(seed + 1)
+    head = torch.randn(state["shared.weight"].shape, generator=generator) * (init_factor * d_model**-0.5)
+    state["lm_head.weight"] = head
+    shared = state["shared.weight"]
+    if weights == "bin":  # torch.save keeps every key; the embeddings share one storage, as in 4.x
+        state["encoder.embed_tokens.weight"] = state["decoder.embed_tokens.weight"] = shared
+        torch.save(state, out / "pytorch_model.bin")
+    else:
+        from safetensors.torch import save_file
+
+        for k in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"):
+            state.pop(k)
+        save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "config.json").write_text(json.dumps(v11_config(config), indent=2, sort_keys=True) + "\n")
+    (out / "generation_config.json").unlink(missing_ok=True)
     return out
+
+
+def v11_config(config) -> dict:
+    """A ``config.json`` as transformers 4.x wrote it for a T5 v1.1 checkpoint (the keys
+    of ``google/t5-v1_1-large``'s fine-tunes), with ``tie_word_embeddings: false``."""
+    return {
+        "architectures": ["T5ForConditionalGeneration"], "d_ff": config.d_ff, "d_kv": config.d_kv,
+        "d_model": config.d_model, "decoder_start_token_id": 0, "dense_act_fn": "gelu_new", "dropout_rate": 0.1,
+        "eos_token_id": 1, "feed_forward_proj": "gated-gelu", "initializer_factor": config.initializer_factor,
+        "is_encoder_decoder": True, "is_gated_act": True, "layer_norm_epsilon": 1e-06, "model_type": "t5",
+        "num_decoder_layers": config.num_decoder_layers, "num_heads": config.num_heads,
+        "num_layers": config.num_layers, "output_past": True, "pad_token_id": 0,
+        "relative_attention_max_distance": 128, "relative_attention_num_buckets": 32,
+        "tie_word_embeddings": False, "torch_dtype": "float32", "transformers_version": "4.21.2",
+        "use_cache": True, "vocab_size": config.vocab_size,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,11 +186,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--init-factor", type=float, default=1.5)
     parser.add_argument("--model-vocab-size", type=int, default=None, help="embedding rows (default: tokenizer size)")
     parser.add_argument("--docs", type=int, default=40, help="SummEval documents that train the tokenizer")
+    parser.add_argument("--layout", default="t5", choices=["t5", "v1.1"],
+                        help="t5 (tied head, ReLU) or v1.1 (the official UniEval layout: gated-GELU, untied head)")
+    parser.add_argument("--weights", default=None, choices=["safetensors", "bin"],
+                        help="weight file format (default: safetensors for t5, pytorch_model.bin for v1.1)")
     args = parser.parse_args(argv)
     path = build_test_checkpoint(
         args.out_dir, data_dir=args.data_dir, vocab_size=args.vocab_size, d_model=args.d_model,
         d_ff=args.d_ff, num_layers=args.layers, num_heads=args.heads, seed=args.seed,
         init_factor=args.init_factor, model_vocab_size=args.model_vocab_size, n_docs=args.docs,
+        layout=args.layout, weights=args.weights,
     )
     print(f"wrote {path}", file=sys.stderr)
     return 0

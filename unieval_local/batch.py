@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -33,9 +34,9 @@ from typing import Any, TextIO
 import numpy as np
 
 from .api import MAX_EXAMPLES_PER_REQUEST, Scorer
-from .errors import UniEvalError
+from .errors import ModelRuntimeError, UniEvalError
 from .plan import input_hint_counts, input_hint_message, validate_examples
-from .records import InputFileError, Record, count_records, iter_records, write_jsonl
+from .records import InputFileError, Record, iter_records, write_jsonl
 
 
 class ResumeError(ValueError, UniEvalError):
@@ -83,6 +84,22 @@ def shard_of(key: Any, n: int) -> int:
     return int(hashlib.sha256(str(key).encode("utf-8")).hexdigest()[:16], 16) % n
 
 
+def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def run_differences(old: dict, new: dict) -> list[str]:
+    """What differs between two run identities (a sidecar's ``run`` and this run's), one
+    ``key: old -> new`` per setting, e.g. ``config.window_overlap: 1 -> 2``; [] when equal."""
+    a, b = _flatten(old), _flatten(new)
+    return [f"{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+
+
 def _error(message: str, kind: str) -> dict[str, str]:
     return {"type": kind, "message": message}
 
@@ -99,7 +116,7 @@ class ChunkResult:
 
 
 def score_records(scorer: Scorer, chunk: Sequence[Record], task: str, aspects: Sequence[str],
-                  evidence: bool = False) -> ChunkResult:
+                  evidence: bool = False, on_batch=None) -> ChunkResult:
     """Score one request of records; bad rows become error records, the others are scored.
 
     Returns:
@@ -110,7 +127,7 @@ def score_records(scorer: Scorer, chunk: Sequence[Record], task: str, aspects: S
     resolved = [registry.get_aspect(task, a) for a in aspects]
     examples, problems = validate_examples([r.data for r in chunk], resolved)
     hints = input_hint_counts(examples, registry.get_task(task), resolved)
-    run = scorer._run(examples, task, aspects, strict=False, evidence=evidence)
+    run = scorer._run(examples, task, aspects, strict=False, evidence=evidence, on_batch=on_batch)
     errors: dict[int, list[str]] = defaultdict(list)
     for p in problems + run.problems:
         errors[p.index].append(p.describe())
@@ -218,6 +235,10 @@ class BatchSummary:
         per_system: system id -> aspect -> mean, when records have ``system_id``.
         n_queries / n_truncated: distinct queries run this time, and those cut by max_length.
         signature: the run signature (one line).
+        skipped_aspects: with ``--aspect all``, the aspects left out because no record
+            has their fields (aspect -> why).
+        n_non_latin: targets mostly in non-Latin script (the evaluators are English-only).
+        failures: ``(reason, keys)`` of the error records, most frequent reason first.
     """
 
     aspects: list[str]
@@ -235,6 +256,9 @@ class BatchSummary:
     seconds: float = 0.0
     hint_message: str | None = None
     cache: dict[str, int] | None = None
+    skipped_aspects: dict[str, str] = field(default_factory=dict)
+    n_non_latin: int = 0
+    failures: list[tuple[str, list]] = field(default_factory=list)
 
 
 def summarize(lines: Sequence[dict], aspects: Sequence[str]) -> BatchSummary:
@@ -253,6 +277,11 @@ def summarize(lines: Sequence[dict], aspects: Sequence[str]) -> BatchSummary:
                 if "system_id" in line:
                     systems[str(line["system_id"])][a].append(v)
     s = BatchSummary(list(aspects), n_records=len(lines), n_failed=failed)
+    reasons: dict[str, list] = defaultdict(list)
+    for line in lines:
+        if "error" in line:
+            reasons[f"{line['error']['type']}: {line['error']['message']}"].append(line["key"])
+    s.failures = sorted(((msg, keys) for msg, keys in reasons.items()), key=lambda x: -len(x[1]))
     s.means = {a: (float(np.mean(v)) if v else math.nan) for a, v in values.items()}
     s.counts = {a: len(v) for a, v in values.items()}
     s.per_system = {k: {a: float(np.mean(v)) for a, v in d.items()} for k, d in systems.items()}
@@ -279,6 +308,13 @@ def format_summary(s: BatchSummary) -> str:
                 m = s.per_system[k].get(a, math.nan)
                 cells.append(f"{'nan' if math.isnan(m) else f'{m:.6f}':>{max(len(a), 9) + 2}}")
             out.append(f"{k:<{sys_w}}" + "".join(cells))
+    if s.failures:
+        out.append(f"\nfailed records by reason ({len(s.failures)} distinct):")
+        for msg, keys in s.failures[:5]:
+            shown = ", ".join(str(k) for k in keys[:5]) + (" ..." if len(keys) > 5 else "")
+            out.append(f"  {len(keys)} record(s): {msg} (keys {shown})")
+        if len(s.failures) > 5:
+            out.append(f"  ... and {len(s.failures) - 5} more reasons ({sum(len(k) for _, k in s.failures[5:])} records)")
     if s.cache is not None:
         out.append(f"\nscore cache: {s.cache['hits']} queries reused, {s.cache['misses']} scored")
     if s.signature:
@@ -294,9 +330,10 @@ class LocalEngine:
         self.scorer = scorer
 
     def map(self, requests: Sequence[list[Record]], task: str, aspects: Sequence[str],
-            evidence: bool) -> Iterator[ChunkResult]:
-        for chunk in requests:
-            yield score_records(self.scorer, chunk, task, aspects, evidence)
+            evidence: bool, on_batch=None) -> Iterator[ChunkResult]:
+        for k, chunk in enumerate(requests):
+            cb = None if on_batch is None else (lambda done, total, k=k: on_batch(k, done, total))
+            yield score_records(self.scorer, chunk, task, aspects, evidence, on_batch=cb)
 
     def close(self) -> None:
         pass
@@ -353,7 +390,7 @@ class RayEngine:
         ctx.enable_progress_bars = False
 
     def map(self, requests: Sequence[list[Record]], task: str, aspects: Sequence[str],
-            evidence: bool) -> Iterator[ChunkResult]:
+            evidence: bool, on_batch=None) -> Iterator[ChunkResult]:
         items = [{"rid": i, "request": json.dumps([{"index": r.index, "data": r.data, "error": r.error}
                                                    for r in chunk])}
                  for i, chunk in enumerate(requests)]
@@ -370,6 +407,151 @@ class RayEngine:
     def close(self) -> None:
         if self._started:
             self.ray.shutdown()
+
+
+# ----------------------------------------------------------------------------- before the run
+class NothingToScoreError(ValueError, UniEvalError):
+    """No record of the input can be scored for the asked aspects (checked before any model
+    is loaded); the message names the fields the records have and the fix."""
+
+
+class RunInterrupted(UniEvalError):
+    """A batch run stopped early (Ctrl-C, or a runtime failure of the model): what was written
+    is intact and ``--resume`` continues it.
+
+    Attributes:
+        cause: the ``KeyboardInterrupt`` or :class:`~unieval_local.errors.ModelRuntimeError`.
+        written: output records in OUT (those kept from earlier runs included).
+        total: records to write in this run's shard (None when unknown, e.g. stdin).
+        output: the output path (None for stdout).
+    """
+
+    def __init__(self, cause: BaseException, written: int, total: int | None, output: Path | None):
+        self.cause, self.written, self.total, self.output = cause, written, total, output
+        where = str(output) if output is not None else "stdout"
+        of = f" of {total}" if total is not None else ""
+        hint = "; rerun with --resume" if output is not None else ""
+        what = "interrupted" if isinstance(cause, KeyboardInterrupt) else f"stopped: {cause}"
+        super().__init__(f"{what}: {written}{of} records written to {where}{hint}")
+
+
+@dataclass
+class Survey:
+    """What a first pass over the input found, before any model is loaded.
+
+    Attributes:
+        n_records: records in the input; ``n_in_shard`` of them in this run's shard.
+        fields: field name -> records of the shard that have it (objects only).
+        scorable: aspect -> records of the shard whose fields that aspect can use.
+        n_non_latin: targets mostly in non-Latin script (the evaluators are English-only).
+    """
+
+    n_records: int = 0
+    n_in_shard: int = 0
+    fields: dict[str, int] = field(default_factory=dict)
+    scorable: dict[str, int] = field(default_factory=dict)
+    n_non_latin: int = 0
+
+
+def survey_input(path: str, registry, task: str, aspects: Sequence[str],
+                 shard: tuple[int, int] | None = None) -> Survey:
+    """Parse every record of ``path`` once and count, per aspect, the records it can score
+    (:func:`~unieval_local.plan.check_example`; sentence splitting is not run). Cheap: no model."""
+    from .plan import check_example, non_latin_share, parse_example
+
+    resolved = {a: registry.get_aspect(task, a) for a in aspects}
+    s = Survey(scorable={a: 0 for a in aspects})
+    fields: dict[str, int] = defaultdict(int)
+    for rec in iter_records(path):
+        s.n_records += 1
+        if shard is not None and shard_of(rec.key, shard[1]) != shard[0]:
+            continue
+        s.n_in_shard += 1
+        if rec.error is not None or not isinstance(rec.data, dict):
+            continue
+        for k, v in rec.data.items():
+            if v is not None:
+                fields[k] += 1
+        ex, problems = parse_example(rec.index, rec.data)
+        if ex is None:
+            continue
+        for a, asp in resolved.items():
+            if not check_example(rec.index, ex, [asp]):
+                s.scorable[a] += 1
+        if non_latin_share(ex.target) > 0.5:
+            s.n_non_latin += 1
+    s.fields = dict(fields)
+    return s
+
+
+def nothing_to_score_message(survey: Survey, registry, task: str, aspects: Sequence[str], path: str) -> str:
+    """One line: no record can be scored for ``aspects``; the fields found, what each aspect
+    needs, the renames that would help (:data:`~unieval_local.plan.FIELD_ALIASES`) and the
+    aspects that could run."""
+    from .plan import FIELD_ALIASES
+
+    found = ", ".join(sorted(survey.fields)) or "none"
+    needs = "; ".join(f"{a} needs {', '.join(registry.get_aspect(task, a).required_fields)}" for a in aspects)
+    renames = [f"'{k}' to '{FIELD_ALIASES[k.lower()]}'" for k in sorted(survey.fields)
+               if k.lower() in FIELD_ALIASES and FIELD_ALIASES[k.lower()] not in survey.fields]
+    fix = f" Did you mean: rename {', '.join(renames)}?" if renames else ""
+    runnable = [a for a in registry.get_task(task).aspects if a not in aspects]
+    if runnable:
+        can = [a for a in runnable if all(f in survey.fields for f in registry.get_aspect(task, a).required_fields)]
+        if can:
+            fix += " These aspects can run on these records: " + " ".join(f"--aspect {a}" for a in can) + "."
+    return (f"no record of {path} can be scored for {', '.join(aspects)} ({survey.n_in_shard} records): the records "
+            f"have fields {found}; {needs}.{fix}")
+
+
+class Progress:
+    """Records done: a tqdm bar on a terminal, else a log line every ``every`` seconds
+    (SLURM logs), through the ``unieval_local`` logger.
+
+    Args:
+        total: records this run will end with (None when unknown).
+        initial: records already done (kept by ``--resume``).
+        enabled: ``None`` (bar on a terminal, log lines otherwise), True (always a bar)
+            or False (nothing).
+        every: seconds between log lines when stderr is not a terminal.
+    """
+
+    def __init__(self, total: int | None, initial: int = 0, enabled: bool | None = None, every: float = 30.0):
+        import logging
+
+        from tqdm.auto import tqdm
+
+        self.total, self.done, self.every = total, float(initial), every
+        self.log = logging.getLogger("unieval_local")
+        tty = sys.stderr.isatty()
+        self.bar = None
+        self.lines = enabled is None and not tty
+        if enabled or (enabled is None and tty):
+            self.bar = tqdm(total=total, initial=initial, desc="records", unit="rec", dynamic_ncols=True)
+        self.t0 = self.last = time.monotonic()
+        self.start = float(initial)
+
+    def set(self, done: float) -> None:
+        """Move to ``done`` records (fractions allowed: progress within a request)."""
+        done = max(done, self.done)
+        if self.bar is not None:
+            self.bar.update(done - self.done)
+        self.done = done
+        now = time.monotonic()
+        if self.lines and now - self.last >= self.every:
+            self.last = now
+            rate = (self.done - self.start) / max(now - self.t0, 1e-9)
+            if self.total:
+                eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+                left = f", about {eta / 60:.1f} min left" if eta != float("inf") else ""
+                self.log.info("records %d/%d (%.0f%%), %.2f records/s%s", int(self.done), self.total,
+                              100 * self.done / self.total, rate, left)
+            else:
+                self.log.info("records %d, %.2f records/s", int(self.done), rate)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 # ----------------------------------------------------------------------------- the run
@@ -416,18 +598,17 @@ def run_batch(
         OutputWriteError: a write failed (disk full); earlier records are intact.
         CheckpointNotFoundError, CheckpointError: no usable checkpoint.
     """
-    from tqdm.auto import tqdm
-
-    from .checkpoints import fingerprint_checkpoint
-
     t0 = time.perf_counter()
     scorer_kwargs = dict(scorer_kwargs or {})
     shard = parse_shard(shard) if isinstance(shard, str) else shard
     scorer = Scorer(**{**scorer_kwargs, "progress": False})
     registry = scorer.registry
+    expand_all = aspects == "all" or aspects == ["all"]
     names = registry.aspect_names(task, aspects if aspects is not None else
                                   [next(iter(registry.get_task(task).aspects))])
     input_path = str(input)
+    if output is not None and str(output) == "-":
+        output = None
     if resume and output is None:
         raise ResumeError("--resume needs --output")
     if resume and input_path == "-":
@@ -436,12 +617,29 @@ def run_batch(
     first = next(records, None)
     if first is None:
         raise InputFileError(f"{input_path} holds no records")
+    survey = None
+    skipped_aspects: dict[str, str] = {}
+    if input_path != "-":  # a first pass, before any model is loaded: can anything be scored?
+        survey = survey_input(input_path, registry, task, names, shard)
+        if expand_all:
+            for a in names:
+                if survey.scorable[a] == 0:
+                    missing = [f for f in registry.get_aspect(task, a).required_fields if f not in survey.fields]
+                    skipped_aspects[a] = (f"needs {', '.join(repr(f) for f in missing)}; no record has it"
+                                          if missing else "no record can be scored for it")
+            if len(skipped_aspects) < len(names):
+                names = [a for a in names if a not in skipped_aspects]
+            else:
+                skipped_aspects = {}
+        if survey.n_in_shard and all(survey.scorable[a] == 0 for a in names):
+            raise NothingToScoreError(nothing_to_score_message(survey, registry, task, names, input_path))
     for name in dict.fromkeys(registry.get_aspect(task, a).checkpoint for a in names):
         scorer.runner(name)  # fail early on a missing checkpoint
     signature = scorer.signature(task, names[0]).model_copy(update={"aspect": "+".join(names)})
-    fingerprints = {name: fingerprint_checkpoint(scorer.checkpoint(name).path)
-                    for name in dict.fromkeys(registry.get_aspect(task, a).checkpoint for a in names)}
-    run_id = {"signature": signature.model_dump(), "checkpoint_fingerprints": fingerprints,
+    checkpoints = dict.fromkeys(registry.get_aspect(task, a).checkpoint for a in names)
+    run_id = {"signature": signature.model_dump(), "config": scorer.config.as_dict(),
+              "checkpoint_fingerprints": {name: scorer.fingerprint(name) for name in checkpoints},
+              "aspect_hashes": {a: h for a in names if (h := scorer.aspect_hash(task, a))},
               "evidence": evidence}
     input_fp = None if input_path == "-" else {"path": os.path.abspath(input_path),
                                                "sha256": file_sha256(input_path)}
@@ -457,14 +655,7 @@ def run_batch(
             if not meta_file.is_file():
                 raise ResumeError(f"{out_path} has no sidecar {meta_file.name}; it cannot be resumed safely")
             meta = json.loads(meta_file.read_text())
-            old, new = meta["run"], run_id
-            diffs = [f"{k}: {old['signature'].get(k)!r} -> {new['signature'].get(k)!r}"
-                     for k in sorted(set(old["signature"]) | set(new["signature"]))
-                     if old["signature"].get(k) != new["signature"].get(k)]
-            if old.get("checkpoint_fingerprints") != new["checkpoint_fingerprints"]:
-                diffs.append("checkpoint content (fingerprint) changed")
-            if old.get("evidence") != new["evidence"]:
-                diffs.append(f"evidence: {old.get('evidence')} -> {new['evidence']}")
+            diffs = run_differences(meta["run"], run_id)
             if diffs:
                 raise ResumeError(f"refusing to resume {out_path}: the run settings differ ({'; '.join(diffs)}); "
                                   "rerun with the original settings, or write to a new output")
@@ -476,7 +667,7 @@ def run_batch(
                                   f"{f'{shard[0]}/{shard[1]}' if shard else None}")
             kept, torn = read_output(out_path, repair=True)
             if torn:
-                print(f"unieval-local: repaired a torn last line in {out_path}", file=sys.stderr)
+                logging.getLogger("unieval_local").warning("repaired a torn last line in %s", out_path)
             done = {x["index"] for x in kept}  # the input is unchanged (checked above): index identifies a record
     writer = OutputWriter(out_path, stream)
     meta = {"run": run_id, "input": input_fp, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
@@ -492,61 +683,71 @@ def run_batch(
         raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
     written = list(kept)
     summary_extra = {"n_queries": 0, "n_truncated": 0, "n_shortened": 0, "hints": defaultdict(int), "skipped": 0}
-    total = count_records(input_path)
+    total = survey.n_in_shard if survey is not None else None
+    bar = Progress(total, initial=len(kept), enabled=progress)
     window = getattr(eng, "window", 1)
     try:
-        with tqdm(total=total, desc="records", unit="rec", disable=None if progress is None else not progress,
-                  dynamic_ncols=True) as bar:
-            pending: list[list[Record]] = []
-            chunk: list[Record] = []
+        pending: list[list[Record]] = []
+        chunk: list[Record] = []
 
-            def drain(final: bool = False) -> None:
-                if not pending or (len(pending) < window and not final):
-                    return
-                for res in eng.map(pending, task, names, evidence):
-                    writer.write(res.lines)
-                    written.extend(res.lines)
-                    summary_extra["n_queries"] += res.n_queries
-                    summary_extra["n_truncated"] += res.n_truncated
-                    summary_extra["n_shortened"] += res.n_shortened
-                    for k, v in res.hints.items():
-                        summary_extra["hints"][k] += v
-                    meta["progress"]["written"] = len(written)
-                    bar.update(len(res.lines))
-                if out_path is not None:
-                    _write_sidecar(out_path, meta)
-                pending.clear()
+        def drain(final: bool = False) -> None:
+            if not pending or (len(pending) < window and not final):
+                return
+            base = len(written)
+            sizes = [len(c) for c in pending]
 
-            rec = first
-            first_index: dict[str, int] = {}
-            while rec is not None:
-                meta["progress"]["records_seen"] += 1
-                key = json.dumps(rec.key)
-                if key in first_index and rec.error is None:
-                    rec = Record(rec.index, rec.data, f"duplicate id {rec.key!r} (first at record "
-                                 f"{first_index[key]}); ids must be unique")
-                first_index.setdefault(key, rec.index)
-                if shard is None or shard_of(rec.key, shard[1]) == shard[0]:
-                    meta["progress"]["records_in_shard"] += 1
-                    if rec.index in done:
-                        summary_extra["skipped"] += 1
-                        bar.update(1)
-                    else:
-                        chunk.append(rec)
-                        if len(chunk) == MAX_EXAMPLES_PER_REQUEST:
-                            pending.append(chunk)
-                            chunk = []
-                            drain()
+            def on_batch(k: int, done_q: int, total_q: int) -> None:  # request k of pending, done_q of total_q queries
+                bar.set(base + sum(sizes[:k]) + sizes[k] * done_q / max(total_q, 1))
+
+            for k, res in enumerate(eng.map(pending, task, names, evidence, on_batch)):
+                writer.write(res.lines)
+                written.extend(res.lines)
+                summary_extra["n_queries"] += res.n_queries
+                summary_extra["n_truncated"] += res.n_truncated
+                summary_extra["n_shortened"] += res.n_shortened
+                for key, v in res.hints.items():
+                    summary_extra["hints"][key] += v
+                meta["progress"]["written"] = len(written)
+                bar.set(base + sum(sizes[:k + 1]))
+            if out_path is not None:
+                _write_sidecar(out_path, meta)
+            pending.clear()
+
+        rec = first
+        first_index: dict[str, int] = {}
+        while rec is not None:
+            meta["progress"]["records_seen"] += 1
+            key = json.dumps(rec.key)
+            if key in first_index and rec.error is None:
+                rec = Record(rec.index, rec.data, f"duplicate id {rec.key!r} (first at record "
+                             f"{first_index[key]}); ids must be unique")
+            first_index.setdefault(key, rec.index)
+            if shard is None or shard_of(rec.key, shard[1]) == shard[0]:
+                meta["progress"]["records_in_shard"] += 1
+                if rec.index in done:
+                    summary_extra["skipped"] += 1
                 else:
-                    bar.update(1)
-                rec = next(records, None)
-            if chunk:
-                pending.append(chunk)
-            drain(final=True)
+                    chunk.append(rec)
+                    if len(chunk) == MAX_EXAMPLES_PER_REQUEST:
+                        pending.append(chunk)
+                        chunk = []
+                        drain()
+            rec = next(records, None)
+        if chunk:
+            pending.append(chunk)
+        drain(final=True)
         meta["progress"]["complete"] = True
         if out_path is not None:
             _write_sidecar(out_path, meta)
+    except (KeyboardInterrupt, ModelRuntimeError) as exc:
+        if out_path is not None:
+            try:
+                _write_sidecar(out_path, meta)
+            except OSError:
+                pass
+        raise RunInterrupted(exc, len(written), total, out_path) from exc
     finally:
+        bar.close()
         writer.close()
         eng.close()
     summary = summarize(written, names)
@@ -557,6 +758,8 @@ def run_batch(
     summary.hints = dict(summary_extra["hints"])
     summary.signature = str(signature)
     summary.seconds = time.perf_counter() - t0
+    summary.skipped_aspects = skipped_aspects
+    summary.n_non_latin = survey.n_non_latin if survey is not None else 0
     if scorer_kwargs.get("cache_dir") and engine == "local":
         summary.cache = scorer.cache_stats()
     if summary.hints:

@@ -7,10 +7,13 @@ over everything that can change a score:
 - the checkpoint's CONTENT fingerprint (SHA-256 of config, weights and
   tokenizer files; not its path), memoised per (file, size, mtime) so that a
   3 GB checkpoint is hashed once;
-- the prompt, ``max_length``, dtype, device type, the fast cross-attention
-  switch, :data:`ENGINE_VERSION`, and the torch and transformers versions.
+- the prompt, and :meth:`~unieval_local.config.RunConfig.query_context` of the
+  run: ``max_length``, dtype, device type, the forward path,
+  :data:`~unieval_local.config.ENGINE_VERSION`, and the torch, transformers,
+  tokenizers and sentencepiece versions.
 
-Only finite scores are stored.
+Only finite scores are stored. bfloat16 scores are never cached: they depend on
+which prompts share a batch (the :class:`~unieval_local.Scorer` skips the cache then).
 """
 
 from __future__ import annotations
@@ -26,11 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from .checkpoints import fingerprint_checkpoint, sha256_file
+from .config import ENGINE_VERSION, RunConfig  # noqa: F401  (ENGINE_VERSION re-exported)
 from .errors import UniEvalError
-
-#: Bump when a change to the engine can change scores (it is part of every key).
-ENGINE_VERSION = "2"
-
 
 
 class CacheError(ValueError, UniEvalError):
@@ -139,26 +139,26 @@ class CachedRunner:
     Args:
         inner: the runner (``p_yes(prompts, **settings)``).
         cache: the :class:`ScoreCache`.
-        checkpoint_path: the checkpoint folder, fingerprinted by content.
-        dtype, device, fast_forward: settings that enter every key.
+        fingerprint: the checkpoint's content fingerprint
+            (:func:`~unieval_local.checkpoints.fingerprint_checkpoint`).
+        config: the run's :class:`~unieval_local.config.RunConfig`; its
+            ``query_context()`` enters every key.
+
+    Raises:
+        ValueError: ``config.dtype`` is bfloat16 (such scores are not reproducible per prompt).
     """
 
-    def __init__(self, inner, cache: ScoreCache, checkpoint_path: str | os.PathLike, *, dtype: str,
-                 device: str, fast_forward: bool):
-        from .runner import library_versions
-
+    def __init__(self, inner, cache: ScoreCache, fingerprint: str, config: RunConfig):
+        if config.dtype == "bfloat16":
+            raise ValueError("bfloat16 scores depend on batch composition and are never cached")
         self.inner = inner
         self.cache = cache
-        torch_v, tf_v = library_versions()
-        self._context = json.dumps({
-            "engine": ENGINE_VERSION, "checkpoint": cache.fingerprint(checkpoint_path), "dtype": dtype,
-            "device": str(device).split(":")[0], "fast_forward": bool(fast_forward),
-            "torch": torch_v, "transformers": tf_v,
-        }, sort_keys=True)
+        self.config = config
+        self._context = json.dumps({**config.query_context(), "checkpoint": fingerprint}, sort_keys=True)
         self.hits = self.misses = 0
 
     def key(self, prompt: str, max_length: int) -> str:
-        """The cache key of one query."""
+        """The cache key of one query (``max_length`` is the call's, normally the config's)."""
         return hashlib.sha256(f"{self._context}\0{max_length}\0{prompt}".encode()).hexdigest()
 
     def __getattr__(self, name):  # tokenizer, yes_id ... of the inner runner

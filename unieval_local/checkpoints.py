@@ -161,8 +161,8 @@ def resolve_checkpoint(
         home = os.environ.get(HOME_ENV)
         if home:
             folder = Path(home).expanduser() / name
-            if folder.is_dir():
-                return _local(name, folder, "home", hub_id)
+            if folder.is_dir():  # the hub id comes from its manifest, if any: the folder may hold anything
+                return _local(name, folder, "home")
             looked.append(f"${HOME_ENV}/{name} = {str(folder)!r} (missing)")
         else:
             looked.append(f"${HOME_ENV} (not set)")
@@ -198,10 +198,11 @@ def fingerprint_checkpoint(folder: str | os.PathLike, file_hash=None) -> str:
 
     A file's SHA-256 is taken from the download manifest when its size matches
     (``unieval-local verify`` checks those), else computed with ``file_hash``
-    (default :func:`sha256_file`; the score cache passes a memoised one).
+    (default: :func:`sha256_file` memoised per process on (path, size, mtime);
+    the score cache passes one memoised in its database).
     """
     folder = Path(folder)
-    file_hash = file_hash or sha256_file
+    file_hash = file_hash or _memo_sha256
     manifest = (_read_manifest(folder) or {}).get("files", {})
     files = sorted(p for p in folder.iterdir()
                    if p.is_file() and p.suffix in _FINGERPRINT_SUFFIXES and p.name != MANIFEST_NAME)
@@ -268,6 +269,18 @@ def select_checkpoint_files(files: list[str]) -> list[str]:
     if not ({"spiece.model", "tokenizer.json"} & set(tokenizer)):
         raise CheckpointError("the repository has no spiece.model or tokenizer.json")
     return ["config.json", *weights, *tokenizer, *[f for f in _OPTIONAL_FILES if f in top]]
+
+
+_FILE_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+def _memo_sha256(path: Path) -> str:
+    """:func:`sha256_file`, memoised per process on (resolved path, size, mtime)."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _FILE_HASHES:
+        _FILE_HASHES[key] = sha256_file(path)
+    return _FILE_HASHES[key]
 
 
 def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
@@ -375,27 +388,45 @@ def verify_checkpoint(folder: str | os.PathLike) -> list[VerifyReport]:
     """Check staged checkpoints offline.
 
     ``folder`` is one checkpoint folder or a home folder holding several
-    (``unieval-sum/`` ...). For each: manifest files present with matching
-    SHA-256 (a folder without a manifest only gets a warning), config and tokenizer load, the Yes/No tokens exist and are
-    distinct, and their ids are inside the model's vocabulary.
+    (``unieval-sum/`` ...). For each checkpoint: manifest files present with
+    matching SHA-256 (a folder without a manifest only gets a warning); every
+    weight file opens (a truncated or corrupt file fails); config and tokenizer
+    load; the Yes/No tokens exist, are distinct and inside the vocabulary; and
+    the model loads with every tensor its config needs, none missing, unexpected
+    or of another shape (:func:`~unieval_local.runner.load_model`). In a home
+    folder, each sub-folder must be named as a checkpoint (``unieval-sum``,
+    ``unieval-dialog``, ``unieval-fact``): ``$UNIEVAL_LOCAL_HOME`` is searched by
+    those names, so a misnamed folder would never be found.
 
     Returns:
         One :class:`VerifyReport` per checkpoint folder (``ok`` False on any failure).
     """
+    import difflib
+
     root = Path(folder).expanduser()
     if (root / "config.json").is_file() or (root / MANIFEST_NAME).is_file():
-        targets = [root]
-    else:
-        targets = sorted(p for p in root.iterdir() if p.is_dir() and
-                         ((p / MANIFEST_NAME).is_file() or (p / "config.json").is_file())) if root.is_dir() else []
+        return [_verify_one(root)]
+    targets = sorted(p for p in root.iterdir() if p.is_dir() and
+                     ((p / MANIFEST_NAME).is_file() or (p / "config.json").is_file())) if root.is_dir() else []
     if not targets:
         report = VerifyReport(root)
         report.fail(f"{root} is not a checkpoint folder and holds none")
         return [report]
-    return [_verify_one(t) for t in targets]
+    reports = []
+    for t in targets:
+        report = _verify_one(t)
+        if t.name not in CHECKPOINTS:
+            close = difflib.get_close_matches(t.name, list(CHECKPOINTS), n=1, cutoff=0.6)
+            report.fail(f"folder name {t.name!r} is not a checkpoint name, so ${HOME_ENV} lookups never find it; "
+                        + (f"rename it to {close[0]!r}" if close else f"name it one of {', '.join(CHECKPOINTS)}")
+                        + f" (or pass it with --model <checkpoint name>={t})")
+        reports.append(report)
+    return reports
 
 
 def _verify_one(folder: Path) -> VerifyReport:
+    from .runner import load_model, stored_weight_names, weight_files
+
     report = VerifyReport(folder)
     manifest = _read_manifest(folder)
     if manifest is None:
@@ -410,6 +441,12 @@ def _verify_one(folder: Path) -> VerifyReport:
             else:
                 report.info(f"{fname} sha256 matches")
     try:
+        names = stored_weight_names(folder)
+        report.info(f"weight files open ({', '.join(f.name for f in weight_files(folder))}: {len(names)} tensors)")
+    except CheckpointError as exc:
+        report.fail(str(exc))
+        return report
+    try:
         from transformers import AutoConfig, AutoTokenizer
 
         config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
@@ -423,4 +460,12 @@ def _verify_one(folder: Path) -> VerifyReport:
             report.info(f"Yes/No token ids {yes}/{no}")
     except Exception as exc:
         report.fail(f"loading failed: {type(exc).__name__}: {exc}")
+        return report
+    try:
+        model, _ = load_model(folder)
+    except CheckpointError as exc:
+        report.fail(str(exc))
+        return report
+    untied = model.get_output_embeddings().weight.data_ptr() != model.get_input_embeddings().weight.data_ptr()
+    report.info(f"model loads: every weight matches the config ({'untied LM head, T5 v1.1 layout' if untied else 'tied LM head'})")
     return report

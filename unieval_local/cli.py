@@ -10,11 +10,17 @@ Exit status of ``unieval-local score``:
     0  every record was scored;
     1  some records failed: each has an error record in the output, the others
        are scored;
-    2  usage error, unreadable or empty input, unwritable output or cache
-       folder, unavailable device (nothing scored);
-    3  checkpoint not found or not loadable (nothing scored);
+    2  usage error, unreadable or empty input, no record scorable for the aspects
+       (wrong field names), unwritable output or cache folder, unavailable device
+       (nothing scored);
+    3  checkpoint not found or not loadable, e.g. weights that do not match the
+       config (nothing scored);
     4  writing the output failed (e.g. disk full): the records written before
-       are intact; rerun with --resume.
+       are intact; rerun with --resume;
+    5  the model failed while scoring (out of memory on a single query, a CUDA or
+       cuBLAS error, the CPU allocator's "can't allocate memory"): the records
+       written before are intact; rerun with --resume;
+    130  interrupted (Ctrl-C): the records written before are intact; rerun with --resume.
 """
 
 from __future__ import annotations
@@ -25,7 +31,8 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT, EXIT_WRITE = 0, 1, 2, 3, 4
+EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT, EXIT_WRITE, EXIT_MODEL = 0, 1, 2, 3, 4, 5
+EXIT_INTERRUPTED = 130
 
 
 def _usage_exit(message: str):
@@ -67,7 +74,7 @@ def _read_outputs(path: str) -> list[dict]:
     rows = read_records(path)
     for i, row in enumerate(rows):
         if not isinstance(row, dict) or "key" not in row:
-            raise ValueError(f"{path}: record {i} has no 'key'; compare takes two score outputs")
+            raise ValueError(f"{path}: record {i} has no 'key'; compare takes unieval-local score outputs")
     return rows
 
 
@@ -85,7 +92,10 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
                    "(T5 overflows to NaN)")
     p.add_argument("--max-length", type=int, default=1024, help="tokens per query (default 1024)")
     p.add_argument("--batch-tokens", type=int, default=8192,
-                   help="most padded tokens per forward pass (default 8192)")
+                   help="most padded tokens (rows x longest prompt) per forward pass (default 8192)")
+    p.add_argument("--attention-mib", type=float, default=1024,
+                   help="most MiB of encoder attention scores per forward pass (rows x heads x longest^2 x "
+                   "bytes; default 1024): bounds memory for long prompts, which --batch-tokens alone does not")
     p.add_argument("--offline", action="store_true", help="never use the network (as HF_HUB_OFFLINE=1)")
     p.add_argument("--cache-dir", default=None,
                    help="persistent score cache folder (SQLite): queries scored before with the same "
@@ -115,8 +125,9 @@ def _build_parser() -> argparse.ArgumentParser:
             "or {index, key, error: {type, message}}. Records are sent in requests of at most "
             "250. The mean per aspect (and per system_id) is printed on stderr. Exit status: "
             "0 all scored, 1 some records failed (the rest are scored), 2 usage, input, output, "
-            "cache, device or resume error, 3 checkpoint not found or not loadable, 4 output write "
-            "failed (earlier records intact; rerun with --resume)."
+            "cache, device or resume error, or no record scorable for the aspects, 3 checkpoint not found "
+            "or not loadable, 4 output write failed, 5 the model failed while scoring (out of memory, CUDA "
+            "error), 130 interrupted; after 4, 5 and 130 the records written are intact: rerun with --resume."
         ),
     )
     sc.add_argument("input", help="records: .jsonl (streamed; '-' for stdin) or a .json list")
@@ -141,7 +152,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--no-fast-forward", dest="fast_forward", action="store_false",
                     help="run the model's own forward instead of our exact single-step forward "
                     "(slower; for checking)")
-    sc.add_argument("--output", "-o", default=None, help="output .jsonl (default stdout)")
+    sc.add_argument("--output", "-o", default=None, help="output .jsonl (default, or '-': stdout)")
     sc.add_argument("--resume", action="store_true",
                     help="continue OUTPUT: skip records already in it (refused if the run or input differ)")
     sc.add_argument("--shard", default=None, metavar="K/N",
@@ -182,24 +193,37 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Pearson, Spearman and Kendall correlations between predicted and human scores at sample, "
         "summary (per document, averaged; documents with constant scores skipped, as UniEval does) and system "
         "level, per aspect, with seeded bootstrap 95% intervals (documents resampled when doc ids exist). "
-        "PREDICTIONS is a UniEval reproduce file (predict_scores + scores) or a score output joined to --human.",
+        "PREDICTIONS is a UniEval reproduce file (its records hold predict_scores and the human scores in "
+        "scores) or a score output joined by key to --human FILE (the scored input; human scores in the "
+        "field 'human', as scripts/convert_summeval.py writes them).",
     )
     mt.add_argument("predictions")
-    mt.add_argument("--human", default=None, help="records with id and human scores (e.g. the score input)")
-    mt.add_argument("--human-field", default="scores", help="field of the human scores (default scores)")
+    mt.add_argument("--human", default=None, metavar="FILE",
+                    help="records with id and human scores (e.g. the score input), joined by key")
+    mt.add_argument("--human-field", default=None, metavar="FIELD",
+                    help="field of the human scores (default: 'human' with --human, as scripts/convert_summeval.py "
+                    "writes; 'scores' in a UniEval reproduce file)")
     mt.add_argument("--aspect", action="append", dest="aspects", help="aspects (default: all in common)")
     mt.add_argument("--bootstrap", type=_non_negative, default=1000, help="bootstrap resamples (default 1000; 0 = none)")
     mt.add_argument("--seed", type=int, default=0)
     mt.add_argument("--json", dest="json_out", default=None, help="also write the table as JSON here")
+    mt.add_argument("--no-progress", action="store_true",
+                    help="no progress bar over resamples (it shows only when stderr is a terminal)")
 
     cp = sub.add_parser(
         "compare",
-        help="paired bootstrap test: is system B better than A?",
-        description="Join two score outputs by key and test, per aspect, whether B's mean is above A's "
-        "(paired bootstrap; one-sided p-value).",
+        help="paired bootstrap test: are systems better than a baseline?",
+        description="Paired bootstrap test (Koehn 2004), per aspect, of whether each system's mean score is "
+        "above the baseline's: one row per (system, aspect) with both means, the delta, its 95% interval and "
+        "the one-sided p-value (not corrected for multiple comparisons). Two forms: "
+        "'compare BASE.jsonl B.jsonl [C.jsonl ...]' compares each output with the first, joined by key; "
+        "'compare OUT.jsonl --baseline SYSTEM' compares every other system_id of one output with SYSTEM, "
+        "paired on doc_id (--baseline is required there: a file's system order is arbitrary).",
     )
-    cp.add_argument("a")
-    cp.add_argument("b")
+    cp.add_argument("outputs", nargs="+", metavar="OUT.jsonl",
+                    help="score outputs: the baseline then the others, or one output with system_id and doc_id")
+    cp.add_argument("--baseline", default=None, metavar="SYSTEM",
+                    help="one-output form: the system_id the others are compared with (required there)")
     cp.add_argument("--bootstrap", type=_non_negative, default=1000, help="bootstrap resamples (default 1000)")
     cp.add_argument("--seed", type=int, default=0)
 
@@ -276,7 +300,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def cmd_score(args: argparse.Namespace) -> int:
     """``unieval-local score``: see the module docstring for output and exit status."""
-    from .batch import OutputWriteError, ResumeError, format_summary, parse_shard, run_batch
+    from .batch import OutputWriteError, ResumeError, RunInterrupted, format_summary, parse_shard, run_batch
     from .errors import CheckpointError, CheckpointNotFoundError
     from .records import InputFileError
 
@@ -285,6 +309,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         batch_tokens=args.batch_tokens, reference_reduction=args.reference_reduction, offline=args.offline,
         cache_dir=args.cache_dir, fast_forward=args.fast_forward, aspects_config=args.aspects_config,
         long_input=args.long_input, window_overlap=1 if args.window_overlap is None else args.window_overlap,
+        attention_mib=args.attention_mib,
     )
     if args.window_overlap is not None and args.long_input != "chunk":
         print(f"unieval-local: warning: --window-overlap only applies to --long-input chunk "
@@ -297,6 +322,9 @@ def cmd_score(args: argparse.Namespace) -> int:
             gpus_per_actor=args.gpus_per_actor, ray_address=args.ray_address, evidence=args.evidence,
             progress=False if args.no_progress else None,
         )
+    except RunInterrupted as exc:
+        print(f"unieval-local: {exc}", file=sys.stderr)
+        return EXIT_INTERRUPTED if isinstance(exc.cause, KeyboardInterrupt) else EXIT_MODEL
     except (CheckpointNotFoundError, CheckpointError) as exc:
         print(f"unieval-local: error: {exc}", file=sys.stderr)
         return EXIT_CHECKPOINT
@@ -306,8 +334,13 @@ def cmd_score(args: argparse.Namespace) -> int:
     except (ResumeError, InputFileError, ValueError, OSError) as exc:  # also unknown aspects, bad config, device
         return _usage_error(exc)
     print(format_summary(summary), file=sys.stderr)
+    for aspect, why in summary.skipped_aspects.items():
+        print(f"skipped aspect {aspect} (--aspect all): {why}", file=sys.stderr)
     if summary.hint_message:
         print(f"warning: {summary.hint_message}", file=sys.stderr)
+    if summary.n_non_latin:
+        print(f"warning: {summary.n_non_latin} target(s) are mostly in a non-Latin script; the UniEval "
+              "evaluators were trained on English only, so their scores there mean little", file=sys.stderr)
     if summary.n_truncated:
         print(f"warning: {summary.n_truncated} of {summary.n_queries} distinct queries were longer than "
               f"--max-length {args.max_length} tokens and lost their end (--long-input {args.long_input}); "
@@ -362,12 +395,18 @@ def _usage_error(exc: BaseException) -> int:
 
 
 def cmd_meta(args: argparse.Namespace) -> int:
-    """``unieval-local meta``: print correlations; exit 0, or 2 on unusable input."""
+    """``unieval-local meta``: print correlations; exit 0, or 2 on unusable input.
+
+    Human scores: ``--human-field`` (default ``human`` with ``--human FILE``, ``scores`` in a
+    UniEval reproduce file; see :func:`unieval_local.meta.load_items`). A progress bar over
+    the bootstrap resamples shows on a terminal unless ``--no-progress``.
+    """
     from .meta import format_meta, load_items, meta_evaluate
 
     try:
         items = load_items(args.predictions, args.human, args.human_field)
-        result = meta_evaluate(items, args.aspects, n_boot=args.bootstrap, seed=args.seed)
+        result = meta_evaluate(items, args.aspects, n_boot=args.bootstrap, seed=args.seed,
+                               progress=False if args.no_progress else None)
     except (ValueError, OSError, KeyError) as exc:
         return _usage_error(exc)
     print(format_meta(result))
@@ -390,12 +429,30 @@ def cmd_meta(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """``unieval-local compare``: print the paired bootstrap table; exit 0, or 2 on unusable input."""
-    from .meta import format_comparison, paired_bootstrap
+    """``unieval-local compare``: print the paired bootstrap table; exit 0, or 2 on unusable input.
+
+    ``compare BASE B [C ...]``: each output against the first, joined by key
+    (:func:`unieval_local.meta.compare_outputs`); ``compare OUT --baseline SYSTEM``: every
+    other ``system_id`` of OUT against SYSTEM, paired on ``doc_id``
+    (:func:`unieval_local.meta.compare_systems`). One row per (system, aspect). Exit 2 with
+    a one-line error for: a one-output compare without ``--baseline`` or with an unknown one
+    (the systems are listed), records without ``system_id`` / ``doc_id`` there, ``--baseline``
+    with several outputs, no common keys or doc ids, unreadable files.
+    """
+    from .meta import compare_outputs, compare_systems, format_comparison_set
 
     try:
-        a, b = _read_outputs(args.a), _read_outputs(args.b)
-        print(format_comparison(paired_bootstrap(a, b, n_boot=args.bootstrap, seed=args.seed)))
+        outputs = [_read_outputs(path) for path in args.outputs]
+        if len(outputs) == 1:
+            cs = compare_systems(outputs[0], args.baseline, n_boot=args.bootstrap, seed=args.seed,
+                                 source=args.outputs[0])
+        elif args.baseline is not None:
+            return _usage_error(f"--baseline names a system of ONE output; with {len(outputs)} outputs the first "
+                                f"({args.outputs[0]}) is the baseline")
+        else:
+            cs = compare_outputs(outputs[0], list(zip(args.outputs[1:], outputs[1:])), baseline_name=args.outputs[0],
+                                 n_boot=args.bootstrap, seed=args.seed)
+        print(format_comparison_set(cs))
     except (ValueError, OSError, KeyError) as exc:
         return _usage_error(exc)
     return EXIT_OK
@@ -595,6 +652,27 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return EXIT_OK if all(r.ok for r in reports) else 1
 
 
+class _LogHandler:
+    """Routes the library's ``unieval_local`` log records (progress lines, warnings) to stderr
+    as ``unieval-local: <message>``, for the duration of one command."""
+
+    def __enter__(self):
+        import logging
+
+        self.logger = logging.getLogger("unieval_local")
+        self.handler = logging.StreamHandler(sys.stderr)
+        self.handler.setFormatter(logging.Formatter("unieval-local: %(message)s"))
+        self.level = self.logger.level
+        self.logger.addHandler(self.handler)
+        self.logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``unieval-local`` console script; returns the exit status."""
     args = _build_parser().parse_args(argv)
@@ -602,10 +680,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                "merge": cmd_merge, "meta": cmd_meta, "compare": cmd_compare,
                "report-html": cmd_report_html, "report": cmd_report}[args.command]
     try:
-        return handler(args)
+        with _LogHandler():
+            return handler(args)
     except BrokenPipeError:  # e.g. `unieval-local meta ... | head`
         sys.stderr.close()
         return EXIT_OK
+    except KeyboardInterrupt:  # before a run started writing (loading a model ...)
+        print("unieval-local: interrupted before any record was written", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -81,3 +81,10 @@ class NonFiniteScoreError(ArithmeticError, UniEvalError):
     def __init__(self, message: str, indices: list[int]):
         self.indices = list(indices)
         super().__init__(message)
+
+
+class ModelRuntimeError(RuntimeError, UniEvalError):
+    """The model failed while scoring: out of memory on a single query (after the
+    batch back-off), a CUDA/cuBLAS error, the CPU allocator's "can't allocate memory",
+    or any other runtime error of torch. The CLI ends with exit status 5 and keeps the
+    records written so far (rerun with ``--resume``)."""

@@ -78,6 +78,21 @@ def render_prompt(aspect: Aspect, example: UniEvalData, target: str, reference: 
     return render_prompt_spans(aspect, example, target, reference, overrides)[0]
 
 
+def non_latin_share(text: str) -> float:
+    """Share of the letters of ``text`` that are not in Latin script, in [0, 1] (0 without letters).
+
+    The UniEval checkpoints are English-only; a target that is mostly Cyrillic, CJK,
+    Arabic ... gets scores that mean nothing, so callers warn about it.
+    """
+    import unicodedata
+
+    letters = [c for c in text if c.isalpha()]
+    if not letters:
+        return 0.0
+    latin = sum(1 for c in letters if c < "\u0250" or unicodedata.name(c, "").startswith("LATIN"))
+    return 1.0 - latin / len(letters)
+
+
 def is_text(value: Any) -> bool:
     """True for a string with some non-whitespace character."""
     return isinstance(value, str) and value.strip() != ""
@@ -92,9 +107,29 @@ def describe_value(value: Any) -> str:
     return f"got {type(value).__name__}"
 
 
+#: Field names other evaluators and datasets use, and the field they mean here.
+FIELD_ALIASES: dict[str, str] = {
+    "summary": "target", "prediction": "target", "hypothesis": "target", "output": "target",
+    "generated": "target", "candidate": "target", "response": "target", "claim": "target",
+    "document": "source", "input": "source", "article": "source", "transcript": "source",
+    "dialogue_history": "source", "history": "source", "refs": "references", "gold": "references",
+    "fact": "context", "knowledge": "context",
+}
+
+
+def alias_hint(field: str, present: Iterable[str]) -> str:
+    """`` (the record has 'summary': did you mean 'target'?)`` when ``present`` holds a
+    common other name of ``field`` (:data:`FIELD_ALIASES`), else ``""``."""
+    names = [k for k in present if FIELD_ALIASES.get(str(k).lower()) == field]
+    if not names:
+        return ""
+    return f" (the record has {', '.join(repr(n) for n in names)}: did you mean {field!r}? rename it)"
+
+
 def check_example(index: int, example: UniEvalData, aspects: Sequence[Aspect]) -> list[ExampleProblem]:
     """The problems of one parsed example for the given aspects (empty list if none)."""
     problems: list[ExampleProblem] = []
+    extra = list((example.model_extra or {}))
     if not is_text(example.target):
         problems.append(
             ExampleProblem(index, "target", "the text under evaluation is empty or whitespace-only; "
@@ -112,11 +147,12 @@ def check_example(index: int, example: UniEvalData, aspects: Sequence[Aspect]) -
                            else "a reference is empty or not a string")
                     problems.append(ExampleProblem(
                         index, name, f"{aspect.task}/{aspect.name} needs 'references', a non-empty "
-                        f"list of non-empty reference texts; {why}", aspect.name))
+                        f"list of non-empty reference texts; {why}"
+                        + (alias_hint(name, extra) if value is None else ""), aspect.name))
             elif not is_text(value):
                 problems.append(ExampleProblem(
                     index, name, f"{aspect.task}/{aspect.name} needs '{name}' as a non-empty string; "
-                    f"{describe_value(value)}", aspect.name))
+                    f"{describe_value(value)}" + (alias_hint(name, extra) if value is None else ""), aspect.name))
     return problems
 
 
@@ -139,7 +175,14 @@ def parse_example(index: int, item: Any,
         problems = []
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"]) or "record"
-            problems.append(ExampleProblem(index, loc, err["msg"]))
+            msg = err["msg"]
+            if err["type"] == "missing" and loc in ("target", "source", "references", "context"):
+                msg += alias_hint(loc, item)
+            if err["type"] == "string_type":
+                got = type(err.get("input")).__name__
+                msg += f", got {got}" + (" (decode it to str first; the encoding is not guessed)"
+                                         if got in ("bytes", "bytearray") else "")
+            problems.append(ExampleProblem(index, loc, msg))
         return None, problems
 
 
@@ -272,8 +315,8 @@ class Plan:
     aspects: dict[str, Aspect] = field(default_factory=dict)
 
 
-LongInput = Literal["truncate", "fit", "chunk"]
-LONG_INPUT_MODES = ("truncate", "fit", "chunk")
+from .config import LONG_INPUT_MODES, LongInput  # noqa: E402  (re-exported)
+
 _MARGIN = 2  # tokens kept free: sub-word merges at field boundaries are not additive
 
 

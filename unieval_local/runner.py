@@ -18,18 +18,23 @@ put back in input order (bert_score / COMET length batching).
 
 from __future__ import annotations
 
+import re
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
 from .checkpoints import ResolvedCheckpoint, yes_no_ids
-from .errors import CheckpointError
+from .config import DTYPES as _DTYPES
+from .config import check_dtype
+from .errors import CheckpointError, ModelRuntimeError
 
-DTYPES = ("float32", "bfloat16")
+DTYPES = _DTYPES
+#: Default bound on the encoder attention scores of one forward pass (see :func:`attention_cells`).
+DEFAULT_ATTENTION_MIB = 1024
 
 
 class Runner(Protocol):
@@ -42,35 +47,40 @@ class Runner(Protocol):
         ...
 
 
-def resolve_device(device: str | None) -> str:
-    """``cuda`` when available and ``device`` is None, else ``cpu``; else ``device`` checked.
-
-    Raises:
-        ValueError: ``cuda`` asked for where torch sees no CUDA device.
-    """
+def available_devices() -> list[str]:
+    """The device strings this machine accepts: ``cpu``, then ``cuda`` and ``cuda:0`` ...
+    ``cuda:N-1`` for each visible GPU, and ``mps`` where Apple's backend is available."""
     import torch
 
-    if device is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    dev = str(device)
-    if dev.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device {dev!r} asked for, but torch sees no CUDA device")
-    torch.device(dev)  # raises on nonsense
-    return dev
+    devices = ["cpu"]
+    n = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if n:
+        devices += ["cuda"] + [f"cuda:{i}" for i in range(n)]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        devices.append("mps")
+    return devices
 
 
-def check_dtype(dtype: str) -> str:
-    """Validate a dtype name.
+def resolve_device(device: str | None) -> str:
+    """The device to run on: ``cuda`` when available and ``device`` is None, else ``cpu``;
+    a given ``device`` must be one of :func:`available_devices` (exact spelling, e.g.
+    ``cuda:1``; ``torch.device`` objects are accepted by their string).
 
     Raises:
-        ValueError: ``float16`` (T5 overflows to NaN in float16) or an unknown name.
+        ValueError: an empty, misspelt (``gpu``, ``CPU``) or unavailable (``cuda:7`` on a
+            one-GPU machine, ``mps`` off Apple silicon) device; the message lists the available ones.
     """
-    if dtype in ("float16", "fp16", "half"):
-        raise ValueError("float16 is refused: T5 activations overflow to NaN in float16; "
-                         "use bfloat16 (GPU) or float32")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    return dtype
+    available = available_devices()
+    if device is None:
+        return "cuda" if "cuda" in available else "cpu"
+    dev = str(device)
+    if dev not in available:
+        hint = ""
+        if dev.strip().lower() in ("gpu", "cuda") and "cuda" not in available:
+            hint = " (torch sees no CUDA device: is this a GPU node, and a CUDA build of torch?)"
+        raise ValueError(f"device {dev!r} is not available on this machine{hint}; available: {', '.join(available)}")
+    return dev
 
 
 def sort_by_length(lengths: Sequence[int]) -> list[int]:
@@ -79,26 +89,33 @@ def sort_by_length(lengths: Sequence[int]) -> list[int]:
 
 
 def next_batch_end(order: Sequence[int], lengths: Sequence[int], start: int, batch_tokens: int,
-                   min_fill: float = 0.75) -> int:
+                   min_fill: float = 0.75, max_cells: int | None = None) -> int:
     """End (exclusive) of the batch that starts at ``order[start]``.
 
-    The batch grows while ``n_queries * longest_length <= batch_tokens`` and
-    the next query is at least ``min_fill`` times as long as the longest (the
-    first: ``order`` is sorted longest first), so that no query is padded by
-    more than a quarter. A query longer than the budget gets a batch of its own.
+    The batch grows while ``n_queries * longest_length <= batch_tokens`` (padded
+    tokens), ``n_queries * longest_length**2 <= max_cells`` (attention scores per
+    head: the encoder's (rows, heads, S, S) attention grows with the square of the
+    length, so a token budget alone does not bound memory), and the next query is at
+    least ``min_fill`` times as long as the longest (the first: ``order`` is sorted
+    longest first), so that no query is padded by more than a quarter. A query longer
+    than the budgets gets a batch of its own.
     """
     if batch_tokens < 1:
         raise ValueError(f"batch_tokens must be >= 1, got {batch_tokens}")
-    longest = lengths[order[start]]
-    limit = min(len(order), start + max(1, batch_tokens // max(longest, 1)))
+    longest = max(lengths[order[start]], 1)
+    rows = batch_tokens // longest
+    if max_cells is not None:
+        rows = min(rows, max_cells // (longest * longest))
+    limit = min(len(order), start + max(1, rows))
     end = start + 1
     while end < limit and lengths[order[end]] >= min_fill * longest:
         end += 1
     return end
 
 
-def plan_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
-    """Group query indices into batches of at most ``batch_tokens`` padded tokens.
+def plan_batches(lengths: Sequence[int], batch_tokens: int, max_cells: int | None = None) -> list[list[int]]:
+    """Group query indices into batches of at most ``batch_tokens`` padded tokens
+    (and ``max_cells`` attention scores per head, see :func:`next_batch_end`).
 
     Queries are sorted by length, longest first, and cut into consecutive
     batches with :func:`next_batch_end` (the runner does the same, adapting
@@ -110,17 +127,39 @@ def plan_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
     order = sort_by_length(lengths)
     batches, start = [], 0
     while start < len(order):
-        end = next_batch_end(order, lengths, start, batch_tokens)
+        end = next_batch_end(order, lengths, start, batch_tokens, max_cells=max_cells)
         batches.append(order[start:end])
         start = end
     return batches
 
 
+def attention_cells(attention_mib: float, n_heads: int, element_bytes: int) -> int:
+    """How many (row x S x S) attention scores per head fit ``attention_mib`` MiB:
+    ``attention_mib * 2**20 / (n_heads * element_bytes)``.
+
+    The encoder's attention of one forward pass holds rows x heads x S x S scores
+    (S: the batch's longest prompt); e.g. T5-large (16 heads) in float32 at 1,024
+    tokens takes 64 MiB per row, so 1,024 MiB allows 16 rows.
+    """
+    return max(1, int(attention_mib * 2**20 // (max(1, n_heads) * max(1, element_bytes))))
+
+
+#: Messages of allocation failures that are not ``torch.OutOfMemoryError``: CUDA's
+#: older RuntimeError, and the CPU allocator's (``DefaultCPUAllocator: can't allocate memory``).
+_OOM_MESSAGES = ("out of memory", "can't allocate memory", "cannot allocate memory", "defaultcpuallocator")
+
+
 def _is_oom(exc: BaseException) -> bool:
+    """True for an allocation failure the batch back-off can handle (GPU or CPU)."""
     import torch
 
-    return isinstance(exc, torch.OutOfMemoryError) or (
-        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+    return isinstance(exc, (torch.OutOfMemoryError, MemoryError)) or (
+        isinstance(exc, RuntimeError) and any(m in str(exc).lower() for m in _OOM_MESSAGES))
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message (CUDA errors add pages of hints)."""
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
 
 
 def _has_t5_layout(model) -> bool:
@@ -132,6 +171,157 @@ def _has_t5_layout(model) -> bool:
                 and len(block.layer) == 3)
     except (AttributeError, IndexError, TypeError):
         return False
+
+
+#: Embedding keys a T5 checkpoint may leave out: they are one tensor (``shared``) in memory.
+_EMBEDDING_KEYS = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
+_HEAD_KEY = "lm_head.weight"
+
+
+def weight_files(folder: Path) -> list[Path]:
+    """The weight files of a checkpoint folder, as ``from_pretrained`` would read them:
+    ``model.safetensors`` (or the shards of its index), else ``pytorch_model.bin`` (or its shards)."""
+    for single, index in (("model.safetensors", "model.safetensors.index.json"),
+                          ("pytorch_model.bin", "pytorch_model.bin.index.json")):
+        if (folder / single).is_file():
+            return [folder / single]
+        if (folder / index).is_file():
+            import json
+
+            shards = sorted(set(json.loads((folder / index).read_text())["weight_map"].values()))
+            return [folder / s for s in shards]
+    return []
+
+
+def stored_weight_names(folder: Path) -> set[str]:
+    """Names of the tensors stored in a checkpoint's weight files (safetensors headers only;
+    pickled ``.bin`` files are memory-mapped, not read).
+
+    Raises:
+        CheckpointError: no weight file, or one that cannot be opened (truncated, corrupt).
+    """
+    files = weight_files(folder)
+    if not files:
+        raise CheckpointError(f"checkpoint folder {str(folder)!r} has no weights "
+                              "(model.safetensors or pytorch_model.bin)")
+    names: set[str] = set()
+    for f in files:
+        try:
+            if f.suffix == ".safetensors":
+                from safetensors import safe_open
+
+                with safe_open(str(f), "pt") as fh:
+                    names.update(fh.keys())
+            else:
+                import torch
+
+                names.update(torch.load(f, map_location="cpu", mmap=True, weights_only=True).keys())
+        except Exception as exc:
+            raise CheckpointError(f"cannot open weight file {str(f)!r} ({type(exc).__name__}: {exc}); "
+                                  "it is truncated or corrupt: stage the checkpoint again") from exc
+    return names
+
+
+def _stored_tie_flag(folder: Path) -> bool:
+    """``tie_word_embeddings`` as written in the folder's ``config.json`` (default True, as in
+    transformers 4.x): False for T5 v1.1 checkpoints, whose LM head is its own tensor."""
+    import json
+
+    try:
+        return json.loads((folder / "config.json").read_text()).get("tie_word_embeddings", True) is not False
+    except (OSError, ValueError):
+        return True
+
+
+class _DropLogRecords:
+    """A logging filter that drops transformers records containing any of ``needles``."""
+
+    def __init__(self, needles: Sequence[str]):
+        self.needles = tuple(needles)
+
+    def filter(self, record) -> bool:
+        message = record.getMessage()
+        return not any(n in message for n in self.needles)
+
+
+def load_model(folder: str | Path, dtype: str = "float32"):
+    """Load a seq2seq checkpoint and its tokenizer, refusing any mismatch between files and config.
+
+    transformers loads a checkpoint whose weight file lacks a tensor (or holds one of
+    another shape) with randomly initialised weights and only logs a table; the
+    scores would then change from run to run. Here the load report
+    (``output_loading_info``) AND the stored tensor names are checked, and any
+    missing, unexpected or mismatched tensor is refused. The embedding keys that
+    T5 stores once (``shared.weight``; ``encoder/decoder.embed_tokens.weight``, and
+    ``lm_head.weight`` when the config ties it) may be absent, since they are one
+    tensor in memory; a checkpoint whose config says ``tie_word_embeddings: false``
+    (T5 v1.1, the official UniEval layout) must store its own ``lm_head.weight``.
+    transformers 5's warning that such a head is "NOT tied" is expected for that
+    layout and silenced (only that message, only then).
+
+    Args:
+        folder: the checkpoint folder (``config.json``, weights, tokenizer files).
+        dtype: ``float32`` or ``bfloat16``.
+
+    Returns:
+        ``(model, tokenizer)``, the model in eval mode on the CPU.
+
+    Raises:
+        CheckpointError: the folder does not load, a weight file cannot be opened,
+            or tensors are missing, unexpected or of another shape (named, up to 12 each).
+    """
+    import logging
+
+    import torch
+    import transformers
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    folder = Path(folder)
+    torch_dtype = getattr(torch, check_dtype(dtype))
+    stored = stored_weight_names(folder)
+    tied = _stored_tie_flag(folder)
+    # transformers' own report of a bad load is replaced by the CheckpointError below
+    needles = ["LOAD REPORT", "checkpoint seem corrupted"] + ([] if tied else ["will NOT tie them"])
+    quiet = _DropLogRecords(needles)
+    handlers = logging.getLogger("transformers").handlers
+    key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    for h in handlers:
+        h.addFilter(quiet)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+        model, info = AutoModelForSeq2SeqLM.from_pretrained(
+            folder, trust_remote_code=False, output_loading_info=True, ignore_mismatched_sizes=True,
+            **{key: torch_dtype})
+    except Exception as exc:
+        raise CheckpointError(f"cannot load checkpoint {str(folder)!r}: {type(exc).__name__}: {exc}") from exc
+    finally:
+        for h in handlers:
+            h.removeFilter(quiet)
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+    expected = set(model.state_dict())
+    ignored = [re.compile(p) for p in (getattr(model, "_keys_to_ignore_on_load_unexpected", None) or [])]
+    optional = set(_EMBEDDING_KEYS) | ({_HEAD_KEY} if tied else set())
+    missing = set(info.get("missing_keys") or ()) | (expected - stored - optional)
+    if expected & set(_EMBEDDING_KEYS) and not stored & (optional & expected):
+        missing |= {"shared.weight"}  # no copy of the embedding at all
+    unexpected = {k for k in set(info.get("unexpected_keys") or ()) | (stored - expected)
+                  if not any(p.search(k) for p in ignored)}
+    mismatched = [f"{m[0]} (file {list(m[1])} vs config {list(m[2])})" if isinstance(m, tuple) else str(m)
+                  for m in sorted(info.get("mismatched_keys") or (), key=str)]
+    problems = []
+    for what, names in (("missing", sorted(missing)), ("unexpected", sorted(unexpected)), ("of another shape", mismatched)):
+        if names:
+            problems.append(f"{len(names)} {what}: {', '.join(names[:12])}{' ...' if len(names) > 12 else ''}")
+    if problems:
+        raise CheckpointError(
+            f"checkpoint {str(folder)!r}: its weights do not match its config.json ({'; '.join(problems)}); "
+            "transformers would give missing or re-shaped tensors random values and ignore unexpected ones, so "
+            "the scores would be meaningless. Stage the checkpoint again (unieval-local download) or fix its "
+            "config.json")
+    return model.eval(), tokenizer
 
 
 class T5Runner:
@@ -149,26 +339,12 @@ class T5Runner:
 
     def __init__(self, checkpoint: ResolvedCheckpoint, device: str, dtype: str):
         import torch
-        import transformers
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
         self.checkpoint = checkpoint
         self.device = device
         self.dtype = check_dtype(dtype)
-        torch_dtype = getattr(torch, dtype)
         path = Path(checkpoint.path)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(path, trust_remote_code=False)
-            key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
-            bars = transformers.utils.logging.is_progress_bar_enabled()
-            transformers.utils.logging.disable_progress_bar()
-            try:
-                model = AutoModelForSeq2SeqLM.from_pretrained(path, trust_remote_code=False, **{key: torch_dtype})
-            finally:
-                if bars:
-                    transformers.utils.logging.enable_progress_bar()
-        except Exception as exc:
-            raise CheckpointError(f"cannot load checkpoint {str(path)!r}: {type(exc).__name__}: {exc}") from exc
+        model, self.tokenizer = load_model(path, dtype)
         if not model.config.is_encoder_decoder:
             raise CheckpointError(f"{path} is not an encoder-decoder model")
         self.model = model.to(device).eval()
@@ -189,6 +365,8 @@ class T5Runner:
         self._scale_decoder_outputs = bool(getattr(config, "scale_decoder_outputs", config.tie_word_embeddings))
         self._yes_no_rows = self.model.get_output_embeddings().weight[[self.yes_id, self.no_id]].detach()
         self.fast_ok = _has_t5_layout(self.model)
+        self.n_heads = int(getattr(config, "num_heads", 1))
+        self.element_bytes = torch.finfo(getattr(torch, self.dtype)).bits // 8
 
     def tokenize_full(self, prompts: Sequence[str]) -> list[list[int]]:
         """Token ids of each prompt, untruncated, ending with EOS."""
@@ -318,25 +496,34 @@ class T5Runner:
         return two.float().cpu().numpy().astype(np.float64)
 
     def p_yes(self, prompts: Sequence[str], *, max_length: int = 1024, batch_tokens: int = 8192,
-              progress: bool | None = False, fast_forward: bool = True) -> np.ndarray:
+              progress: bool | None = False, fast_forward: bool = True, attention_mib: float = DEFAULT_ATTENTION_MIB,
+              on_batch: Callable[[int, int], None] | None = None) -> np.ndarray:
         """P(Yes) of each prompt; float64 array of shape ``(len(prompts),)``, values in [0, 1].
 
-        Identical prompts are scored once; queries are sorted by token length
-        and packed into batches of at most ``batch_tokens`` padded tokens. On a
-        CUDA out-of-memory error the batch is retried with half the budget, and
-        the smaller budget is kept for the rest of the run; nothing is lost.
-        Non-finite logits give NaN for that prompt.
-
-        Raises:
-            RuntimeError: out of memory with a single query in the batch.
+        See :meth:`score_prompts`.
         """
         return self.score_prompts(prompts, max_length=max_length, batch_tokens=batch_tokens, progress=progress,
-                                  fast_forward=fast_forward)[0]
+                                  fast_forward=fast_forward, attention_mib=attention_mib, on_batch=on_batch)[0]
 
     def score_prompts(self, prompts: Sequence[str], *, max_length: int = 1024, batch_tokens: int = 8192,
-                      progress: bool | None = False, fast_forward: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """``(p_yes, n_tokens)`` per prompt: :meth:`p_yes`, plus each prompt's untruncated
-        token count (more than ``max_length`` means the end was cut)."""
+                      progress: bool | None = False, fast_forward: bool = True,
+                      attention_mib: float = DEFAULT_ATTENTION_MIB,
+                      on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(p_yes, n_tokens)`` per prompt: P(Yes) in [0, 1] (float64, shape ``(len(prompts),)``),
+        and each prompt's untruncated token count (more than ``max_length`` means the end was cut).
+
+        Identical prompts are scored once; queries are sorted by token length and packed
+        into batches of at most ``batch_tokens`` padded tokens and ``attention_mib`` MiB of
+        encoder attention scores (:func:`attention_cells`). On an out-of-memory error
+        (CUDA, or the CPU allocator's "can't allocate memory") the batch is retried with
+        half the token budget, and the smaller budget is kept for the rest of the run;
+        nothing is lost. Non-finite logits give NaN for that prompt. ``on_batch(done,
+        total)`` is called after each forward batch with the distinct queries scored so far.
+
+        Raises:
+            ModelRuntimeError: out of memory on a single query, or any other runtime
+                error of torch (CUDA/cuBLAS errors ...), with a one-line reason.
+        """
         import torch
         from tqdm.auto import tqdm
 
@@ -347,6 +534,7 @@ class T5Runner:
         lengths = [len(x) for x in ids]
         order = sort_by_length(lengths)
         scores = np.full(len(unique), np.nan, dtype=np.float64)
+        cells = attention_cells(attention_mib, self.n_heads, self.element_bytes)
         stats = {"queries": len(prompts), "distinct": len(unique), "batches": 0,
                  "real_tokens": sum(lengths), "padded_tokens": 0}
         with self._lock, torch.inference_mode(), tqdm(
@@ -356,20 +544,22 @@ class T5Runner:
             start = 0
             while start < len(order):
                 budget = min(batch_tokens, self.oom_budget or batch_tokens)
-                end = next_batch_end(order, lengths, start, budget)
+                end = next_batch_end(order, lengths, start, budget, max_cells=cells)
                 batch = order[start:end]
                 try:
                     two = self._two_logits(ids, batch, fast_forward)
-                except Exception as exc:
+                except (RuntimeError, MemoryError) as exc:  # torch's errors; others are bugs and propagate
                     if not _is_oom(exc):
-                        raise
+                        raise ModelRuntimeError(
+                            f"the model failed on {self.device} while scoring a batch of {len(batch)} queries x "
+                            f"{lengths[batch[0]]} tokens: {type(exc).__name__}: {_first_line(exc)}") from exc
                     if self.device.startswith("cuda"):
                         torch.cuda.empty_cache()
                     padded = len(batch) * lengths[batch[0]]
                     if len(batch) == 1:
-                        raise RuntimeError(
-                            f"out of memory on a single query of {lengths[batch[0]]} tokens; "
-                            "lower --max-length or use a larger device") from exc
+                        raise ModelRuntimeError(
+                            f"out of memory on {self.device} on a single query of {lengths[batch[0]]} tokens "
+                            f"({_first_line(exc)}); lower --max-length or use a device with more memory") from exc
                     self.oom_budget = max(1, padded // 2)
                     warnings.warn(f"out of memory with {len(batch)} queries x {lengths[batch[0]]} tokens; "
                                   f"batch_tokens lowered to {self.oom_budget} for the rest of the run",
@@ -382,6 +572,8 @@ class T5Runner:
                 stats["batches"] += 1
                 stats["padded_tokens"] += len(batch) * lengths[batch[0]]
                 start = end
+                if on_batch is not None:
+                    on_batch(start, len(order))
         self.last_stats = stats
         index = {p: k for k, p in enumerate(unique)}
         where = [index[p] for p in prompts]
@@ -400,11 +592,3 @@ def load_runner(checkpoint: ResolvedCheckpoint, device: str, dtype: str) -> T5Ru
         if runner is None:
             runner = _RUNNERS[key] = T5Runner(checkpoint, device, dtype)
         return runner
-
-
-def library_versions() -> tuple[str, str]:
-    """``(torch.__version__, transformers.__version__)``."""
-    import torch
-    import transformers
-
-    return torch.__version__, transformers.__version__

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from .tasks import DEFAULT_REGISTRY
 
@@ -60,6 +69,10 @@ class UniEvalData(BaseModel):
     Other fields (``id``, ``doc_id``, ``system_id``, ``instruction`` ...) are
     kept as given, so that user-defined aspects can use them.
 
+    Texts must be ``str``: ``bytes`` (or numbers) are refused rather than decoded
+    or converted, since the encoding is unknown (pydantic's lax mode would turn
+    ``b"..."`` into a string silently).
+
     Raises:
         pydantic.ValidationError: wrong types, or ``target`` and ``system_output``
             both given with different values.
@@ -67,10 +80,10 @@ class UniEvalData(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="allow")
 
-    target: str
-    source: str | None = None
-    references: list[str] | None = None
-    context: str | None = None
+    target: StrictStr
+    source: StrictStr | None = None
+    references: list[StrictStr] | None = None
+    context: StrictStr | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -105,9 +118,23 @@ class UniEvalData(BaseModel):
 class Signature(BaseModel):
     """What produced a result: enough to reproduce it (sacrebleu-style signature).
 
-    ``aspect_hash`` (user-defined aspects only) is a short SHA-256 of the
-    aspect's question, fields, granularity and reductions, so two configs that
-    define the same name differently give different signatures.
+    Built from the scorer's :class:`~unieval_local.config.RunConfig` (every setting
+    and library version that can change a score) plus the checkpoint that answered
+    and the aspect asked (:meth:`from_config`).
+
+    Attributes:
+        checkpoint: hub id (when known from a download manifest or the HF cache), else the folder.
+        revision: hub commit of the files, when known.
+        fingerprint: first 12 hex digits of the checkpoint's CONTENT fingerprint
+            (SHA-256 over its config, weight and tokenizer files): two folders that
+            claim the same hub id but hold other weights get different signatures.
+        aspect_hash: (user-defined aspects only) a short SHA-256 of the aspect's
+            question, fields, granularity and reductions, so two configs that define
+            the same name differently give different signatures.
+        window_overlap: windows' shared sentences (matters in ``chunk`` mode only).
+        splitter: the sentence splitter's name with its library versions.
+        fast_forward: our single-step forward (True) or the model's own.
+        torch, transformers, tokenizers, sentencepiece: library versions.
 
     ``str(signature)`` gives a compact one-line form for papers and logs.
     """
@@ -120,24 +147,46 @@ class Signature(BaseModel):
     aspect_hash: str | None = None
     checkpoint: str
     revision: str | None = None
+    fingerprint: str | None = None
     max_length: int
     splitter: str
     reference_reduction: str
     long_input: str = "truncate"
+    window_overlap: int = 1
     dtype: str
     device: str
+    fast_forward: bool = True
     torch: str
     transformers: str
+    tokenizers: str | None = None
+    sentencepiece: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Any, *, task: str, aspect: str, checkpoint: str, revision: str | None,
+                    fingerprint: str | None, aspect_hash: str | None = None) -> "Signature":
+        """The signature of ``(task, aspect)`` answered by ``checkpoint`` under ``config``
+        (a :class:`~unieval_local.config.RunConfig`)."""
+        v = config.version_map
+        return cls(package=config.package, task=task, aspect=aspect, aspect_hash=aspect_hash,
+                   checkpoint=checkpoint, revision=revision, fingerprint=fingerprint[:12] if fingerprint else None,
+                   max_length=config.max_length, splitter=config.splitter,
+                   reference_reduction=config.reference_reduction, long_input=config.long_input,
+                   window_overlap=config.window_overlap, dtype=config.dtype, device=config.device,
+                   fast_forward=config.fast_forward, torch=v.get("torch", "absent"),
+                   transformers=v.get("transformers", "absent"), tokenizers=v.get("tokenizers"),
+                   sentencepiece=v.get("sentencepiece"))
 
     def __str__(self) -> str:
-        ckpt = self.checkpoint + (f"@{self.revision[:12]}" if self.revision else "")
+        ckpt = (self.checkpoint + (f"@{self.revision[:12]}" if self.revision else "")
+                + (f"#{self.fingerprint}" if self.fingerprint else ""))
         return (
             f"unieval-local:{self.package}|task:{self.task}|aspect:{self.aspect}"
             + (f"#{self.aspect_hash}" if self.aspect_hash else "") + f"|ckpt:{ckpt}"
             f"|maxlen:{self.max_length}|split:{self.splitter}|refs:{self.reference_reduction}"
-            f"|long:{self.long_input}"
-            f"|dtype:{self.dtype}|device:{self.device}|torch:{self.torch}"
-            f"|transformers:{self.transformers}"
+            f"|long:{self.long_input}" + (f"|overlap:{self.window_overlap}" if self.long_input == "chunk" else "")
+            + f"|dtype:{self.dtype}|device:{self.device}" + ("" if self.fast_forward else "|ff:off")
+            + f"|torch:{self.torch}|transformers:{self.transformers}"
+            + (f"|tokenizers:{self.tokenizers}" if self.tokenizers else "")
         )
 
 

