@@ -56,7 +56,7 @@ def test_every_aspect_equals_reference_on_real_data(tiny_ckpt, reference, shared
         got = np.array([e.value for e in result.per_aspect[name].examples])
         assert np.abs(got - want).max() < 1e-5, name
         one = np.array([e.value for e in scorer.score(recs, task=task, aspect=name).examples])
-        assert np.abs(one - got).max() < 1e-6  # evaluate == one by one
+        assert np.abs(one - got).max() < 1e-5  # evaluate == one by one (other batches: float32 noise)
     for i, ex in enumerate(result.examples):
         assert ex.aspect_mean == pytest.approx(np.mean([ex.scores[a] for a in result.aspects]), abs=1e-12)
     for name, res in result.per_aspect.items():

@@ -41,7 +41,7 @@ def test_score_summeval_all_aspects(tmp_path, tiny_ckpt, summeval_records, capsy
     for a in ASPECTS:
         want = [e.value for e in api.score(summeval_records, aspect=a).examples]
         got = [x["scores"][a] for x in lines]
-        assert np.abs(np.array(got) - np.array(want)).max() < 1e-6
+        assert np.abs(np.array(got) - np.array(want)).max() < 1e-5  # other batches: float32 noise
     err = capsys.readouterr().err
     assert "scored 48 of 48 records (0 failed)" in err
     assert "per system" in err and "\nM23 " in err and err.index("\nM5 ") < err.index("\nM22 ") and "signature: unieval-local:" in err
@@ -95,7 +95,7 @@ def test_more_than_250_records_are_split_into_requests(tmp_path, tiny_ckpt, summ
     res = read_jsonl(out)
     assert len(res) == 260 and res[259]["key"] == "r259"
     # same target, same score across requests (to float32 batch noise)
-    assert abs(res[259]["scores"]["fluency"] - res[259 - 48 * 5]["scores"]["fluency"]) < 1e-6
+    assert abs(res[259]["scores"]["fluency"] - res[259 - 48 * 5]["scores"]["fluency"]) < 1e-5
 
 
 def test_exit_statuses(tmp_path, tiny_ckpt, monkeypatch, capsys):

@@ -94,8 +94,12 @@ def test_fluency_needs_only_target(fake_ckpt):
     assert r.overall.value == 0.5
 
 
-def test_request_cap_is_250(scorer):
-    with pytest.raises(RequestTooLargeError, match="at most 250 .* got 251.*CLI"):
+def test_request_cap_is_250_on_the_hosted_form_only(scorer, fake_ckpt):
+    from unieval_local import score
+
+    with pytest.raises(RequestTooLargeError, match="at most 250 .* got 251.*Scorer"):
+        score([{"target": "t", "source": "s"}] * 251, model=fake_ckpt)  # refused before any model loads
+    with pytest.raises(AssertionError, match="the model was called"):  # a Scorer takes any number
         scorer().score([{"target": "t", "source": "s"}] * 251)
 
 

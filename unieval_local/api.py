@@ -10,7 +10,7 @@ import os
 import threading
 import warnings
 from dataclasses import dataclass, field
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from .plan import (
     ReferenceReduction,
     build_plan,
     fold_all,
+    non_latin_share,
     validate_examples,
     warn_input_hints,
 )
@@ -30,8 +31,11 @@ from .schema import EvaluationResult, ExampleScores, Signature, UniEvalData, Uni
 from .sentences import DEFAULT_SPLITTER, SentenceSplitter
 from .tasks import DEFAULT_REGISTRY, Aspect, Registry
 
-#: The most examples one request (one ``score`` call) may hold, as in the hosted metric.
+#: The most examples one request of the hosted-metric form (module-level :func:`score`) may
+#: hold, as in the hosted metric; a :class:`Scorer` takes any number.
 MAX_EXAMPLES_PER_REQUEST = 250
+#: Examples planned and run together inside :meth:`Scorer.evaluate` (bounds prompt memory).
+ENGINE_PASS_EXAMPLES = 1000
 
 
 class Scorer:
@@ -367,16 +371,16 @@ class Scorer:
         run = self._run(examples, task, aspects, strict)
         return run.values, run.problems
 
-    def _check_request(self, data: Iterable[Mapping[str, Any] | UniEvalData], task: str,
-                       aspects: Sequence[str]) -> list[UniEvalData]:
+    def _check_request(self, data: Any, task: str, aspects: Sequence[str], columns: Mapping[str, Any],
+                       max_examples: int | None = None) -> list[UniEvalData]:
         """Validate one request for all its aspects; raise for any problem (nothing scored)."""
         resolved = [self.registry.get_aspect(task, a) for a in aspects]
-        items = list(data)
-        if len(items) > MAX_EXAMPLES_PER_REQUEST:
+        items = as_examples(data, **columns)
+        if max_examples is not None and len(items) > max_examples:
             raise RequestTooLargeError(
-                f"a request holds at most {MAX_EXAMPLES_PER_REQUEST} examples, got {len(items)}; "
-                "split the data into several requests or use the CLI "
-                "(`unieval-local score FILE`), which splits any number of records"
+                f"a request of the hosted-metric form score() holds at most {max_examples} examples, got "
+                f"{len(items)}; use Scorer().score / Scorer().evaluate (any number) or the CLI "
+                "(`unieval-local score FILE`)"
             )
         if not items:
             raise InvalidExampleError([ExampleProblem(0, "data", "the request holds no examples")])
@@ -384,20 +388,33 @@ class Scorer:
         if problems:
             raise InvalidExampleError(problems)
         warn_input_hints(examples, self.registry.get_task(task), resolved)
+        non_latin = [i for i, ex in enumerate(examples) if non_latin_share(ex.target) > 0.5]
+        if non_latin:
+            warnings.warn(f"{len(non_latin)} target(s) are mostly in a non-Latin script (examples "
+                          f"{non_latin[:10]}{' ...' if len(non_latin) > 10 else ''}); the UniEval evaluators were "
+                          "trained on English only, so their scores there mean little", UserWarning, stacklevel=3)
         return examples
 
-    def evaluate(self, data: Iterable[Mapping[str, Any] | UniEvalData], *, task: str = "summarization",
-                 aspects: Sequence[str] | str | None = None, evidence: bool = False) -> EvaluationResult:
-        """Score one request (at most 250 examples) for several aspects of one task at once.
+    def evaluate(self, data: Any = None, *, task: str = "summarization",
+                 aspects: Sequence[str] | str | None = None, evidence: bool = False,
+                 targets: Sequence[str] | None = None, sources: Sequence[str] | None = None,
+                 references: Sequence[Sequence[str] | str] | None = None,
+                 contexts: Sequence[str] | None = None, _max_examples: int | None = None) -> EvaluationResult:
+        """Score any number of examples for several aspects of one task at once.
 
-        All aspects that share a checkpoint go through the model as one batch plan.
+        All aspects that share a checkpoint go through the model as one batch plan
+        (in passes of :data:`ENGINE_PASS_EXAMPLES` examples, to bound memory).
 
         Args:
-            data: examples as dicts or :class:`UniEvalData`.
+            data: examples as dicts or :class:`UniEvalData`, or a pandas DataFrame
+                (one row per example, columns named as the fields); or None with
+                the parallel lists below.
             task: task name.
             aspects: aspect names; ``None`` or ``"all"``: every aspect of the task.
             evidence: also return, per example and aspect, the sentences and
                 queries behind the score (:class:`~unieval_local.schema.Evidence`).
+            targets, sources, references, contexts: parallel lists, one item per
+                example, instead of ``data`` (``references[i]`` is a list of texts or one text).
 
         Returns:
             :class:`EvaluationResult`: per example its score per aspect and its
@@ -409,8 +426,9 @@ class Scorer:
             The errors of :meth:`score`.
         """
         names = self.registry.aspect_names(task, aspects)
-        examples = self._check_request(data, task, names)
-        run = self._run(examples, task, names, strict=True, evidence=evidence)
+        columns = dict(targets=targets, sources=sources, references=references, contexts=contexts)
+        examples = self._check_request(data, task, names, columns, _max_examples)
+        run = self._run_in_passes(examples, task, names, evidence)
         values = run.values
         if run.n_truncated:
             warnings.warn(
@@ -441,18 +459,38 @@ class Scorer:
                 for i in range(len(examples))]
         return EvaluationResult(task=task, aspects=names, examples=rows, per_aspect=per_aspect)
 
-    def score(self, data: Iterable[Mapping[str, Any] | UniEvalData], *, task: str = "summarization",
-              aspect: str = "coherence", evidence: bool = False) -> UniEvalResult:
-        """Score one request of at most 250 examples for one (task, aspect).
+    def _run_in_passes(self, examples: Sequence[UniEvalData], task: str, names: Sequence[str],
+                       evidence: bool) -> "_Run":
+        """:meth:`_run` over consecutive slices of :data:`ENGINE_PASS_EXAMPLES` examples, joined."""
+        total = _Run(values={a: np.empty(0) for a in names}, problems=[], evidence={a: [] for a in names})
+        for at in range(0, len(examples), ENGINE_PASS_EXAMPLES):
+            run = self._run(examples[at:at + ENGINE_PASS_EXAMPLES], task, names, strict=True, evidence=evidence)
+            for a in names:
+                total.values[a] = np.concatenate([total.values[a], run.values[a]])
+                if evidence:
+                    total.evidence[a] += run.evidence[a]
+            total.n_queries += run.n_queries
+            total.n_truncated += run.n_truncated
+            total.n_shortened += run.n_shortened
+        return total
+
+    def score(self, data: Any = None, *, task: str = "summarization", aspect: str = "coherence",
+              evidence: bool = False, targets: Sequence[str] | None = None, sources: Sequence[str] | None = None,
+              references: Sequence[Sequence[str] | str] | None = None,
+              contexts: Sequence[str] | None = None) -> UniEvalResult:
+        """Score any number of examples for one (task, aspect).
 
         Args:
             data: examples as dicts or :class:`UniEvalData` (``target`` plus the
                 fields the aspect needs; UniEval's ``system_output`` and
-                ``reference`` names are accepted).
+                ``reference`` names are accepted), or a pandas DataFrame with those
+                columns; or None with the parallel lists below.
             task: task name (see ``unieval-local tasks`` / README table).
             aspect: aspect name of the task.
             evidence: also return each example's sentences and queries
                 (``examples[i].evidence``); off by default, as in the hosted schema.
+            targets, sources, references, contexts: parallel lists instead of ``data``,
+                e.g. ``scorer.score(targets=summaries, sources=documents, aspect="consistency")``.
 
         Returns:
             :class:`UniEvalResult`: ``examples[i].value`` per example in input
@@ -461,14 +499,22 @@ class Scorer:
 
         Raises:
             UnknownTaskError: unknown task or aspect (a ``ValueError``).
-            RequestTooLargeError: more than 250 examples (a ``ValueError``).
+            ValueError: both ``data`` and lists given, lists of different lengths, or
+                ``data`` of an unusable type.
             InvalidExampleError: one or more bad examples, all listed with
                 index, aspect and field (a ``ValueError``); nothing is scored.
             CheckpointNotFoundError, CheckpointError: no usable checkpoint.
             NonFiniteScoreError: the model produced NaN/inf for some examples.
+            ModelRuntimeError: the model failed at runtime (e.g. out of memory on one query).
         """
+        return self._score(data, task=task, aspect=aspect, evidence=evidence, targets=targets, sources=sources,
+                           references=references, contexts=contexts)
+
+    def _score(self, data: Any, *, task: str, aspect: str, evidence: bool, max_examples: int | None = None,
+               **columns: Any) -> UniEvalResult:
         self.registry.get_aspect(task, aspect)
-        return self.evaluate(data, task=task, aspects=[aspect], evidence=evidence).per_aspect[aspect]
+        return self.evaluate(data, task=task, aspects=[aspect], evidence=evidence, _max_examples=max_examples,
+                             **columns).per_aspect[aspect]
 
 
 @dataclass(frozen=True)
@@ -556,18 +602,26 @@ def _model_key(model: ModelSpec) -> str:
 
 
 def score(
-    data: Iterable[Mapping[str, Any] | UniEvalData],
+    data: Any = None,
     *,
     task: str = "summarization",
     aspect: str = "coherence",
     model: ModelSpec = None,
     device: str | None = None,
+    targets: Sequence[str] | None = None,
+    sources: Sequence[str] | None = None,
+    references: Sequence[Sequence[str] | str] | None = None,
+    contexts: Sequence[str] | None = None,
 ) -> UniEvalResult:
-    """Score one request (at most 250 examples) for one (task, aspect).
+    """Score one request (at most 250 examples, the hosted metric's limit) for one (task, aspect).
 
-    A one-shot wrapper over a cached default :class:`Scorer` per
-    ``(model, device)``: checkpoints load once per process. Arguments, result
-    and errors are those of :meth:`Scorer.score`.
+    The hosted-metric form: a one-shot wrapper over a cached default :class:`Scorer`
+    per ``(model, device)``, so checkpoints load once per process. Arguments, result
+    and errors are those of :meth:`Scorer.score`, plus:
+
+    Raises:
+        RequestTooLargeError: more than 250 examples (a ``ValueError``); a
+            :class:`Scorer` takes any number.
 
     Example:
         >>> from unieval_local import score  # doctest: +SKIP
@@ -580,4 +634,54 @@ def score(
         scorer = _DEFAULT_SCORERS.get(key)
         if scorer is None:
             scorer = _DEFAULT_SCORERS[key] = Scorer(model=model, device=device)
-    return scorer.score(data, task=task, aspect=aspect)
+    return scorer._score(data, task=task, aspect=aspect, evidence=False, max_examples=MAX_EXAMPLES_PER_REQUEST,
+                         targets=targets, sources=sources, references=references, contexts=contexts)
+
+
+def as_examples(data: Any = None, *, targets: Sequence[str] | None = None, sources: Sequence[str] | None = None,
+                references: Sequence[Sequence[str] | str] | None = None,
+                contexts: Sequence[str] | None = None) -> list[Any]:
+    """The examples of a request, from whichever form it came in.
+
+    Args:
+        data: an iterable of dicts / :class:`UniEvalData`, or a pandas DataFrame (any object
+            with ``to_dict("records")`` and ``columns``: one row per example; missing cells
+            (NaN/None) become absent fields).
+        targets, sources, references, contexts: parallel lists instead (each of the same
+            length; ``references[i]`` one text or a list of texts).
+
+    Returns:
+        A list of items for :func:`~unieval_local.plan.validate_examples` (not yet validated).
+
+    Raises:
+        ValueError: both forms given; lists of different lengths; a string, bytes or mapping
+            given as ``data`` (one example must still be wrapped in a list).
+    """
+    columns = {"target": targets, "source": sources, "references": references, "context": contexts}
+    given = {k: v for k, v in columns.items() if v is not None}
+    if given:
+        if data is not None:
+            raise ValueError("give the examples either as data or as parallel lists (targets=, sources=, ...), "
+                             "not both")
+        for name, col in given.items():
+            if isinstance(col, (str, bytes)) or not hasattr(col, "__len__"):
+                raise ValueError(f"{name}s must be a list with one item per example, got {type(col).__name__}")
+        lengths = {f"{name}s": len(col) for name, col in given.items()}
+        if len(set(lengths.values())) > 1:
+            raise ValueError("the parallel lists differ in length: "
+                             + ", ".join(f"{k} has {v}" for k, v in lengths.items()))
+        n = next(iter(lengths.values()))
+        return [{name: col[i] for name, col in given.items()} for i in range(n)]
+    if data is None:
+        raise ValueError("no examples: give data (a list of dicts, or a DataFrame) or targets=[...]")
+    if hasattr(data, "to_dict") and hasattr(data, "columns"):  # a pandas DataFrame
+        rows = data.to_dict("records")
+        return [{k: v for k, v in row.items() if not _is_missing(v)} for row in rows]
+    if isinstance(data, (str, bytes, Mapping, UniEvalData)):
+        raise ValueError(f"data must be a list of examples, got one {type(data).__name__}; wrap it in a list")
+    return list(data)
+
+
+def _is_missing(value: Any) -> bool:
+    """None or a float NaN (how a DataFrame marks an empty cell)."""
+    return value is None or (isinstance(value, float) and value != value)

@@ -69,13 +69,9 @@ def _non_negative(text: str) -> int:
 
 def _read_outputs(path: str) -> list[dict]:
     """Records of a ``score`` output; ValueError naming the file when it is not one."""
-    from .records import read_records
+    from .records import read_score_output
 
-    rows = read_records(path)
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict) or "key" not in row:
-            raise ValueError(f"{path}: record {i} has no 'key'; compare takes unieval-local score outputs")
-    return rows
+    return read_score_output(path, "compare")
 
 
 def _add_model_args(p: argparse.ArgumentParser) -> None:
@@ -682,6 +678,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with _LogHandler():
             return handler(args)
+    except ImportError as exc:  # MissingExtraError: an optional feature's libraries are not installed
+        from .extras import MissingExtraError
+
+        if not isinstance(exc, MissingExtraError):
+            raise
+        print(f"unieval-local: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except BrokenPipeError:  # e.g. `unieval-local meta ... | head`
         sys.stderr.close()
         return EXIT_OK

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .extras import require
 from .plan import field_spans
 from .sentences import DEFAULT_SPLITTER, SentenceSplitter
 
@@ -39,6 +40,7 @@ _WORD = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token pattern
 def content_words(text: str) -> list[str]:
     """Lower-cased words of ``text`` that are not English stop words (scikit-learn's list)
     nor transcript annotations such as ``{vocalsound}``."""
+    require("reports")
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     return [w for w in _WORD.findall(_MARKUP.sub(" ", text).lower()) if w not in ENGLISH_STOP_WORDS]
@@ -97,6 +99,7 @@ def default_n_key_points(n_candidates: int) -> int:
 
 def _tfidf(texts: Sequence[str]):
     """l2-normalised TF-IDF rows (sparse), or None when no text has a content word."""
+    require("reports")
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     try:

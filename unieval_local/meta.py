@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from .extras import require
 from .records import read_records
 
 METHODS = ("pearson", "spearman", "kendall")
@@ -40,6 +41,7 @@ def correlations(pred: Sequence[float], human: Sequence[float]) -> dict[str, flo
     Raises:
         ValueError: different lengths.
     """
+    require("meta")
     from scipy import stats
 
     pred, human = np.asarray(pred, dtype=np.float64), np.asarray(human, dtype=np.float64)

@@ -70,8 +70,9 @@ def read_records(path: str | os.PathLike) -> list[Any]:
 
 
 def write_jsonl(path: str | os.PathLike, records: Iterable[Any]) -> int:
-    """Write ``records`` to ``path``, one JSON object per line (UTF-8, not ASCII-escaped);
-    returns how many were written."""
+    """Write ``records`` to ``path``, one JSON object per line (UTF-8, not ASCII-escaped),
+    creating the parent folder if it is missing; returns how many were written."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     n = 0
     with open(path, "w", encoding="utf-8") as fh:
         for r in records:
@@ -119,3 +120,30 @@ def iter_records(path: str) -> Iterator[Record]:
             yield Record(i, item)
     else:
         raise InputFileError(f"input must be .jsonl or .json (or - for JSONL on stdin), got {path!r}")
+
+
+def read_score_output(path: str | os.PathLike, command: str = "this command") -> list[dict]:
+    """The records of a ``unieval-local score`` output, checked to be one.
+
+    Every record must be an object with a ``key`` and either ``scores`` (a mapping of
+    aspect to number) or ``error``, as ``score`` writes them.
+
+    Raises:
+        InputFileError: unreadable file, or a record that is not a score output record
+            (the message names the file, the record and what is missing; a score INPUT,
+            with ``target`` but no ``scores``, is named as such).
+    """
+    rows = read_records(path)
+    if not rows:
+        raise InputFileError(f"{path} holds no records; {command} takes a unieval-local score output")
+    for i, row in enumerate(rows):
+        ok = (isinstance(row, dict) and "key" in row
+              and (isinstance(row.get("scores"), dict) and all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                              for v in row["scores"].values())
+                   or isinstance(row.get("error"), dict)))
+        if not ok:
+            looks = (" (it looks like a score input: run `unieval-local score` on it first)"
+                     if isinstance(row, dict) and ("target" in row or "system_output" in row) else "")
+            raise InputFileError(f"{path}: record {i} is not a unieval-local score output record (it needs a key "
+                                 f"and scores or error){looks}; {command} takes the output of `unieval-local score`")
+    return rows

@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from .records import iter_records, read_records
+from .extras import require
+from .records import iter_records, read_score_output
 
 
 def output_aspects(lines: Sequence[dict]) -> list[str]:
@@ -157,10 +158,14 @@ def build_report(output: str | Path, *, input: str | Path | None = None, title: 
         title: page title (default: the output's file name).
         n_lowest: lowest-scoring examples shown per aspect.
         n_boot, seed: bootstrap of the per-system intervals.
+
+    Raises:
+        InputFileError: ``output`` is not a ``score`` output (a ValueError).
     """
+    require("html")
     import jinja2
 
-    lines = read_records(output)
+    lines = read_score_output(output, "report-html")
     aspects = output_aspects(lines)
     inputs: dict[str, dict] = {}
     if input is not None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .. import __version__
+from ..extras import require
 from ..api import MAX_EXAMPLES_PER_REQUEST, RunStats, Scorer
 from .autoeval import AutoevalOptions, AutoevalReport, autoeval_aggregate, autoeval_rows
 from .common import BadRecord, ReportFile, ReportRecord, ReportRow, ReportSettings, RowError
@@ -65,6 +66,7 @@ def make_report(
     """
     if format not in FORMATS:
         raise ValueError(f"unknown report format {format!r}; choose one of {', '.join(FORMATS)}")
+    require("reports")
     if not isinstance(request_size, int) or request_size < 1:
         raise ValueError(f"request_size must be a positive integer, got {request_size!r}")
     options_model, rows_fn, aggregate_fn, report_model = FORMATS[format]

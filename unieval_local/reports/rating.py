@@ -30,6 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..api import Job, RunStats, Scorer, jobs_by_checkpoint
+from ..extras import require
 from .common import (
     Coverage,
     ReportRow,
@@ -573,6 +574,7 @@ def fit_cut_points(probabilities: Sequence[float], ratings: Sequence[int], max_c
         ValueError: empty or mismatched inputs, non-finite probabilities,
             ratings outside {1, 2, 3}.
     """
+    require("reports")
     from sklearn.metrics import cohen_kappa_score
 
     p = np.asarray(probabilities, dtype=np.float64)

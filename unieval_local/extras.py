@@ -1,0 +1,54 @@
+"""Optional features and the pip extras that install them.
+
+The core (``score``, ``evaluate``, ``unieval-local score/merge/download/verify/tasks``)
+needs only the base install. Meta-evaluation, the HTML report and the report formats
+use heavier libraries, installed by extras::
+
+    pip install 'unieval-local[meta]'      # scipy: meta, compare
+    pip install 'unieval-local[html]'      # matplotlib, jinja2: report-html
+    pip install 'unieval-local[reports]'   # scikit-learn, networkx, scipy: report (key points, redundancy)
+    pip install 'unieval-local[all]'       # everything above (and the ray engine)
+
+:func:`require` turns a missing library into one clear error naming the extra.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .errors import UniEvalError
+
+#: extra -> (the modules it provides, what needs them)
+EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
+    "meta": (("scipy",), "meta-evaluation (meta, compare)"),
+    "html": (("matplotlib", "jinja2"), "the HTML report (report-html)"),
+    "reports": (("sklearn", "networkx", "scipy"), "the report formats (report: key points, redundancy, cut-point fits)"),
+}
+
+
+_AVAILABLE: set[str] = set()
+
+
+class MissingExtraError(ImportError, UniEvalError):
+    """A feature's optional libraries are not installed; the message gives the pip command."""
+
+
+def require(extra: str) -> None:
+    """Check that the libraries of ``extra`` (a key of :data:`EXTRAS`) are importable.
+
+    Raises:
+        MissingExtraError: one is missing; the message names it, the feature and
+            ``pip install 'unieval-local[<extra>]'``.
+    """
+    modules, what = EXTRAS[extra]
+    missing = []
+    for m in modules:
+        if m not in _AVAILABLE:
+            try:
+                importlib.import_module(m)
+                _AVAILABLE.add(m)
+            except ImportError:
+                missing.append(m)
+    if missing:
+        raise MissingExtraError(f"{what} needs {', '.join(missing)}, which is not installed: "
+                                f"pip install 'unieval-local[{extra}]'")
