@@ -40,9 +40,17 @@ from pathlib import Path
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
-def shared_data_dir() -> Path:
-    """The shared data folder: ``$UNIEVAL_SHARED_DATA`` or ``<repo>/../shared/data``."""
-    return Path(os.environ.get("UNIEVAL_SHARED_DATA", DEFAULT_DATA))
+def shared_data_dir(must_exist: bool = True) -> Path:
+    """The shared data folder: ``$UNIEVAL_SHARED_DATA`` or ``<repo>/../shared/data``.
+
+    Raises:
+        SystemExit: (with ``must_exist``) the folder is not there: one line naming both ways to set it.
+    """
+    folder = Path(os.environ.get("UNIEVAL_SHARED_DATA", DEFAULT_DATA))
+    if must_exist and not (folder / "summeval").is_dir():
+        raise SystemExit(f"error: the shared evaluation data is not at {folder}; set UNIEVAL_SHARED_DATA to the "
+                         "folder holding summeval/, qmsum/ ... (or pass --data-dir / --input)")
+    return folder
 
 
 def training_sentences(data_dir: Path, n_docs: int = 40) -> list[str]:
@@ -56,6 +64,18 @@ def training_sentences(data_dir: Path, n_docs: int = 40) -> list[str]:
     lines += ["question: Is this a coherent summary to the document? answer: Yes",
               "question: Is this a fluent paragraph? answer: No", "Yes , it is .", "No , it is not ."] * 50
     return lines
+
+
+def _without_paths(model: bytes) -> bytes:
+    """The SentencePiece model with the training folder left out of its trainer spec: the
+    trained pieces are deterministic, but ``model_prefix`` records the temporary path, which
+    would give every build another content fingerprint."""
+    from sentencepiece import sentencepiece_model_pb2
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model)
+    proto.trainer_spec.model_prefix = "spiece"
+    return proto.SerializeToString()
 
 
 def build_test_checkpoint(
@@ -113,7 +133,7 @@ def build_test_checkpoint(
         )
         staging = Path(tmp) / "tok"
         staging.mkdir()
-        (staging / "spiece.model").write_bytes(Path(prefix + ".model").read_bytes())
+        (staging / "spiece.model").write_bytes(_without_paths(Path(prefix + ".model").read_bytes()))
         (staging / "tokenizer_config.json").write_text(json.dumps(
             {"tokenizer_class": "T5Tokenizer", "extra_ids": 100, "model_max_length": 1024}))
         tokenizer = T5Tokenizer.from_pretrained(staging)

@@ -92,10 +92,13 @@ def test_bytes_are_refused_naming_the_field(fake_ckpt):
     assert "example 1, field 'source'" in msg and "example 2, field 'references.0'" in msg
 
 
-def test_common_field_names_get_a_did_you_mean(fake_ckpt):
+def test_common_field_names_get_a_did_you_mean_all_at_once(fake_ckpt):
     with pytest.raises(InvalidExampleError) as info:
-        fake_scorer(fake_ckpt).score([{"summary": "A.", "document": "B."}], aspect="coherence")
+        fake_scorer(fake_ckpt).evaluate([{"summary": "A.", "document": "B."}], aspects=["coherence", "relevance"])
+    problems = [(p.field, p.aspect) for p in info.value.problems]
+    assert problems == [("target", None), ("source", "coherence"), ("references", "relevance")]
     assert "the record has 'summary': did you mean 'target'?" in str(info.value)
+    assert "the record has 'document': did you mean 'source'?" in str(info.value)
 
 
 def test_non_latin_targets_warn_once_per_call(fake_ckpt):
@@ -262,7 +265,10 @@ def test_attention_memory_bounds_a_batch(tiny_ckpt, monkeypatch):
 
 
 # ----------------------------------------------------------------------------- Ctrl-C, progress
-def test_ctrl_c_exits_130_with_one_line_and_resume_completes(tmp_path, tiny_ckpt, summeval_records):
+@pytest.mark.parametrize("sig, code, what", [(signal.SIGINT, EXIT_INTERRUPTED, "interrupted"),
+                                             (signal.SIGTERM, 143, "terminated (SIGTERM)")], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_and_sigterm_exit_with_one_line_and_resume_completes(tmp_path, tiny_ckpt, summeval_records, sig,
+                                                                     code, what):
     words = " ".join(r["target"] for r in summeval_records).split()
     rows = [{"id": f"r{i}", "target": " ".join(words[i % 500:i % 500 + 6 + i % 7]) + "."} for i in range(1500)]
     src = write_jsonl(tmp_path / "in.jsonl", rows)
@@ -277,12 +283,12 @@ def test_ctrl_c_exits_130_with_one_line_and_resume_completes(tmp_path, tiny_ckpt
             break
         time.sleep(0.05)
     assert proc.poll() is None, "the run ended before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     err = proc.communicate(timeout=120)[1]
-    assert proc.returncode == EXIT_INTERRUPTED, err
+    assert proc.returncode == code, err
     assert "Traceback" not in err
     n = len(read(out))
-    assert err.strip().splitlines()[-1] == (f"unieval-local: interrupted: {n} of 1500 records written to {out}; "
+    assert err.strip().splitlines()[-1] == (f"unieval-local: {what}: {n} of 1500 records written to {out}; "
                                             "rerun with --resume")
     assert main(argv[1:] + ["--resume"]) == 0
     assert [x["key"] for x in read(out)] == [r["id"] for r in rows]

@@ -34,7 +34,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from .api import MAX_EXAMPLES_PER_REQUEST, Scorer
-from .errors import ModelRuntimeError, UniEvalError
+from .errors import ModelRuntimeError, Terminated, UniEvalError
 from .plan import input_hint_counts, input_hint_message, validate_examples
 from .records import InputFileError, Record, iter_records, write_jsonl
 
@@ -211,7 +211,7 @@ class OutputWriter:
                 "written before are intact; free space and rerun with --resume") from exc
 
     def close(self) -> None:
-        if self.path:
+        if self.path and not self._fh.closed:
             self._fh.close()
 
 
@@ -291,7 +291,8 @@ def summarize(lines: Sequence[dict], aspects: Sequence[str]) -> BatchSummary:
 def format_summary(s: BatchSummary) -> str:
     """The stderr table: counts, mean per aspect, per system, signature."""
     out = [f"\nscored {s.n_records - s.n_failed} of {s.n_records} records ({s.n_failed} failed)"
-           + (f"; {s.n_skipped} already in the output (resumed)" if s.n_skipped else "")]
+           + (f"; {s.n_skipped} of them were already in the output (resumed), {s.n_records - s.n_skipped} "
+              "written by this run" if s.n_skipped else "")]
     width = max(len(a) for a in s.aspects) + 2
     out.append(f"{'aspect':<{width}}{'n':>7}  {'mean':>9}")
     for a in s.aspects:
@@ -399,7 +400,12 @@ class RayEngine:
             fn_constructor_kwargs={"scorer_kwargs": self.scorer_kwargs, "task": task,
                                    "aspects": list(aspects), "evidence": evidence},
         )
-        results = sorted(ds.take_all(), key=lambda r: r["rid"])
+        try:
+            results = sorted(ds.take_all(), key=lambda r: r["rid"])
+        except Exception as exc:  # an actor died or the model failed in it: Ray wraps the cause
+            cause = getattr(exc, "cause", None) or exc
+            first = next((x.strip() for x in str(cause).splitlines() if x.strip()), type(cause).__name__)
+            raise ModelRuntimeError(f"the Ray engine failed ({type(cause).__name__}: {first})") from exc
         for r in results:
             d = json.loads(r["result"])
             yield ChunkResult(d["lines"], d["n_queries"], d["n_truncated"], d["hints"], d["n_shortened"])
@@ -420,7 +426,8 @@ class RunInterrupted(UniEvalError):
     is intact and ``--resume`` continues it.
 
     Attributes:
-        cause: the ``KeyboardInterrupt`` or :class:`~unieval_local.errors.ModelRuntimeError`.
+        cause: the ``KeyboardInterrupt`` (:class:`~unieval_local.errors.Terminated` for SIGTERM)
+            or :class:`~unieval_local.errors.ModelRuntimeError`.
         written: output records in OUT (those kept from earlier runs included).
         total: records to write in this run's shard (None when unknown, e.g. stdin).
         output: the output path (None for stdout).
@@ -431,7 +438,8 @@ class RunInterrupted(UniEvalError):
         where = str(output) if output is not None else "stdout"
         of = f" of {total}" if total is not None else ""
         hint = "; rerun with --resume" if output is not None else ""
-        what = "interrupted" if isinstance(cause, KeyboardInterrupt) else f"stopped: {cause}"
+        what = ("terminated (SIGTERM)" if isinstance(cause, Terminated) else "interrupted"
+                if isinstance(cause, KeyboardInterrupt) else f"stopped: {cause}")
         super().__init__(f"{what}: {written}{of} records written to {where}{hint}")
 
 
@@ -527,7 +535,8 @@ class Progress:
         self.bar = None
         self.lines = enabled is None and not tty
         if enabled or (enabled is None and tty):
-            self.bar = tqdm(total=total, initial=initial, desc="records", unit="rec", dynamic_ncols=True)
+            self.bar = tqdm(total=total, initial=initial, desc="records", unit="rec", dynamic_ncols=True,
+                            bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]")
         self.t0 = self.last = time.monotonic()
         self.start = float(initial)
 
@@ -740,12 +749,16 @@ def run_batch(
         if out_path is not None:
             _write_sidecar(out_path, meta)
     except (KeyboardInterrupt, ModelRuntimeError) as exc:
+        n_done = len(written)
         if out_path is not None:
-            try:
+            writer.close()
+            try:  # count what is in the file: the signal may have come between a write and its bookkeeping
+                n_done = len(read_output(out_path)[0])
+                meta["progress"]["written"] = n_done
                 _write_sidecar(out_path, meta)
-            except OSError:
+            except (OSError, ResumeError):
                 pass
-        raise RunInterrupted(exc, len(written), total, out_path) from exc
+        raise RunInterrupted(exc, n_done, total, out_path) from exc
     finally:
         bar.close()
         writer.close()

@@ -20,7 +20,8 @@ Exit status of ``unieval-local score``:
     5  the model failed while scoring (out of memory on a single query, a CUDA or
        cuBLAS error, the CPU allocator's "can't allocate memory"): the records
        written before are intact; rerun with --resume;
-    130  interrupted (Ctrl-C): the records written before are intact; rerun with --resume.
+    130  interrupted (Ctrl-C): the records written before are intact; rerun with --resume;
+    143  terminated by SIGTERM (a scheduler's preemption): the same as 130.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import warnings
 from collections.abc import Sequence
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT, EXIT_WRITE, EXIT_MODEL = 0, 1, 2, 3, 4, 5
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 
 
 def _usage_exit(message: str):
@@ -123,7 +124,8 @@ def _build_parser() -> argparse.ArgumentParser:
             "0 all scored, 1 some records failed (the rest are scored), 2 usage, input, output, "
             "cache, device or resume error, or no record scorable for the aspects, 3 checkpoint not found "
             "or not loadable, 4 output write failed, 5 the model failed while scoring (out of memory, CUDA "
-            "error), 130 interrupted; after 4, 5 and 130 the records written are intact: rerun with --resume."
+            "error), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM); after 4, 5, 130 and 143 the records "
+            "written are intact: rerun with --resume."
         ),
     )
     sc.add_argument("input", help="records: .jsonl (streamed; '-' for stdin) or a .json list")
@@ -311,6 +313,17 @@ def cmd_score(args: argparse.Namespace) -> int:
         print(f"unieval-local: warning: --window-overlap only applies to --long-input chunk "
               f"(ignored with {args.long_input})", file=sys.stderr)
     aspects = None if not args.aspects else ("all" if "all" in args.aspects else list(dict.fromkeys(args.aspects)))
+    import signal
+
+    from .errors import Terminated
+
+    def on_sigterm(signum, frame):  # preemption: stop like Ctrl-C, keeping what was written
+        raise Terminated()
+
+    import threading
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
     try:
         summary = run_batch(
             args.input, args.output, task=args.task, aspects=aspects, scorer_kwargs=scorer_kwargs,
@@ -320,6 +333,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         )
     except RunInterrupted as exc:
         print(f"unieval-local: {exc}", file=sys.stderr)
+        if isinstance(exc.cause, Terminated):
+            return EXIT_TERMINATED
         return EXIT_INTERRUPTED if isinstance(exc.cause, KeyboardInterrupt) else EXIT_MODEL
     except (CheckpointNotFoundError, CheckpointError) as exc:
         print(f"unieval-local: error: {exc}", file=sys.stderr)
@@ -329,6 +344,9 @@ def cmd_score(args: argparse.Namespace) -> int:
         return EXIT_WRITE
     except (ResumeError, InputFileError, ValueError, OSError) as exc:  # also unknown aspects, bad config, device
         return _usage_error(exc)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     print(format_summary(summary), file=sys.stderr)
     for aspect, why in summary.skipped_aspects.items():
         print(f"skipped aspect {aspect} (--aspect all): {why}", file=sys.stderr)

@@ -88,3 +88,9 @@ class ModelRuntimeError(RuntimeError, UniEvalError):
     batch back-off), a CUDA/cuBLAS error, the CPU allocator's "can't allocate memory",
     or any other runtime error of torch. The CLI ends with exit status 5 and keeps the
     records written so far (rerun with ``--resume``)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """Raised in the main thread when the process gets SIGTERM (what SLURM and most schedulers
+    send on preemption) while the CLI scores: it stops the run like Ctrl-C, with the records
+    written so far kept (exit status 143)."""

@@ -4,7 +4,7 @@ The core (``score``, ``evaluate``, ``unieval-local score/merge/download/verify/t
 needs only the base install. Meta-evaluation, the HTML report and the report formats
 use heavier libraries, installed by extras::
 
-    pip install 'unieval-local[meta]'      # scipy: meta, compare
+    pip install 'unieval-local[meta]'      # scipy: meta
     pip install 'unieval-local[html]'      # matplotlib, jinja2: report-html
     pip install 'unieval-local[reports]'   # scikit-learn, networkx, scipy: report (key points, redundancy)
     pip install 'unieval-local[all]'       # everything above (and the ray engine)
@@ -20,10 +20,12 @@ from .errors import UniEvalError
 
 #: extra -> (the modules it provides, what needs them)
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
-    "meta": (("scipy",), "meta-evaluation (meta, compare)"),
+    "meta": (("scipy",), "meta-evaluation (meta)"),
     "html": (("matplotlib", "jinja2"), "the HTML report (report-html)"),
     "reports": (("sklearn", "networkx", "scipy"), "the report formats (report: key points, redundancy, cut-point fits)"),
 }
+#: module -> the distribution pip installs it from
+_DISTRIBUTIONS = {"sklearn": "scikit-learn"}
 
 
 _AVAILABLE: set[str] = set()
@@ -50,5 +52,6 @@ def require(extra: str) -> None:
             except ImportError:
                 missing.append(m)
     if missing:
-        raise MissingExtraError(f"{what} needs {', '.join(missing)}, which is not installed: "
-                                f"pip install 'unieval-local[{extra}]'")
+        names = [_DISTRIBUTIONS.get(m, m) for m in missing]
+        raise MissingExtraError(f"{what} needs {' and '.join(names)}, not installed here: install the '{extra}' "
+                                f"extra: pip install 'unieval-local[{extra}]' (from a clone: pip install '.[{extra}]')")

@@ -430,8 +430,10 @@ def load_items(predictions: str | Path, human: str | Path | None = None,
         fld = human_field or "scores"
         for i, r in enumerate(rows):
             if "predict_scores" not in r or fld not in r:
-                raise ValueError(f"record {i} of {predictions} has no 'predict_scores' and '{fld}'; "
-                                 "give the human scores with --human FILE")
+                lacks = [f for f in ("predict_scores", fld) if f not in r]
+                raise ValueError(f"record {i} of {predictions} lacks {' and '.join(repr(f) for f in lacks)}: it is "
+                                 "not a UniEval reproduce file (which has both); for a score output give the human "
+                                 "scores with --human FILE")
             items.append(Item(r.get("id", i), _as_dict(r["predict_scores"]), _as_dict(r[fld]),
                               r.get("doc_id"), r.get("system_id")))
         return items

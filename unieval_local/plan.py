@@ -244,9 +244,26 @@ def validate_examples(
         ex, errs = parse_example(i, item)
         if ex is not None:
             errs = check_example(i, ex, aspects)
+        elif isinstance(item, dict):  # also name the other fields the aspects need, all at once
+            errs += missing_fields(i, item, aspects, {p.field.split(".")[0] for p in errs})
         problems.extend(errs)
         examples.append(ex if not errs else None)
     return examples, problems
+
+
+def missing_fields(index: int, item: dict, aspects: Sequence[Aspect], known: set[str]) -> list[ExampleProblem]:
+    """Problems for the fields ``aspects`` need that the raw record ``item`` lacks (None or
+    absent), leaving out ``known`` fields (already reported): so that a record that does not
+    parse still gets every missing field named in one error."""
+    out = []
+    for aspect in aspects:
+        for name in aspect.required_fields:
+            if name in known or item.get(name) is not None or (name == "references" and item.get("reference")):
+                continue
+            known = known | {name}
+            out.append(ExampleProblem(index, name, f"{aspect.task}/{aspect.name} needs '{name}'; it is missing"
+                                      + alias_hint(name, item), aspect.name))
+    return out
 
 
 class TokenCounter(Protocol):
