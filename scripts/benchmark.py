@@ -153,7 +153,7 @@ def run_variant(args) -> dict:
         dtype = "float32"
     else:
         from unieval_local import Scorer
-        from unieval_local.plan import validate_examples
+        from unieval_local.validate import validate_examples
         from unieval_local.tasks import get_aspect
 
         scorer = Scorer(model=args.model, device=args.device, dtype=args.dtype_b, batch_tokens=args.batch_tokens)

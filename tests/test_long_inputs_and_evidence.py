@@ -8,7 +8,7 @@ import pytest
 
 from unieval_local import InvalidExampleError, Scorer
 from unieval_local.cli import main
-from unieval_local.plan import build_plan, make_windows
+from unieval_local.planning import build_plan, make_windows
 from unieval_local.sentences import DEFAULT_SPLITTER
 from unieval_local.tasks import get_aspect
 

@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from unieval_local import Scorer
-from unieval_local.plan import Block, build_plan, fold, render_prompt
+from unieval_local.fold import fold
+from unieval_local.planning import Block, build_plan
+from unieval_local.prompts import render_prompt
 from unieval_local.schema import UniEvalData
 from unieval_local.sentences import DEFAULT_SPLITTER
 from unieval_local.tasks import get_aspect

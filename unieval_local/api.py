@@ -18,15 +18,9 @@ import numpy as np
 from .checkpoints import ModelSpec, ResolvedCheckpoint, resolve_checkpoint
 from .errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, RequestTooLargeError
 from .evidence import build_evidence
-from .plan import (
-    LongInput,
-    ReferenceReduction,
-    build_plan,
-    fold_all,
-    non_latin_share,
-    validate_examples,
-    warn_input_hints,
-)
+from .fold import ReferenceReduction, fold_all
+from .planning import LongInput, build_plan
+from .validate import non_latin_share, validate_examples, warn_input_hints
 from .schema import EvaluationResult, ExampleScores, Signature, UniEvalData, UniEvalResult, UniEvalStats
 from .sentences import DEFAULT_SPLITTER, SentenceSplitter
 from .tasks import DEFAULT_REGISTRY, Aspect, Registry
@@ -76,7 +70,7 @@ class Scorer:
             target stay whole) or ``chunk`` (score against windows of whole
             sentences/turns of the long field: max over windows for
             consistency-like aspects, mean for coherence). See
-            :func:`~unieval_local.plan.build_plan`.
+            :func:`~unieval_local.planning.build_plan`.
         window_overlap: sentences (turns) shared by consecutive windows in
             ``chunk`` mode (default 1).
         aspects_config: a YAML file of user-defined aspects added to the tasks
@@ -251,11 +245,11 @@ class Scorer:
         """Run several sets of Boolean-QA queries through the model in one pass per checkpoint.
 
         This is the engine under every scoring entry point: each job's aspects
-        are planned over its examples (:func:`~unieval_local.plan.build_plan`,
+        are planned over its examples (:func:`~unieval_local.planning.build_plan`,
         with this scorer's ``long_input``), the prompts of all jobs that share
         a checkpoint go to that checkpoint's runner as ONE list (so each
         distinct prompt is scored once, in length-sorted batches), and each
-        job's scores are folded back (:func:`~unieval_local.plan.fold_all`).
+        job's scores are folded back (:func:`~unieval_local.fold.fold_all`).
         Reports use it to mix UniEval aspects with their own queries (claims,
         key points, rubric questions) over derived examples.
 
@@ -354,7 +348,7 @@ class Scorer:
         a checkpoint go through the model as one flat list of queries.
 
         Args:
-            examples: from :func:`~unieval_local.plan.validate_examples`;
+            examples: from :func:`~unieval_local.validate.validate_examples`;
                 ``None`` entries are skipped.
             task: task name.
             aspects: aspect names of ``task``.
@@ -651,7 +645,7 @@ def as_examples(data: Any = None, *, targets: Sequence[str] | None = None, sourc
             length; ``references[i]`` one text or a list of texts).
 
     Returns:
-        A list of items for :func:`~unieval_local.plan.validate_examples` (not yet validated).
+        A list of items for :func:`~unieval_local.validate.validate_examples` (not yet validated).
 
     Raises:
         ValueError: both forms given; lists of different lengths; a string, bytes or mapping

@@ -35,7 +35,7 @@ import numpy as np
 
 from .api import MAX_EXAMPLES_PER_REQUEST, Scorer
 from .errors import ModelRuntimeError, Terminated, UniEvalError
-from .plan import input_hint_counts, input_hint_message, validate_examples
+from .validate import input_hint_counts, input_hint_message, validate_examples
 from .records import InputFileError, Record, iter_records, write_jsonl
 
 
@@ -464,8 +464,8 @@ class Survey:
 def survey_input(path: str, registry, task: str, aspects: Sequence[str],
                  shard: tuple[int, int] | None = None) -> Survey:
     """Parse every record of ``path`` once and count, per aspect, the records it can score
-    (:func:`~unieval_local.plan.check_example`; sentence splitting is not run). Cheap: no model."""
-    from .plan import check_example, non_latin_share, parse_example
+    (:func:`~unieval_local.validate.check_example`; sentence splitting is not run). Cheap: no model."""
+    from .validate import check_example, non_latin_share, parse_example
 
     resolved = {a: registry.get_aspect(task, a) for a in aspects}
     s = Survey(scorable={a: 0 for a in aspects})
@@ -494,9 +494,9 @@ def survey_input(path: str, registry, task: str, aspects: Sequence[str],
 
 def nothing_to_score_message(survey: Survey, registry, task: str, aspects: Sequence[str], path: str) -> str:
     """One line: no record can be scored for ``aspects``; the fields found, what each aspect
-    needs, the renames that would help (:data:`~unieval_local.plan.FIELD_ALIASES`) and the
+    needs, the renames that would help (:data:`~unieval_local.validate.FIELD_ALIASES`) and the
     aspects that could run."""
-    from .plan import FIELD_ALIASES
+    from .validate import FIELD_ALIASES
 
     found = ", ".join(sorted(survey.fields)) or "none"
     needs = "; ".join(f"{a} needs {', '.join(registry.get_aspect(task, a).required_fields)}" for a in aspects)

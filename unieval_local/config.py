@@ -74,7 +74,7 @@ class RunConfig:
             mode (UniEval's behaviour) or are planned to fit otherwise. >= 8.
         reference_reduction: ``mean`` (default; the UniEval author's advice for several
             references, issue #2 of maszhongming/UniEval) or ``max``.
-        long_input: ``truncate`` | ``fit`` | ``chunk`` (see :func:`~unieval_local.plan.build_plan`).
+        long_input: ``truncate`` | ``fit`` | ``chunk`` (see :func:`~unieval_local.planning.build_plan`).
         window_overlap: sentences (turns) shared by consecutive windows in ``chunk`` mode; >= 0.
         splitter: the sentence splitter's name, with its library versions for the built-in one.
         dtype: ``float32`` (UniEval parity) or ``bfloat16``.

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .plan import Folded, Plan
+from .fold import Folded
+from .planning import Plan
 from .schema import Evidence, QueryEvidence, SentenceEvidence, Span, UniEvalData
 
 

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .extras import require
-from .plan import field_spans
-from .sentences import DEFAULT_SPLITTER, SentenceSplitter
+from .sentences import DEFAULT_SPLITTER, SentenceSplitter, field_spans
 
 #: Default of :func:`extract_key_points`: a candidate key point has at least this many content words.
 MIN_KEY_POINT_WORDS = 5

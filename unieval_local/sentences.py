@@ -84,3 +84,26 @@ class PunktEnglishSplitter:
 
 #: The default splitter, shared (it holds no per-call state).
 DEFAULT_SPLITTER = PunktEnglishSplitter()
+
+
+def field_spans(text: str, unit: str, splitter: SentenceSplitter) -> list[tuple[int, int]]:
+    """Character spans of the pieces a long field is windowed by: sentences or lines (turns)."""
+    if unit == "line":
+        spans, pos = [], 0
+        for line in text.split("\n"):
+            if line.strip():
+                start = pos + len(line) - len(line.lstrip())
+                spans.append((start, start + len(line.strip())))
+            pos += len(line) + 1
+        return spans
+    spans = getattr(splitter, "spans", None)  # the Punkt splitter has offsets; a plain splitter is searched
+    return list(spans(text)) if spans is not None else _spans_by_search(text, splitter(text))
+
+
+def _spans_by_search(text: str, pieces: list[str]) -> list[tuple[int, int]]:
+    spans, pos = [], 0
+    for piece in pieces:
+        start = text.index(piece, pos)
+        spans.append((start, start + len(piece)))
+        pos = start + len(piece)
+    return spans

@@ -18,7 +18,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import ExampleProblem
-from ..plan import describe_value, is_text, parse_example
+from ..validate import describe_value, is_text, parse_example
 from ..schema import Evidence, UniEvalData
 from ..tasks import Aspect, PromptField
 
@@ -267,7 +267,7 @@ def record_id(record: Any) -> str | None:
 
 
 def require_text(rec: ReportRecord, name: str, why: str) -> RowError | None:
-    """An error when ``rec.<name>`` is not a non-empty string (as :func:`~unieval_local.plan.check_example` says it)."""
+    """An error when ``rec.<name>`` is not a non-empty string (as :func:`~unieval_local.validate.check_example` says it)."""
     value = rec.get_field(name)
     if is_text(value):
         return None

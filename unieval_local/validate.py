@@ -1,0 +1,208 @@
+"""Validation: parse each input item and check the fields its aspects need, before any scoring.
+
+Nothing here raises for bad input: every problem becomes an
+:class:`~unieval_local.errors.ExampleProblem` naming the example, the aspect and the
+field (with a "did you mean" for the names other tools use), so one bad row never
+loses the others. Also: the input-format hints of a task (dialogue endings) and the
+non-Latin-script check (the evaluators are English-only).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import ExampleProblem
+from .schema import UniEvalData
+from .tasks import Aspect
+
+
+def non_latin_share(text: str) -> float:
+    """Share of the letters of ``text`` that are not in Latin script, in [0, 1] (0 without letters).
+
+    The UniEval checkpoints are English-only; a target that is mostly Cyrillic, CJK,
+    Arabic ... gets scores that mean nothing, so callers warn about it.
+    """
+    import unicodedata
+
+    letters = [c for c in text if c.isalpha()]
+    if not letters:
+        return 0.0
+    latin = sum(1 for c in letters if c < "\u0250" or unicodedata.name(c, "").startswith("LATIN"))
+    return 1.0 - latin / len(letters)
+
+
+def is_text(value: Any) -> bool:
+    """True for a string with some non-whitespace character."""
+    return isinstance(value, str) and value.strip() != ""
+
+
+def describe_value(value: Any) -> str:
+    """Why ``value`` is not a usable text: ``it is missing``, ``it is empty ...`` or ``got <type>``."""
+    if value is None:
+        return "it is missing"
+    if isinstance(value, str):
+        return "it is empty or whitespace-only"
+    return f"got {type(value).__name__}"
+
+
+#: Field names other evaluators and datasets use, and the field they mean here.
+FIELD_ALIASES: dict[str, str] = {
+    "summary": "target", "prediction": "target", "hypothesis": "target", "output": "target",
+    "generated": "target", "candidate": "target", "response": "target", "claim": "target",
+    "document": "source", "input": "source", "article": "source", "transcript": "source",
+    "dialogue_history": "source", "history": "source", "refs": "references", "gold": "references",
+    "fact": "context", "knowledge": "context",
+}
+
+
+def alias_hint(field: str, present: Iterable[str]) -> str:
+    """`` (the record has 'summary': did you mean 'target'?)`` when ``present`` holds a
+    common other name of ``field`` (:data:`FIELD_ALIASES`), else ``""``."""
+    names = [k for k in present if FIELD_ALIASES.get(str(k).lower()) == field]
+    if not names:
+        return ""
+    return f" (the record has {', '.join(repr(n) for n in names)}: did you mean {field!r}? rename it)"
+
+
+def check_example(index: int, example: UniEvalData, aspects: Sequence[Aspect]) -> list[ExampleProblem]:
+    """The problems of one parsed example for the given aspects (empty list if none)."""
+    problems: list[ExampleProblem] = []
+    extra = list((example.model_extra or {}))
+    if not is_text(example.target):
+        problems.append(
+            ExampleProblem(index, "target", "the text under evaluation is empty or whitespace-only; "
+                           "every aspect needs a non-empty target")
+        )
+    for aspect in aspects:
+        for name in aspect.required_fields:
+            if name == "target":
+                continue
+            value = example.get_field(name)
+            if name == "references":
+                ok = isinstance(value, list) and len(value) > 0 and all(is_text(r) for r in value)
+                if not ok:
+                    why = ("it is missing" if value is None else "it is an empty list" if value == []
+                           else "a reference is empty or not a string")
+                    problems.append(ExampleProblem(
+                        index, name, f"{aspect.task}/{aspect.name} needs 'references', a non-empty "
+                        f"list of non-empty reference texts; {why}"
+                        + (alias_hint(name, extra) if value is None else ""), aspect.name))
+            elif not is_text(value):
+                problems.append(ExampleProblem(
+                    index, name, f"{aspect.task}/{aspect.name} needs '{name}' as a non-empty string; "
+                    f"{describe_value(value)}" + (alias_hint(name, extra) if value is None else ""), aspect.name))
+    return problems
+
+
+def parse_example(index: int, item: Any,
+                  model: type[UniEvalData] = UniEvalData) -> tuple[UniEvalData | None, list[ExampleProblem]]:
+    """Turn one input item (dict or :class:`UniEvalData`) into ``model`` (``UniEvalData``
+    or a subclass, e.g. the reports' record).
+
+    Returns the parsed example (or ``None``) and its parse problems.
+    """
+    if isinstance(item, model):
+        return item, []
+    if isinstance(item, UniEvalData):
+        item = item.model_dump()
+    if not isinstance(item, dict):
+        return None, [ExampleProblem(index, "record", f"an example must be an object/dict, got {type(item).__name__}")]
+    try:
+        return model.model_validate(item), []
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = ".".join(str(p) for p in err["loc"]) or "record"
+            msg = err["msg"]
+            if err["type"] == "missing" and loc in ("target", "source", "references", "context"):
+                msg += alias_hint(loc, item)
+            if err["type"] == "string_type":
+                got = type(err.get("input")).__name__
+                msg += f", got {got}" + (" (decode it to str first; the encoding is not guessed)"
+                                         if got in ("bytes", "bytearray") else "")
+            problems.append(ExampleProblem(index, loc, msg))
+        return None, problems
+
+
+def input_hint_counts(examples: Sequence[UniEvalData | None], task, aspects: Sequence[Aspect]) -> dict[str, int]:
+    """Per field, how many examples lack the ending the checkpoint was trained with.
+
+    UniEval's dialogue checkpoint saw histories ending with a blank line and
+    facts ending with a newline (``task.input_hints``). Only fields that the
+    given aspects use are counted.
+    """
+    return {name: len(idx) for name, idx in input_hint_examples(examples, task, aspects).items()}
+
+
+def input_hint_examples(examples: Sequence[UniEvalData | None], task, aspects: Sequence[Aspect]) -> dict[str, list[int]]:
+    """Per field, the indices of the examples counted by :func:`input_hint_counts`."""
+    used = {pf.field for a in aspects for pf in a.fields}
+    found: dict[str, list[int]] = {}
+    for name, (suffix, _) in task.input_hints.items():
+        if name in used:
+            idx = [i for i, ex in enumerate(examples) if ex is not None and isinstance(ex.get_field(name), str)
+                   and not ex.get_field(name).endswith(suffix)]
+            if idx:
+                found[name] = idx
+    return found
+
+
+def input_hint_message(task, counts: dict[str, int]) -> str:
+    """One sentence per field of :func:`input_hint_counts` (empty string if none)."""
+    parts = []
+    for name, n in counts.items():
+        suffix, what = task.input_hints[name]
+        parts.append(f"{n} example(s) have a '{name}' not ending with {suffix!r} ({what}), as the "
+                     f"{task.name} checkpoint was trained; they are scored as given (text is never rewritten)")
+    return "; ".join(parts)
+
+
+def warn_input_hints(examples: Sequence[UniEvalData | None], task, aspects: Sequence[Aspect]) -> dict[str, int]:
+    """Warn once per call when inputs lack the trained endings (see :func:`input_hint_counts`)."""
+    found = input_hint_examples(examples, task, aspects)
+    if found:
+        which = "; ".join(f"'{k}' in examples {v[:10]}{' ...' if len(v) > 10 else ''}" for k, v in found.items())
+        warnings.warn(input_hint_message(task, {k: len(v) for k, v in found.items()}) + f" ({which})",
+                      UserWarning, stacklevel=3)
+    return {k: len(v) for k, v in found.items()}
+
+
+def validate_examples(
+    data: Iterable[Any], aspects: Sequence[Aspect]
+) -> tuple[list[UniEvalData | None], list[ExampleProblem]]:
+    """Parse and check every example; never raises for bad input.
+
+    Returns:
+        ``(examples, problems)``: ``examples[i]`` is the parsed example or
+        ``None`` when example ``i`` has any problem; ``problems`` lists them all.
+    """
+    examples: list[UniEvalData | None] = []
+    problems: list[ExampleProblem] = []
+    for i, item in enumerate(data):
+        ex, errs = parse_example(i, item)
+        if ex is not None:
+            errs = check_example(i, ex, aspects)
+        elif isinstance(item, dict):  # also name the other fields the aspects need, all at once
+            errs += missing_fields(i, item, aspects, {p.field.split(".")[0] for p in errs})
+        problems.extend(errs)
+        examples.append(ex if not errs else None)
+    return examples, problems
+
+
+def missing_fields(index: int, item: dict, aspects: Sequence[Aspect], known: set[str]) -> list[ExampleProblem]:
+    """Problems for the fields ``aspects`` need that the raw record ``item`` lacks (None or
+    absent), leaving out ``known`` fields (already reported): so that a record that does not
+    parse still gets every missing field named in one error."""
+    out = []
+    for aspect in aspects:
+        for name in aspect.required_fields:
+            if name in known or item.get(name) is not None or (name == "references" and item.get("reference")):
+                continue
+            known = known | {name}
+            out.append(ExampleProblem(index, name, f"{aspect.task}/{aspect.name} needs '{name}'; it is missing"
+                                      + alias_hint(name, item), aspect.name))
+    return out
