@@ -5,7 +5,7 @@ For each metric, the model probability p of every example is paired with its
 human score; the human score is binned to 1-3 (``--bins LOW,HIGH``: below LOW
 -> 1, below HIGH -> 2, else 3) and the cut points (low, high) that make the
 rating (1 if p < low, 2 if p < high, else 3) agree most often with it are
-found by exhaustive search (:func:`unieval_local.reports.rating.fit_cut_points`).
+found by exhaustive search (:func:`unieval_local.cutpoints.fit_cut_points`).
 The output is a full rating config (``--config``, default the built-in
 defaults) with those cut points replaced, ready for
 ``unieval-local report --format rating --config OUT.yaml``.
@@ -44,13 +44,8 @@ import yaml
 
 from unieval_local.meta import load_items
 from unieval_local.records import read_records
-from unieval_local.reports.rating import (
-    METRICS,
-    RatingConfig,
-    fit_cut_points,
-    human_to_rating,
-    load_rating_config,
-)
+from unieval_local.cutpoints import fit_cut_points, human_to_rating
+from unieval_local.reports.rating import METRICS, RatingConfig, load_rating_config
 
 
 def _get(record: dict, dotted: str):

@@ -10,7 +10,7 @@ import pytest
 
 from unieval_local.cli import main
 from unieval_local.meta import Item, correlations, load_items, meta_evaluate, paired_bootstrap
-from unieval_local.report import build_report, plot_distributions, plot_systems
+from unieval_local.html_report import build_report, plot_distributions, plot_systems
 
 PREDICT = "unieval-reproduce/predict"
 

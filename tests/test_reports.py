@@ -26,7 +26,7 @@ from unieval_local.reports import (
     make_report,
     to_rating,
 )
-from unieval_local.reports.rating import fit_cut_points, human_to_rating
+from unieval_local.cutpoints import fit_cut_points, human_to_rating
 from unieval_local.schema import UniEvalData
 from unieval_local.tasks import get_aspect
 

@@ -224,10 +224,10 @@ class Scorer:
         builtin = DEFAULT_REGISTRY.tasks.get(task)
         if builtin is not None and aspect in builtin.aspects:
             return None
-        import hashlib
+        from .hashing import sha256_text
 
-        return hashlib.sha256(repr((a.question, a.fields, a.granularity, a.reduction, a.chunk_field,
-                                    a.window_reduction, a.chunk_unit)).encode()).hexdigest()[:12]
+        return sha256_text(repr((a.question, a.fields, a.granularity, a.reduction, a.chunk_field,
+                                 a.window_reduction, a.chunk_unit)))[:12]
 
     def signature(self, task: str, aspect: str) -> Signature:
         """The reproducibility signature of results for ``(task, aspect)``: this scorer's

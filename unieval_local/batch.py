@@ -17,7 +17,6 @@ Keys: the record's ``id`` when present, else its 0-based record index in INPUT.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import math
@@ -35,6 +34,7 @@ import numpy as np
 
 from .api import MAX_EXAMPLES_PER_REQUEST, Scorer
 from .errors import ModelRuntimeError, Terminated, UniEvalError
+from .hashing import sha256_file, sha256_text
 from .validate import input_hint_counts, input_hint_message, validate_examples
 from .records import InputFileError, Record, iter_records, write_jsonl
 
@@ -56,15 +56,6 @@ def sidecar_path(output: str | os.PathLike) -> Path:
     return Path(str(output) + ".meta.json")
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file (the input fingerprint)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
 def parse_shard(text: str | None) -> tuple[int, int] | None:
     """``"K/N"`` -> ``(K, N)`` with ``0 <= K < N``.
 
@@ -81,7 +72,7 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
 
 def shard_of(key: Any, n: int) -> int:
     """The shard (0..n-1) of a record key: SHA-256 of ``str(key)`` modulo ``n`` (deterministic)."""
-    return int(hashlib.sha256(str(key).encode("utf-8")).hexdigest()[:16], 16) % n
+    return int(sha256_text(str(key))[:16], 16) % n
 
 
 def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -651,7 +642,7 @@ def run_batch(
               "aspect_hashes": {a: h for a in names if (h := scorer.aspect_hash(task, a))},
               "evidence": evidence}
     input_fp = None if input_path == "-" else {"path": os.path.abspath(input_path),
-                                               "sha256": file_sha256(input_path)}
+                                               "sha256": sha256_file(input_path)}
     done: set = set()
     kept: list[dict] = []
     out_path = Path(output) if output is not None else None

@@ -18,7 +18,6 @@ which prompts share a batch (the :class:`~unieval_local.Scorer` skips the cache 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import sqlite3
@@ -28,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .checkpoints import fingerprint_checkpoint, sha256_file
+from .checkpoints import fingerprint_checkpoint
+from .hashing import sha256_file, sha256_text
 from .config import ENGINE_VERSION, RunConfig  # noqa: F401  (ENGINE_VERSION re-exported)
 from .errors import UniEvalError
 
@@ -159,7 +159,7 @@ class CachedRunner:
 
     def key(self, prompt: str, max_length: int) -> str:
         """The cache key of one query (``max_length`` is the call's, normally the config's)."""
-        return hashlib.sha256(f"{self._context}\0{max_length}\0{prompt}".encode()).hexdigest()
+        return sha256_text(f"{self._context}\0{max_length}\0{prompt}")
 
     def __getattr__(self, name):  # tokenizer, yes_id ... of the inner runner
         return getattr(self.inner, name)

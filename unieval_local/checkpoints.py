@@ -19,7 +19,6 @@ checks offline.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .errors import CheckpointError, CheckpointNotFoundError
+from .hashing import sha256_file, sha256_text
 from .tasks import CHECKPOINTS
 
 MANIFEST_NAME = "unieval_manifest.json"
@@ -206,12 +206,12 @@ def fingerprint_checkpoint(folder: str | os.PathLike, file_hash=None) -> str:
     manifest = (_read_manifest(folder) or {}).get("files", {})
     files = sorted(p for p in folder.iterdir()
                    if p.is_file() and p.suffix in _FINGERPRINT_SUFFIXES and p.name != MANIFEST_NAME)
-    h = hashlib.sha256()
+    parts = []
     for p in files:
         entry = manifest.get(p.name) or {}
         digest = entry.get("sha256") if entry.get("size") == p.stat().st_size else None
-        h.update(f"{p.name}\0{digest or file_hash(p)}\n".encode())
-    return h.hexdigest()
+        parts.append(f"{p.name}\0{digest or file_hash(p)}\n")
+    return sha256_text("".join(parts))
 
 
 # --------------------------------------------------------------------------- download
@@ -281,15 +281,6 @@ def _memo_sha256(path: Path) -> str:
     if key not in _FILE_HASHES:
         _FILE_HASHES[key] = sha256_file(path)
     return _FILE_HASHES[key]
-
-
-def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            h.update(block)
-    return h.hexdigest()
 
 
 def fetch_to_hf_cache(hub_id: str, *, revision: str | None = None, client: HubClient | None = None) -> Path:

@@ -474,7 +474,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_report_html(args: argparse.Namespace) -> int:
     """``unieval-local report-html``: write the HTML report; exit 0, or 2 on unusable input."""
-    from .report import render_html
+    from .html_report import render_html
 
     try:
         path = render_html(args.output_jsonl, args.output, input=args.input, title=args.title, n_lowest=args.lowest)
