@@ -152,21 +152,22 @@ def run_variant(args) -> dict:
                  "padded_tokens": engine.padded_tokens}
         dtype = "float32"
     else:
-        from unieval_local import Scorer
-        from unieval_local.validate import validate_examples
+        from unieval_local.engine import Engine, jobs_by_checkpoint
         from unieval_local.tasks import get_aspect
+        from unieval_local.validate import validate_examples
 
-        scorer = Scorer(model=args.model, device=args.device, dtype=args.dtype_b, batch_tokens=args.batch_tokens)
-        scorer.runner("unieval-sum")  # load outside the timed region, as (a) does
+        engine = Engine(model=args.model, device=args.device, dtype=args.dtype_b, batch_tokens=args.batch_tokens)
+        engine.runner("unieval-sum")  # load outside the timed region, as (a) does
         t0 = time.perf_counter()
-        examples, problems = validate_examples(records, [get_aspect("summarization", a) for a in ASPECTS])
+        aspects = [get_aspect("summarization", a) for a in ASPECTS]
+        examples, problems = validate_examples(records, aspects)
         assert not problems, problems
-        values, _ = scorer.score_values(examples, task="summarization", aspects=ASPECTS)
+        results, _ = engine.run(jobs_by_checkpoint(aspects, examples), strict=True)
         if cuda:
             torch.cuda.synchronize()
         elapsed = time.perf_counter() - t0
-        scores = {a: v.tolist() for a, v in values.items()}
-        st = scorer.runner("unieval-sum").last_stats
+        scores = {a: v.tolist() for r in results.values() for a, v in r.values.items()}
+        st = engine.runner("unieval-sum").last_stats
         stats = {"queries": st["distinct"], "real_tokens": st["real_tokens"], "padded_tokens": st["padded_tokens"],
                  "planned_queries": st["queries"]}
         dtype = args.dtype_b

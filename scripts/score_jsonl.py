@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
             out = arg.split("=", 1)[1]
     if out and Path(out).exists() and Path(out).stat().st_size > 0 and "--resume" not in argv:
         argv.append("--resume")
-    return cli_main(["score", *argv, "--no-progress"] if "--no-progress" not in argv else ["score", *argv])
+    return cli_main(["score", *argv])  # off a terminal (a SLURM log) progress is a line every 30 s
 
 
 if __name__ == "__main__":

@@ -132,3 +132,75 @@ def real_home() -> Path:
     if not REAL_HOME or not (Path(REAL_HOME) / "unieval-sum" / "config.json").is_file():
         pytest.skip("official UniEval checkpoints not staged in UNIEVAL_LOCAL_HOME")
     return Path(REAL_HOME)
+
+
+# ----------------------------------------------------------------------------- the one fake runner
+from unieval_local.engine import Runner  # noqa: E402
+
+
+class FakeRunner(Runner):
+    """The tests' fake model runner (implements the engine's Runner protocol explicitly).
+
+    P(Yes) of a prompt is ``answer(prompt)`` (a function), or the value of the first marker of
+    ``table`` found in the prompt (else ``default``). Tokens are whitespace words (the final
+    EOS counts as one), so long-input planning is exact arithmetic; ``answer`` sees the
+    prompt truncated to ``max_length - 1`` words, as a T5 runner would read it.
+    ``prompts`` keeps every prompt scored, ``calls`` the prompts of each ``score`` call.
+    """
+
+    def __init__(self, answer=None, *, table=None, default=0.5, name="fake", fingerprint="fake"):
+        self.answer, self.table, self.default = answer, dict(table or {}), default
+        self.name, self.fingerprint = name, fingerprint
+        self.prompts: list[str] = []
+        self.calls: list[list[str]] = []
+
+    def count(self, texts):
+        return [len(t.split()) + 1 for t in texts]
+
+    def count_plain(self, texts):
+        return [len(t.split()) for t in texts]
+
+    def cut(self, text, n_tokens):
+        words = text.split()
+        if n_tokens >= len(words):
+            return len(text)
+        pos = 0
+        for w in words[:max(n_tokens, 0)]:
+            pos = text.index(w, pos) + len(w)
+        return pos
+
+    def value(self, prompt: str) -> float:
+        if self.answer is not None:
+            return float(self.answer(prompt))
+        return next((v for k, v in self.table.items() if k in prompt), self.default)
+
+    def score(self, prompts, *, max_length, on_batch=None):
+        import numpy as np
+
+        self.calls.append(list(prompts))
+        self.prompts += list(prompts)
+        kept = [" ".join(p.split()[: max_length - 1]) if len(p.split()) >= max_length else p for p in prompts]
+        values = np.array([self.value(k) for k in kept], dtype=np.float64)
+        if on_batch is not None:
+            on_batch(len(set(prompts)), len(set(prompts)))
+        return values, np.array(self.count(prompts), dtype=np.int64)
+
+
+def fake_factory(runner: FakeRunner):
+    """A runner factory that always gives ``runner`` (taking the checkpoint's fingerprint,
+    as the T5 runner does, so cache keys follow the checkpoint's content)."""
+    def factory(checkpoint, fingerprint):
+        runner.fingerprint = fingerprint
+        return runner
+    return factory
+
+
+@pytest.fixture
+def fake_scorer(fake_ckpt):
+    """``fake_scorer(answer=None, table=None, default=0.5, **scorer_kwargs) -> (Scorer, FakeRunner)``."""
+    from unieval_local import Scorer
+
+    def make(answer=None, *, table=None, default=0.5, **kw):
+        runner = FakeRunner(answer, table=table, default=default)
+        return Scorer(model=fake_ckpt, runner_factory=fake_factory(runner), **kw), runner
+    return make

@@ -14,7 +14,8 @@ from unieval_local.cli import main
 from unieval_local.sentences import DEFAULT_SPLITTER
 from unieval_local.tasks import TASKS
 
-from test_plan_and_reduction import KeyedRunner
+from conftest import FakeRunner, fake_factory
+
 
 ROOT = Path(__file__).resolve().parents[1]
 REPRO = "unieval-reproduce/data"
@@ -64,8 +65,9 @@ def test_every_aspect_equals_reference_on_real_data(tiny_ckpt, reference, shared
 
 
 def test_engagingness_is_a_sum_over_sentences(fake_ckpt):
-    runner = KeyedRunner({"response: A one. </s>": 0.9, "response: B two. </s>": 0.8, "response: C three. </s>": 0.7})
-    s = Scorer(model=fake_ckpt, runner_factory=lambda *a: runner)
+    runner = FakeRunner(table={"response: A one. </s>": 0.9, "response: B two. </s>": 0.8,
+                               "response: C three. </s>": 0.7})
+    s = Scorer(model=fake_ckpt, runner_factory=fake_factory(runner))
     rec = {"target": "A one. B two. C three.", "source": "hi \n\n", "context": "f\n"}
     r = s.evaluate([rec], task="dialogue", aspects=["engagingness", "naturalness"])
     assert r.examples[0].scores["engagingness"] == pytest.approx(2.4)
@@ -75,8 +77,8 @@ def test_engagingness_is_a_sum_over_sentences(fake_ckpt):
 
 
 def test_dialogue_inputs_without_trained_endings_warn_once_and_are_not_rewritten(fake_ckpt):
-    runner = KeyedRunner({})
-    s = Scorer(model=fake_ckpt, runner_factory=lambda *a: runner)
+    runner = FakeRunner(table={})
+    s = Scorer(model=fake_ckpt, runner_factory=fake_factory(runner))
     recs = [{"target": "Hi.", "source": "a \n b", "context": "fact"}, {"target": "Yo.", "source": "a \n\n", "context": "f\n"}]
     with pytest.warns(UserWarning, match=r"1 example\(s\) have a 'source' not ending with '\\n\\n'.*1 example\(s\) have a 'context'") as rec:
         s.evaluate(recs, task="dialogue", aspects=["coherence", "groundedness"])

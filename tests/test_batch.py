@@ -203,11 +203,11 @@ def test_each_bad_row_gets_its_error_record_and_the_rest_is_scored(tmp_path, tin
 def test_run_batch_from_python(tmp_path, tiny_ckpt, summeval_records):
     src = write_jsonl(tmp_path / "in.jsonl", summeval_records[:6])
     summary = run_batch(src, tmp_path / "o.jsonl", task="summarization", aspects="all",
-                        scorer_kwargs={"model": str(tiny_ckpt)}, progress=False)
+                        settings={"model": str(tiny_ckpt)}, progress=False)
     assert summary.n_records == 6 and summary.n_failed == 0 and set(summary.means) == {
         "coherence", "consistency", "fluency", "relevance"}
     with pytest.raises(ResumeError, match="already exists"):
-        run_batch(src, tmp_path / "o.jsonl", scorer_kwargs={"model": str(tiny_ckpt)}, progress=False)
+        run_batch(src, tmp_path / "o.jsonl", settings={"model": str(tiny_ckpt)}, progress=False)
 
 
 ray = pytest.importorskip("ray", reason="the ray extra is not installed")
@@ -267,6 +267,25 @@ def test_resume_refusal_names_the_setting_that_differs(tmp_path, tiny_ckpt, summ
     capsys.readouterr()
     assert main(["score", str(src), *args(tiny_ckpt, "--max-length", "40"), "-o", str(out), "--resume"]) == EXIT_USAGE
     assert "max_length: 48 -> 40" in capsys.readouterr().err
-    summary = run_batch(src, tmp_path / "one.jsonl", aspects="fluency", scorer_kwargs={"model": str(tiny_ckpt)},
+    summary = run_batch(src, tmp_path / "one.jsonl", aspects="fluency", settings={"model": str(tiny_ckpt)},
                         progress=False)
     assert summary.aspects == ["fluency"]
+
+
+@pytest.mark.ray
+def test_a_ray_run_loads_the_model_once_per_actor_and_never_in_the_driver(tmp_path, tiny_ckpt, summeval_records):
+    from unieval_local import runner as runner_mod
+
+    ckpt = tmp_path / "copy" / "unieval-sum"  # a folder no other test has loaded in this process
+    shutil.copytree(tiny_ckpt, ckpt)
+    rows = small_records(summeval_records, 1600)
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    summary = run_batch(src, tmp_path / "ray.jsonl", aspects=["fluency"], settings={"model": str(ckpt), "max_length": 48},
+                        engine="ray", engine_options={"actors": 2}, progress=False)
+    assert summary.n_records == 1600 and summary.n_failed == 0
+    assert summary.stats.model_loads == 2  # 7 requests on one pipeline: one model load in each of the 2 actors
+    assert not [k for k in runner_mod._MODELS if k[0] == str(ckpt.resolve())]  # the driver loaded none
+    local = run_batch(src, tmp_path / "local.jsonl", aspects=["fluency"],
+                      settings={"model": str(ckpt), "max_length": 48}, progress=False)
+    assert local.stats.model_loads == 1
+    same_scores(by_key(read(tmp_path / "ray.jsonl")), by_key(read(tmp_path / "local.jsonl")))

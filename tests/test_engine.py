@@ -14,7 +14,9 @@ import pytest
 from unieval_local import Scorer
 from unieval_local.cache import ScoreCache
 from unieval_local.checkpoints import resolve_checkpoint
-from unieval_local.runner import T5Runner, plan_batches
+from unieval_local.runner import T5Runner, load_t5_model, plan_batches
+
+from conftest import FakeRunner, fake_factory
 
 TOL = 1e-5
 
@@ -33,9 +35,14 @@ def mixed_prompts(summeval_records):
     return prompts
 
 
+def make_runner(ckpt, **knobs):
+    """A T5 runner over the process-wide model of ``ckpt`` (knobs: batch_tokens, fast_forward ...)."""
+    return T5Runner(load_t5_model(resolve_checkpoint("unieval-sum", ckpt), "cpu", "float32"), fingerprint="t", **knobs)
+
+
 @pytest.fixture(scope="module")
 def runner(tiny_ckpt):
-    return T5Runner(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32")
+    return make_runner(tiny_ckpt)
 
 
 @pytest.fixture(scope="module")
@@ -44,22 +51,23 @@ def want(reference, mixed_prompts):
 
 
 def test_inputs_mix_truncated_and_short(runner, mixed_prompts):
-    full = [len(x) for x in runner.tokenizer(mixed_prompts).input_ids]
+    full = [len(x) for x in runner.t5.tokenizer(mixed_prompts).input_ids]
     assert max(full) > 1024 and min(full) < 40 and len(set(mixed_prompts)) < len(mixed_prompts)
 
 
 @pytest.mark.parametrize("fast", [True, False])
 @pytest.mark.parametrize("batch_tokens", [1, 1500, 10**6])
-def test_every_engine_setting_equals_reference(runner, mixed_prompts, want, fast, batch_tokens):
-    got = runner.p_yes(mixed_prompts, max_length=1024, batch_tokens=batch_tokens, fast_forward=fast)
+def test_every_engine_setting_equals_reference(tiny_ckpt, mixed_prompts, want, fast, batch_tokens):
+    runner = make_runner(tiny_ckpt, batch_tokens=batch_tokens, fast_forward=fast)
+    got, _ = runner.score(mixed_prompts, max_length=1024)
     assert np.abs(got - want).max() < TOL
     stats = runner.last_stats
     assert stats["queries"] == 40 and stats["distinct"] == len(set(mixed_prompts))
 
 
-def test_fast_forward_matches_the_models_own_forward(runner, mixed_prompts):
-    fast = runner.p_yes(mixed_prompts, max_length=256, batch_tokens=4096, fast_forward=True)
-    plain = runner.p_yes(mixed_prompts, max_length=256, batch_tokens=4096, fast_forward=False)
+def test_fast_forward_matches_the_models_own_forward(tiny_ckpt, mixed_prompts):
+    fast = make_runner(tiny_ckpt, batch_tokens=4096, fast_forward=True).score(mixed_prompts, max_length=256)[0]
+    plain = make_runner(tiny_ckpt, batch_tokens=4096, fast_forward=False).score(mixed_prompts, max_length=256)[0]
     assert np.abs(fast - plain).max() < 1e-5 and fast.std() > 1e-3  # the contract tolerance; measured ~1e-6
 
 
@@ -92,8 +100,9 @@ def test_batches_never_pad_a_query_by_more_than_a_quarter():
 def test_out_of_memory_halves_the_batch_and_loses_nothing(tiny_ckpt, mixed_prompts, monkeypatch):
     import torch
 
-    runner = T5Runner(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32")
-    base = runner.p_yes(mixed_prompts, max_length=1024, batch_tokens=10**6)
+    runner = make_runner(tiny_ckpt, batch_tokens=10**6)
+    monkeypatch.setattr(runner.t5, "oom_budget", None)  # the model is shared by the process: restored after
+    base = runner.score(mixed_prompts, max_length=1024)[0]
     real = runner._two_logits
     sizes = []
 
@@ -101,16 +110,16 @@ def test_out_of_memory_halves_the_batch_and_loses_nothing(tiny_ckpt, mixed_promp
         sizes.append(len(batch))
         padded = len(batch) * max(len(ids[i]) for i in batch)
         # after an OOM, every batch respects the lowered token budget
-        assert runner.oom_budget is None or len(batch) == 1 or padded <= runner.oom_budget
+        assert runner.t5.oom_budget is None or len(batch) == 1 or padded <= runner.t5.oom_budget
         if len(batch) > 2:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real(ids, batch, fast)
 
     monkeypatch.setattr(runner, "_two_logits", flaky)
     with pytest.warns(RuntimeWarning, match="out of memory .* batch_tokens lowered"):
-        got = runner.p_yes(mixed_prompts, max_length=1024, batch_tokens=10**6)
+        got = runner.score(mixed_prompts, max_length=1024)[0]
     assert np.abs(got - base).max() < 1e-5  # other batches after the back-off: float32 noise
-    assert runner.oom_budget is not None and max(sizes) > 2
+    assert runner.t5.oom_budget is not None and max(sizes) > 2
 
     def always(ids, batch, fast):
         raise torch.OutOfMemoryError("CUDA out of memory")
@@ -119,28 +128,20 @@ def test_out_of_memory_halves_the_batch_and_loses_nothing(tiny_ckpt, mixed_promp
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(RuntimeError, match="single query"):
-            runner.p_yes(mixed_prompts[:3], max_length=1024, batch_tokens=10**6)
+            runner.score(mixed_prompts[:3], max_length=1024)
 
 
 def test_other_errors_are_not_swallowed(tiny_ckpt, monkeypatch):
-    runner = T5Runner(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32")
+    runner = make_runner(tiny_ckpt, batch_tokens=100)
     monkeypatch.setattr(runner, "_two_logits", lambda *a: (_ for _ in ()).throw(ValueError("boom")))
     with pytest.raises(ValueError, match="boom"):
-        runner.p_yes(["question: x </s> paragraph: y"], max_length=64, batch_tokens=100)
-
-
-class CountingRunner:
-    def __init__(self):
-        self.seen = []
-
-    def p_yes(self, prompts, **kw):
-        self.seen += list(prompts)
-        return np.array([0.25 if "NAN" not in p else np.nan for p in prompts], dtype=np.float64)
+        runner.score(["question: x </s> paragraph: y"], max_length=64)
 
 
 def _scorer(ckpt, cache_dir, dtype="float32"):
-    inner = CountingRunner()
-    return Scorer(model=ckpt, runner_factory=lambda *a: inner, cache_dir=cache_dir, dtype=dtype), inner
+    inner = FakeRunner(lambda p: np.nan if "NAN" in p else 0.25)
+    inner.seen = inner.prompts
+    return Scorer(model=ckpt, runner_factory=fake_factory(inner), cache_dir=cache_dir, dtype=dtype), inner
 
 
 def test_cache_second_run_scores_nothing_new(fake_ckpt, tmp_path):
@@ -176,9 +177,8 @@ def test_cache_misses_on_changed_checkpoint_or_dtype(fake_ckpt, tmp_path):
 
 def test_cache_never_stores_non_finite(fake_ckpt, tmp_path):
     s, inner = _scorer(fake_ckpt, tmp_path / "c")
-    s.score_values([], task="summarization", aspects=["fluency"])
     runner = s.runner("unieval-sum")
-    runner.p_yes(["ok", "NAN"], max_length=10, batch_tokens=10)
+    runner.score(["ok", "NAN"], max_length=10)
     assert len(ScoreCache(tmp_path / "c")) == 1
 
 

@@ -18,22 +18,22 @@ import pytest
 from unieval_local import InvalidExampleError, Scorer, api
 from unieval_local.cli import EXIT_INTERRUPTED, EXIT_MODEL, EXIT_USAGE, main
 from unieval_local.errors import ModelRuntimeError
-from unieval_local.runner import T5Runner, attention_cells, plan_batches, resolve_device
+from unieval_local.runner import T5Runner, attention_cells, load_t5_model, plan_batches, resolve_device
+
+from conftest import FakeRunner, fake_factory
 
 EXE = shutil.which("unieval-local")
 
 
-class ByPrompt:
-    """P(Yes) is a fixed function of the prompt text (stable across processes)."""
+def by_prompt(prompt: str) -> float:
+    """P(Yes) as a fixed function of the prompt text (stable across processes)."""
+    import zlib
 
-    def p_yes(self, prompts, **kw):
-        import zlib
-
-        return np.array([zlib.crc32(p.encode()) % 997 / 997 for p in prompts], dtype=np.float64)
+    return zlib.crc32(prompt.encode()) % 997 / 997
 
 
-def fake_scorer(fake_ckpt, **kw):
-    return Scorer(model=fake_ckpt, runner_factory=lambda *a: ByPrompt(), **kw)
+def crc_scorer(fake_ckpt, **kw):
+    return Scorer(model=fake_ckpt, runner_factory=fake_factory(FakeRunner(by_prompt)), **kw)
 
 
 def write_jsonl(path, rows):
@@ -48,11 +48,11 @@ def read(path):
 # ----------------------------------------------------------------------------- Python forms
 def test_a_scorer_takes_any_number_of_examples_in_passes(fake_ckpt, monkeypatch):
     data = [{"target": f"Summary {i}. It has {i % 5} parts.", "source": f"Document {i % 13}."} for i in range(700)]
-    whole = fake_scorer(fake_ckpt).evaluate(data, aspects=["coherence", "consistency"])
+    whole = crc_scorer(fake_ckpt).evaluate(data, aspects=["coherence", "consistency"])
     monkeypatch.setattr(api, "ENGINE_PASS_EXAMPLES", 64)  # 11 passes
-    passes = fake_scorer(fake_ckpt).evaluate(data, aspects=["coherence", "consistency"])
+    passes = crc_scorer(fake_ckpt).evaluate(data, aspects=["coherence", "consistency"])
     assert len(whole.examples) == 700 and whole.examples == passes.examples
-    one = [fake_scorer(fake_ckpt).score([d], aspect="consistency").examples[0].value for d in data[:20]]
+    one = [crc_scorer(fake_ckpt).score([d], aspect="consistency").examples[0].value for d in data[:20]]
     assert [e.value for e in whole.per_aspect["consistency"].examples[:20]] == one
 
 
@@ -61,7 +61,7 @@ def test_parallel_lists_and_dataframes_equal_dicts(fake_ckpt):
 
     data = [{"target": "A short summary. Second.", "source": "The document.", "references": ["Ref one.", "Two."]},
             {"target": "Another one.", "source": "Other document.", "references": ["Only ref."]}]
-    s = fake_scorer(fake_ckpt)
+    s = crc_scorer(fake_ckpt)
     want = [e.value for e in s.score(data, aspect="relevance").examples]
     lists = s.score(targets=[d["target"] for d in data], sources=[d["source"] for d in data],
                     references=[d["references"] for d in data], aspect="relevance")
@@ -83,7 +83,7 @@ def test_parallel_lists_and_dataframes_equal_dicts(fake_ckpt):
 
 
 def test_bytes_are_refused_naming_the_field(fake_ckpt):
-    s = fake_scorer(fake_ckpt)
+    s = crc_scorer(fake_ckpt)
     with pytest.raises(InvalidExampleError) as info:
         s.score([{"target": b"bytes summary", "source": "doc"}, {"target": "ok", "source": b"doc"},
                  {"target": "ok", "references": [b"ref"]}], aspect="coherence")
@@ -94,7 +94,7 @@ def test_bytes_are_refused_naming_the_field(fake_ckpt):
 
 def test_common_field_names_get_a_did_you_mean_all_at_once(fake_ckpt):
     with pytest.raises(InvalidExampleError) as info:
-        fake_scorer(fake_ckpt).evaluate([{"summary": "A.", "document": "B."}], aspects=["coherence", "relevance"])
+        crc_scorer(fake_ckpt).evaluate([{"summary": "A.", "document": "B."}], aspects=["coherence", "relevance"])
     problems = [(p.field, p.aspect) for p in info.value.problems]
     assert problems == [("target", None), ("source", "coherence"), ("references", "relevance")]
     assert "the record has 'summary': did you mean 'target'?" in str(info.value)
@@ -104,7 +104,7 @@ def test_common_field_names_get_a_did_you_mean_all_at_once(fake_ckpt):
 def test_non_latin_targets_warn_once_per_call(fake_ckpt):
     data = [{"target": "Это краткое изложение.", "source": "Документ."}, {"target": "English text.", "source": "Doc."}]
     with pytest.warns(UserWarning, match=r"1 target\(s\) are mostly in a non-Latin script \(examples \[0\]\)"):
-        fake_scorer(fake_ckpt).score(data, aspect="coherence")
+        crc_scorer(fake_ckpt).score(data, aspect="coherence")
 
 
 # ----------------------------------------------------------------------------- devices
@@ -200,7 +200,7 @@ def test_a_runtime_error_of_the_model_exits_5_and_keeps_the_records(tmp_path, ti
     calls = []
 
     def broken(self, ids, batch, fast):  # the second request meets a CUDA-style failure
-        if any("Sentence 255." in self.tokenizer.decode(ids[i]) for i in batch):
+        if any("Sentence 255." in self.t5.tokenizer.decode(ids[i]) for i in batch):
             raise RuntimeError("CUDA error: an illegal memory access was encountered\nCUDA kernel errors ...")
         calls.append(len(batch))
         return real(self, ids, batch, fast)
@@ -221,9 +221,11 @@ def test_a_runtime_error_of_the_model_exits_5_and_keeps_the_records(tmp_path, ti
 def test_cpu_allocator_failure_backs_off_and_single_query_oom_is_runtime_error(tiny_ckpt, monkeypatch):
     from unieval_local.checkpoints import resolve_checkpoint
 
-    runner = T5Runner(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32")
+    runner = T5Runner(load_t5_model(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32"),
+                      fingerprint="t", batch_tokens=10**6)
+    monkeypatch.setattr(runner.t5, "oom_budget", None)  # the model is shared by the process: restored after
     prompts = [f"question: Is this a fluent paragraph? </s> paragraph: Words {i} " * (1 + i % 5) for i in range(30)]
-    base = runner.p_yes(prompts, max_length=256, batch_tokens=10**6)
+    base = runner.score(prompts, max_length=256)[0]
     real = runner._two_logits
 
     def allocator(ids, batch, fast):
@@ -234,13 +236,13 @@ def test_cpu_allocator_failure_backs_off_and_single_query_oom_is_runtime_error(t
 
     monkeypatch.setattr(runner, "_two_logits", allocator)
     with pytest.warns(RuntimeWarning, match="out of memory"):
-        got = runner.p_yes(prompts, max_length=256, batch_tokens=10**6)
+        got = runner.score(prompts, max_length=256)[0]
     assert np.abs(got - base).max() < 1e-5
     monkeypatch.setattr(runner, "_two_logits", lambda *a: (_ for _ in ()).throw(MemoryError()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with pytest.raises(ModelRuntimeError, match="out of memory on cpu on a single query"):
-            runner.p_yes(prompts[:1], max_length=256, batch_tokens=10**6)
+            runner.score(prompts[:1], max_length=256)
 
 
 def test_attention_memory_bounds_a_batch(tiny_ckpt, monkeypatch):
@@ -252,16 +254,18 @@ def test_attention_memory_bounds_a_batch(tiny_ckpt, monkeypatch):
     assert len(plan_batches(lengths, 10**9, max_cells=cells)[0]) == 4  # 4 x 1000^2 <= 4.19M < 5 x 1000^2
     from unieval_local.checkpoints import resolve_checkpoint
 
-    runner = T5Runner(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32")
+    model = load_t5_model(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32")
+    runner = T5Runner(model, fingerprint="t", batch_tokens=10**7, attention_mib=2)
     seen = []
     real = runner._two_logits
     monkeypatch.setattr(runner, "_two_logits", lambda ids, batch, fast: seen.append(
         (len(batch), max(len(ids[i]) for i in batch))) or real(ids, batch, fast))
     prompts = [f"question: Is this a fluent paragraph? </s> paragraph: {'word ' * 150} {i}" for i in range(40)]
-    got = runner.p_yes(prompts, max_length=1024, batch_tokens=10**7, attention_mib=2)
-    small = attention_cells(2, runner.n_heads, runner.element_bytes)
+    got = runner.score(prompts, max_length=1024)[0]
+    small = attention_cells(2, model.n_heads, model.element_bytes)
     assert all(rows * s * s <= small for rows, s in seen) and len(seen) > 1
-    assert np.abs(got - runner.p_yes(prompts, max_length=1024, batch_tokens=10**7)).max() < 1e-5
+    unbounded = T5Runner(model, fingerprint="t", batch_tokens=10**7)
+    assert np.abs(got - unbounded.score(prompts, max_length=1024)[0]).max() < 1e-5
 
 
 # ----------------------------------------------------------------------------- Ctrl-C, progress
@@ -297,21 +301,21 @@ def test_ctrl_c_and_sigterm_exit_with_one_line_and_resume_completes(tmp_path, ti
 def test_progress_is_logged_per_forward_batch_off_a_terminal(tmp_path, fake_ckpt, monkeypatch, caplog):
     from unieval_local import batch as batch_mod
 
-    class Counting(ByPrompt):
-        def score_prompts(self, prompts, *, on_batch=None, **kw):
+    class Counting(FakeRunner):
+        def score(self, prompts, *, max_length, on_batch=None):
             for k in range(1, 5):  # four "forward batches" per request
                 on_batch(k * len(prompts) // 4, len(prompts))
-            return self.p_yes(prompts), np.full(len(prompts), 5)
+            return super().score(prompts, max_length=max_length)
 
     seen = []
     real_set = batch_mod.Progress.set
     monkeypatch.setattr(batch_mod.Progress, "set", lambda self, done: seen.append(done) or real_set(self, done))
     src = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "target": f"S {i}.", "source": "D."} for i in range(300)])
     out = tmp_path / "o.jsonl"
-    kw = dict(model=fake_ckpt, runner_factory=lambda *a: Counting())
+    kw = dict(model=fake_ckpt, runner_factory=fake_factory(Counting(by_prompt)))
     with caplog.at_level(logging.INFO, logger="unieval_local"):
         monkeypatch.setattr(batch_mod.Progress, "__init__", _progress_init_every(0.0))
-        batch_mod.run_batch(src, out, aspects=["coherence"], scorer_kwargs=kw, progress=None)
+        batch_mod.run_batch(src, out, aspects=["coherence"], settings=kw, progress=None)
     # within the first request of 250 records, the bar moves at each forward batch
     assert seen[:4] == [62, 125, 187, 250]  # done queries k * 250 // 4 of 250, times 250 records
     assert any(r.getMessage().startswith("records 62/300 (21%)") for r in caplog.records)
@@ -320,7 +324,7 @@ def test_progress_is_logged_per_forward_batch_off_a_terminal(tmp_path, fake_ckpt
     out.write_text("\n".join(lines[:100]) + "\n")
     starts = []
     monkeypatch.setattr(batch_mod.Progress, "__init__", _progress_init_every(0.0, starts))
-    batch_mod.run_batch(src, out, aspects=["coherence"], scorer_kwargs=kw, resume=True, progress=None)
+    batch_mod.run_batch(src, out, aspects=["coherence"], settings=kw, resume=True, progress=None)
     assert starts == [(300, 100)]
 
 

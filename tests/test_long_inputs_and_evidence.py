@@ -12,39 +12,9 @@ from unieval_local.planning import build_plan, make_windows
 from unieval_local.sentences import DEFAULT_SPLITTER
 from unieval_local.tasks import get_aspect
 
+from conftest import FakeRunner, fake_factory
+
 MARKER = "The treasurer secretly moved the vault to Oslo."
-
-
-class WordRunner:
-    """A fake runner over whitespace 'tokens' (EOS counts as one): says Yes (0.99) only when the
-    marker sentence survives truncation to ``max_length`` in the prompt, else 0.01."""
-
-    def __init__(self):
-        self.prompts = []
-
-    def count(self, texts):
-        return [len(t.split()) + 1 for t in texts]
-
-    def count_plain(self, texts):
-        return [len(t.split()) for t in texts]
-
-    def cut(self, text, n_tokens):
-        words, pos = 0, 0
-        for part in text.split():
-            if words == n_tokens:
-                break
-            pos = text.index(part, pos) + len(part)
-            words += 1
-        return pos if n_tokens < len(text.split()) else len(text)
-
-    def score_prompts(self, prompts, *, max_length, **kw):
-        self.prompts += list(prompts)
-        kept = [" ".join(p.split()[: max_length - 1]) for p in prompts]
-        p = np.array([0.99 if MARKER in k else 0.01 for k in kept])
-        return p, np.array(self.count(prompts))
-
-    def p_yes(self, prompts, **kw):
-        return self.score_prompts(prompts, **kw)[0]
 
 
 def long_source(n_words=5000):
@@ -54,8 +24,10 @@ def long_source(n_words=5000):
 
 
 def word_scorer(fake_ckpt, mode, **kw):
-    runner = WordRunner()
-    return Scorer(model=fake_ckpt, runner_factory=lambda *a: runner, long_input=mode, **kw), runner
+    """A fake runner over whitespace 'tokens' (EOS counts as one): says Yes (0.99) only when the
+    marker sentence survives truncation to ``max_length`` in the prompt, else 0.01."""
+    runner = FakeRunner(lambda kept: 0.99 if MARKER in kept else 0.01)
+    return Scorer(model=fake_ckpt, runner_factory=fake_factory(runner), long_input=mode, **kw), runner
 
 
 def test_marker_at_the_end_is_found_in_chunk_mode_and_missed_in_truncate_mode(fake_ckpt):
@@ -105,7 +77,7 @@ def test_prompts_that_fit_are_unchanged_in_every_mode(tiny_ckpt, summeval_record
 
 def test_truncation_flags_just_below_and_above_max_length(tiny_ckpt):
     s = Scorer(model=tiny_ckpt, max_length=64)
-    runner = s.runner("unieval-sum")
+    runner = s.runner("unieval-sum")  # a T5Runner: counts tokens as the model does
     words = "the council met on monday and agreed on the new budget for schools and roads".split()
     src = ""
     while True:  # grow the source until the coherence prompt is exactly 64 tokens

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from unieval_local import Scorer, score
-from unieval_local.runner import load_runner, plan_batches
+from unieval_local.runner import load_t5_model, plan_batches
 from unieval_local.sentences import DEFAULT_SPLITTER
 
 from conftest import LAYOUTS
@@ -68,7 +68,7 @@ def test_v11_layout_is_untied_and_unscaled(v11_ckpts):
 
     for weights, folder in v11_ckpts.items():
         assert json.loads((folder / "config.json").read_text())["tie_word_embeddings"] is False
-        runner = load_runner(Scorer(model=folder).checkpoint("unieval-sum"), "cpu", "float32")
+        runner = load_t5_model(Scorer(model=folder).checkpoint("unieval-sum"), "cpu", "float32")
         model = runner.model
         assert model.config.feed_forward_proj == "gated-gelu" and not runner._scale_decoder_outputs
         assert not torch.equal(model.get_output_embeddings().weight, model.get_input_embeddings().weight)
@@ -77,7 +77,7 @@ def test_v11_layout_is_untied_and_unscaled(v11_ckpts):
 
 
 def test_inputs_are_long_enough_to_be_truncated(scorer, summeval_records):
-    runner = scorer.runner("unieval-sum")
+    runner = scorer.runner("unieval-sum").t5
     prompts = [f"question: Is this a coherent summary to the document? </s> summary: {r['target']} </s> document: {r['source']}"
                for r in summeval_records[:24]]
     full = runner.tokenizer(prompts).input_ids
@@ -106,7 +106,7 @@ def test_readme_example_and_several_references(scorer, reference, shared_data):
 
 
 def test_yes_and_no_are_single_distinct_pieces(scorer):
-    runner = scorer.runner("unieval-sum")
+    runner = scorer.runner("unieval-sum").t5
     tok = runner.tokenizer
     assert tok.convert_ids_to_tokens(tok("Yes").input_ids) == ["▁Yes", "</s>"]
     assert tok.convert_ids_to_tokens(tok("No").input_ids) == ["▁No", "</s>"]
@@ -115,7 +115,7 @@ def test_yes_and_no_are_single_distinct_pieces(scorer):
 
 
 def test_separator_is_the_eos_token(scorer):
-    runner = scorer.runner("unieval-sum")
+    runner = scorer.runner("unieval-sum").t5
     ids = runner.tokenize(["question: Is this a fluent paragraph? </s> paragraph: Hi.</s>x"], 1024)[0]
     assert ids.count(1) == 3 and ids[-1] == 1
     assert runner.tokenizer.eos_token_id == 1
@@ -151,8 +151,8 @@ def test_plan_batches_respects_the_budget():
 
 
 def test_loaded_models_are_cached(tiny_ckpt, scorer):
-    r1 = load_runner(scorer.checkpoint("unieval-sum"), "cpu", "float32")
-    assert r1 is scorer.runner("unieval-sum")
+    r1 = load_t5_model(scorer.checkpoint("unieval-sum"), "cpu", "float32")
+    assert r1 is scorer.runner("unieval-sum").t5  # one model per (folder, device, dtype) per process
     a = score([{"target": "A b. C d.", "source": "Doc."}], aspect="coherence", model=tiny_ckpt, device="cpu")
     b = score([{"target": "A b. C d.", "source": "Doc."}], aspect="coherence", model=tiny_ckpt, device="cpu")
     assert a.examples[0].value == b.examples[0].value

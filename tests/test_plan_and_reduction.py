@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from unieval_local import Scorer
+from unieval_local.engine import Job
 from unieval_local.fold import fold
 from unieval_local.planning import Block, build_plan
 from unieval_local.prompts import render_prompt
@@ -11,27 +12,13 @@ from unieval_local.schema import UniEvalData
 from unieval_local.sentences import DEFAULT_SPLITTER
 from unieval_local.tasks import get_aspect
 
-
-class KeyedRunner:
-    """P(Yes) looked up from a dict of marker -> value (the first marker found in the prompt)."""
-
-    def __init__(self, table, default=0.5):
-        self.table, self.default, self.calls = table, default, []
-
-    def p_yes(self, prompts, **kw):
-        self.calls.append(list(prompts))
-        out = []
-        for p in prompts:
-            out.append(next((v for k, v in self.table.items() if k in p), self.default))
-        return np.array(out, dtype=np.float64)
+from conftest import FakeRunner, fake_factory
 
 
 @pytest.fixture
-def make(fake_ckpt):
-    def _make(table, **kw):
-        runner = KeyedRunner(table)
-        return Scorer(model=fake_ckpt, runner_factory=lambda *a: runner, **kw), runner
-    return _make
+def make(fake_scorer):
+    """A scorer whose P(Yes) comes from a dict of marker -> value (the first marker found in the prompt)."""
+    return lambda table, **kw: fake_scorer(table=table, **kw)
 
 
 def test_sentence_mean_consistency(make):
@@ -92,11 +79,12 @@ def test_target_without_sentences_is_an_error_before_the_model_runs(fake_ckpt):
         def __call__(self, text):
             return [] if "EMPTY" in text else [text]
 
-    runner = KeyedRunner({})
-    s = Scorer(model=fake_ckpt, runner_factory=lambda *a: runner, splitter=NoSentences())
+    runner = FakeRunner(table={})
+    s = Scorer(model=fake_ckpt, runner_factory=fake_factory(runner), splitter=NoSentences())
     with pytest.raises(Exception, match="example 1, aspect 'fluency', field 'target': the target has no sentences"):
         s.score([{"target": "fine"}, {"target": "EMPTY"}], aspect="fluency")
     assert runner.calls == []
-    values, problems = s.score_values([UniEvalData(target="fine"), UniEvalData(target="EMPTY")],
-                                      task="summarization", aspects=["fluency"])
+    job = Job((get_aspect("summarization", "fluency"),), [UniEvalData(target="fine"), UniEvalData(target="EMPTY")])
+    results, _ = s.engine.run({"fluency": job})
+    values, problems = results["fluency"].values, results["fluency"].problems
     assert values["fluency"][0] == 0.5 and np.isnan(values["fluency"][1]) and problems[0].index == 1

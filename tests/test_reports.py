@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from unieval_local import Scorer
-from unieval_local.api import Job
+from unieval_local.engine import Job
 from unieval_local.cli import main
 from unieval_local.keypoints import default_n_key_points, extract_key_points, redundant_sentences, similarity_matrix
 from unieval_local.reports import (
@@ -30,7 +30,7 @@ from unieval_local.cutpoints import fit_cut_points, human_to_rating
 from unieval_local.schema import UniEvalData
 from unieval_local.tasks import get_aspect
 
-from conftest import ROOT
+from conftest import ROOT, FakeRunner, fake_factory
 
 # ---------------------------------------------------------------- fake runner
 
@@ -45,39 +45,12 @@ def parse_prompt(prompt: str) -> tuple[str, dict[str, str]]:
     return head[len("question: "):], fields
 
 
-class AnswerRunner:
-    """A fake runner: ``answer(question, fields) -> P(Yes)``; tokens are whitespace words."""
-
-    def __init__(self, answer):
-        self.answer = answer
-        self.prompts: list[str] = []
-        self.calls = 0
-
-    def count(self, texts):
-        return [len(t.split()) + 1 for t in texts]
-
-    def count_plain(self, texts):
-        return [len(t.split()) for t in texts]
-
-    def cut(self, text, n_tokens):
-        words = text.split()
-        if n_tokens >= len(words):
-            return len(text)
-        pos = 0
-        for w in words[:n_tokens]:
-            pos = text.index(w, pos) + len(w)
-        return pos
-
-    def score_prompts(self, prompts, *, max_length, **kw):
-        self.calls += 1
-        self.prompts += list(prompts)
-        return np.array([self.answer(*parse_prompt(p)) for p in prompts]), np.array(self.count(prompts))
-
-
 def fake_scorer(fake_ckpt, answer, **kw):
-    runner = AnswerRunner(answer)
+    """A scorer over the shared fake runner with ``answer(question, fields) -> P(Yes)``
+    (long_input chunk, as the report command's default); returns (engine, runner)."""
+    runner = FakeRunner(lambda prompt: answer(*parse_prompt(prompt)))
     kw.setdefault("long_input", "chunk")
-    return Scorer(model=fake_ckpt, runner_factory=lambda *a: runner, **kw), runner
+    return Scorer(model=fake_ckpt, runner_factory=fake_factory(runner), **kw).engine, runner
 
 
 def assert_json_close(actual, expected, path="$"):
@@ -189,7 +162,7 @@ def test_rating_report_exact_json(fake_ckpt):
         {"id": "c", "target": "Alpha rose."},  # no source: coherence and consistency cannot be rated
         {"id": "d", "target": "   ", "source": SOURCE},
     ]
-    out = make_report(records, "rating", scorer=scorer)
+    out = make_report(records, "rating", engine=scorer)
     cuts = [0.3333, 0.6667]
     a = out.reports[0].model_dump(mode="json")
     assert_json_close(a, {"index": 0, "id": "a", "error": None, "report": {
@@ -235,13 +208,13 @@ def test_rating_report_exact_json(fake_ckpt):
     assert out.aggregate["share_bad"] == 0.5 and out.aggregate["mean_relevance"] == 1.5
     ReportFile[RatingReport].model_validate_json(out.model_dump_json())
     # all queries (4 aspects, key-point coverage) went to the model in one pass
-    assert runner.calls == 1 and len(set(runner.prompts)) == 8
+    assert len(runner.calls) == 1 and len(set(runner.prompts)) == 8
 
 
 def test_rating_subset_language_and_fact_checkpoint(fake_ckpt):
     scorer, runner = fake_scorer(fake_ckpt, rating_answer)
     rec = {"target": "Alpha rose. Beta fell.", "source": SOURCE}
-    out = make_report([rec], "rating", scorer=scorer,
+    out = make_report([rec], "rating", engine=scorer,
                       options={"enabled_metrics": ["consistency", "fluency"], "language": "fr",
                                "consistency_task": "fact"})
     r = out.reports[0].report
@@ -270,7 +243,7 @@ def test_summ_report_exact_json(fake_ckpt):
     scorer, _ = fake_scorer(fake_ckpt, summ_answer)
     rec = {"id": "s", "target": "Alpha rose. Beta fell. Alpha rose.", "source": SUMM_SOURCE,
            "key_points": ["Alpha rose sharply today.", "Gamma stayed flat."]}
-    out = make_report([rec, {"target": "Alpha rose."}], "summ", scorer=scorer)
+    out = make_report([rec, {"target": "Alpha rose."}], "summ", engine=scorer)
     ratio = 6 / 23
     expected_score = 100 * (0.5 * (2 / 3) + 0.5 * 0.5) - 20 * (1 / 3)
     assert_json_close(out.reports[0].model_dump(mode="json")["report"], {
@@ -297,14 +270,14 @@ def test_summ_penalties_claim_cap_and_options(fake_ckpt):
     scorer, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9)
     long_summary = " ".join(f"Point {i} holds." for i in range(8))
     rec = {"target": long_summary, "source": "Point one holds here. " * 3, "key_points": ["Point one holds here."]}
-    r = make_report([rec], "summ", scorer=scorer, options={"max_n_claims": 5, "max_words": 12}).reports[0].report
+    r = make_report([rec], "summ", engine=scorer, options={"max_n_claims": 5, "max_words": 12}).reports[0].report
     assert (r.n_claims, r.n_sentences) == (5, 8)
     ratio = 24 / 12
     assert r.compression_ratio == ratio and r.compression_penalty == 20.0  # capped at its weight
     assert r.length_penalty == pytest.approx(10 * min(1, (24 - 12) / 12))
     assert r.score == pytest.approx(100 - 20 - 10 - r.redundancy_penalty)
     with pytest.raises(ValueError, match="must be 1"):
-        make_report([rec], "summ", scorer=scorer, options={"alignment_weight": 0.7})
+        make_report([rec], "summ", engine=scorer, options={"alignment_weight": 0.7})
 
 
 def test_summ_long_source_best_window(fake_ckpt):
@@ -318,7 +291,7 @@ def test_summ_long_source_best_window(fake_ckpt):
 
     scorer, runner = fake_scorer(fake_ckpt, answer, max_length=60)
     out = make_report([{"target": "Delta closed the deal. Zeta vanished.", "source": source,
-                        "key_points": ["Delta closed the deal."]}], "summ", scorer=scorer)
+                        "key_points": ["Delta closed the deal."]}], "summ", engine=scorer)
     r = out.reports[0].report
     assert [c.aligned for c in r.claims] == [True, False]
     (mis,) = r.eval_metadata.misaligned_details
@@ -357,7 +330,7 @@ def test_autoeval_report_exact_json(fake_ckpt):
            "section_questions": ["the dates mentioned", "the weather?"], "instructions": ["Mention the dates."],
            "categorical": {"tone": ["neutral", "positive"], "outcome": ["resolved"]},
            "sections": {"tone": "neutral"}}
-    out = make_report([rec, {"id": "n", "target": "Just a summary."}], "autoeval", scorer=scorer)
+    out = make_report([rec, {"id": "n", "target": "Just a summary."}], "autoeval", engine=scorer)
     assert_json_close(out.reports[0].model_dump(mode="json")["report"], {
         "accuracy": {"score": 50.0, "decomposition": [
             {"point": "Alpha rose on Monday.", "is_accurate": True, "score": 0.9, "source_window": None,
@@ -393,7 +366,7 @@ def test_autoeval_categorical_from_target_line_and_caps(fake_ckpt):
     scorer, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9)
     source = "\n".join(f"Speaker: Item {i} was shipped on day {i} to the client." for i in range(30))
     rec = {"target": "Items shipped.\nOutcome: Resolved", "source": source, "section_questions": ["the dates"]}
-    r = make_report([rec], "autoeval", scorer=scorer,
+    r = make_report([rec], "autoeval", engine=scorer,
                     options={"categorical": {"outcome": ["Resolved", "Open"]}, "max_items_per_question": 4}
                     ).reports[0].report
     assert r.adherence.categorical[0].value == "Resolved" and r.adherence.categorical[0].is_addressed
@@ -406,7 +379,7 @@ def test_autoeval_categorical_from_target_line_and_caps(fake_ckpt):
 # ---------------------------------------------------------------- engine, key points
 
 
-def test_run_jobs_one_pass_dedups_and_equals_separate_runs(fake_ckpt):
+def test_engine_run_one_pass_dedups_and_equals_separate_runs(fake_ckpt):
     def answer(q, f):
         return (len(f.get("claim", "")) % 7 + 1) / 10
 
@@ -414,11 +387,12 @@ def test_run_jobs_one_pass_dedups_and_equals_separate_runs(fake_ckpt):
     ex1 = [UniEvalData(target="One two. Three.", source="Doc one."), UniEvalData(target="Four.", source="Doc two.")]
     ex2 = [UniEvalData(target="Three.", source="Doc one."), UniEvalData(target="Five six.", source="Doc two.")]
     scorer, runner = fake_scorer(fake_ckpt, answer)
-    (r1, r2), stats = scorer.run_jobs([Job((cons,), ex1), Job((cons,), ex2)])
+    results, stats = scorer.run({"one": Job((cons,), ex1), "two": Job((cons,), ex2)})
+    r1, r2 = results["one"], results["two"]
     # one runner call; "Three." vs "Doc one." is asked in both jobs but counted once
-    assert runner.calls == 1 and stats.n_queries == 4 and len(runner.prompts) == 5
+    assert len(runner.calls) == 1 and stats.n_queries == 4 and len(runner.prompts) == 5
     single, _ = fake_scorer(fake_ckpt, answer)
-    (s1,), _ = single.run_jobs([Job((cons,), ex1)])
+    s1 = single.run({"one": Job((cons,), ex1)})[0]["one"]
     np.testing.assert_array_equal(r1.values["consistency"], s1.values["consistency"])
     assert r2.values["consistency"].tolist() == [answer(CONS, {"claim": "Three."}), answer(CONS, {"claim": "Five six."})]
 
@@ -537,7 +511,13 @@ def test_cli_reports_on_qmsum_meeting(fmt, model, qmsum_input, tiny_ckpt, tmp_pa
                  "-o", str(out), "--no-progress"])
     assert code == 0, capsys.readouterr().err
     doc = ReportFile[model].model_validate_json(out.read_text())
-    assert doc.n_reported == 1 and doc.n_truncated == 0 and doc.settings.long_input == "chunk"
+    assert doc.n_reported == 1 and doc.n_truncated == 0 and doc.settings.run["long_input"] == "chunk"
+    # the report file carries the run configuration and the checkpoint's identity, as signatures do
+    from unieval_local.checkpoints import fingerprint_checkpoint
+
+    assert doc.settings.run["splitter"].startswith("nltk-punkt-english@nltk-")
+    assert {"torch", "transformers", "tokenizers", "nltk"} <= set(doc.settings.run["versions"])
+    assert doc.settings.checkpoints["unieval-sum"].fingerprint == fingerprint_checkpoint(tiny_ckpt)
     rep = doc.reports[0].report
     source = json.loads(qmsum_input.read_text())["source"]
     if fmt == "summ":
@@ -596,7 +576,7 @@ def test_report_rows_fail_alone_when_a_target_is_too_long_for_chunking(fake_ckpt
     long_summary = " ".join(["Alpha rose again and again today."] * 4)
     records = [{"id": "long", "target": long_summary, "instructions": ["Be brief."]},
                {"id": "ok", "target": "Alpha rose.", "instructions": ["Be brief."]}]
-    out = make_report(records, "autoeval", scorer=scorer)
+    out = make_report(records, "autoeval", engine=scorer)
     assert out.reports[0].error.field == "target" and "too long" in out.reports[0].error.message
     assert out.reports[1].report.adherence.score == 100.0 and out.n_errors == 1
 
@@ -632,11 +612,11 @@ def test_summary_lines_and_bullets_are_separate_claims(fake_ckpt):
 
     scorer, _ = fake_scorer(fake_ckpt, answer)
     rec = {"target": "- Alpha rose\n- Beta fell\n2) Gamma stayed flat", "source": SUMM_SOURCE, "key_points": ["x y z."]}
-    r = make_report([rec], "summ", scorer=scorer).reports[0].report
+    r = make_report([rec], "summ", engine=scorer).reports[0].report
     assert [c.claim for c in r.claims] == ["Alpha rose", "Beta fell", "Gamma stayed flat"] and r.n_sentences == 3
     auto = {"target": "Sentiment: positive\nThe council met.", "source": "The council met on Monday.",
             "categorical": {"sentiment": ["positive", "negative"]}}
-    a = make_report([auto], "autoeval", scorer=scorer).reports[0].report
+    a = make_report([auto], "autoeval", engine=scorer).reports[0].report
     assert [p.point for p in a.accuracy.decomposition] == ["The council met."]
     assert a.adherence.categorical[0].value == "positive" and a.adherence.score == 100.0
     assert "Sentiment: positive" not in seen
@@ -645,18 +625,18 @@ def test_summary_lines_and_bullets_are_separate_claims(fake_ckpt):
 def test_duplicate_ids_empty_options_and_truncation_warning(fake_ckpt):
     scorer, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9)
     recs = [{"id": "x", "target": "A b.", "source": "A b c."}, {"id": "x", "target": "C d.", "source": "C d e."}]
-    out = make_report(recs, "summ", scorer=scorer)
+    out = make_report(recs, "summ", engine=scorer)
     assert out.reports[0].report is not None
     assert out.reports[1].error.field == "record" and "duplicate id 'x'" in out.reports[1].error.message
     for bad in ({"instructions": [""]}, {"section_questions": ["  "]}, {"categorical": {"tone": []}},
                 {"threshold": float("nan")}):
         fmt = "summ" if "threshold" in bad else "autoeval"
         with pytest.raises(ValueError):
-            make_report(recs[:1], fmt, scorer=scorer, options=bad)
+            make_report(recs[:1], fmt, engine=scorer, options=bad)
     truncating, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9, long_input="truncate", max_length=12)
     with pytest.warns(UserWarning, match=r"queries were longer than max_length=12 .*long_input='chunk'"):
         make_report([{"target": "A b.", "source": " ".join(["word"] * 40), "key_points": ["A b."]}], "summ",
-                    scorer=truncating)
+                    engine=truncating)
 
 
 def test_fit_script_from_a_rating_report_fits_relevance_coverage(tmp_path):
@@ -726,7 +706,7 @@ def test_second_trial_findings(tmp_path, summeval_records, tiny_ckpt, fake_ckpt,
     # ids 1 and "1" are different ids (as in score)
     scorer, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9)
     out = make_report([{"id": 1, "target": "A b.", "source": "A b c."}, {"id": "1", "target": "A b.",
-                                                                          "source": "A b c."}], "summ", scorer=scorer)
+                                                                          "source": "A b c."}], "summ", engine=scorer)
     assert out.n_errors == 0
 
 

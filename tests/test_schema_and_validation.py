@@ -12,17 +12,17 @@ from unieval_local import (
     UnknownTaskError,
 )
 
+from conftest import FakeRunner, fake_factory
 
-class NeverRunner:
+
+def never(prompt):
     """Fails the test if validation lets anything through to the model."""
-
-    def p_yes(self, prompts, **kw):
-        raise AssertionError("the model was called")
+    raise AssertionError("the model was called")
 
 
 @pytest.fixture
 def scorer(fake_ckpt):
-    return lambda: Scorer(model=fake_ckpt, runner_factory=lambda *a: NeverRunner())
+    return lambda: Scorer(model=fake_ckpt, runner_factory=fake_factory(FakeRunner(never)))
 
 
 def test_json_schema_names_and_required_lists():
@@ -85,12 +85,8 @@ def test_relevance_needs_references(scorer):
 
 
 def test_fluency_needs_only_target(fake_ckpt):
-    class Half:
-        def p_yes(self, prompts, **kw):
-            import numpy as np
-            return np.full(len(prompts), 0.5)
-
-    r = Scorer(model=fake_ckpt, runner_factory=lambda *a: Half()).score([{"target": "Fine. Yes."}], aspect="fluency")
+    r = Scorer(model=fake_ckpt, runner_factory=fake_factory(FakeRunner(default=0.5))).score(
+        [{"target": "Fine. Yes."}], aspect="fluency")
     assert r.overall.value == 0.5
 
 

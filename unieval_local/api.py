@@ -1,6 +1,9 @@
 """The Python API: a reusable :class:`Scorer` and the one-shot :func:`score`.
 
-``score()`` delegates to a cached default ``Scorer``; no logic is duplicated.
+``score()`` delegates to a cached default ``Scorer``; no logic is duplicated. A ``Scorer``
+is the user-facing face of an :class:`~unieval_local.engine.Engine` (which holds the run
+configuration, the registry and the runner pool, and runs the jobs): it validates whole
+requests and shapes the results in the hosted metric's schema.
 """
 
 from __future__ import annotations
@@ -9,25 +12,22 @@ import json
 import os
 import threading
 import warnings
-from dataclasses import dataclass, field
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from .checkpoints import ModelSpec, ResolvedCheckpoint, resolve_checkpoint
+from .checkpoints import ModelSpec, ResolvedCheckpoint
+from .config import MAX_EXAMPLES_PER_REQUEST, RunConfig
+from .engine import DEFAULT_ATTENTION_MIB, DEFAULT_BATCH_TOKENS, Engine, JobResult, Runner, RunnerFactory, RunStats, jobs_by_checkpoint
 from .errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, RequestTooLargeError
-from .evidence import build_evidence
-from .fold import ReferenceReduction, fold_all
-from .planning import LongInput, build_plan
-from .validate import non_latin_share, validate_examples, warn_input_hints
+from .fold import ReferenceReduction
+from .planning import LongInput
 from .schema import EvaluationResult, ExampleScores, Signature, UniEvalData, UniEvalResult, UniEvalStats
-from .sentences import DEFAULT_SPLITTER, SentenceSplitter
-from .tasks import DEFAULT_REGISTRY, Aspect, Registry
+from .sentences import SentenceSplitter
+from .tasks import Registry
+from .validate import non_latin_share, validate_examples, warn_input_hints
 
-#: The most examples one request of the hosted-metric form (module-level :func:`score`) may
-#: hold, as in the hosted metric; a :class:`Scorer` takes any number.
-MAX_EXAMPLES_PER_REQUEST = 250
 #: Examples planned and run together inside :meth:`Scorer.evaluate` (bounds prompt memory).
 ENGINE_PASS_EXAMPLES = 1000
 
@@ -35,12 +35,13 @@ ENGINE_PASS_EXAMPLES = 1000
 class Scorer:
     """Scores examples with UniEval checkpoints, loading each checkpoint once.
 
-    Args:
+    Args (keyword only):
         model: ``None`` (the registry's checkpoint per task, found through
             ``$UNIEVAL_LOCAL_HOME``, the HF cache or the hub), a checkpoint folder
             or hub id used for every task, or a mapping from checkpoint name
             (``unieval-sum``, ``unieval-dialog``, ``unieval-fact``) to folder.
-        device: ``cpu``, ``cuda`` or ``cuda:N``; default CUDA when available.
+        device: ``cpu``, ``cuda`` or ``cuda:N``; default CUDA when available. Checked
+            here: an unavailable device raises ``ValueError`` listing the available ones.
         dtype: ``float32`` (default, UniEval parity to 1e-5) or ``bfloat16``.
             ``float16`` raises ``ValueError`` (T5 overflows to NaN).
         max_length: tokens per query; longer prompts lose their END, as in
@@ -63,7 +64,7 @@ class Scorer:
             runs the model's own ``forward``.
         cache_dir: opt-in persistent score cache (SQLite) in this folder; a query
             already scored with the same checkpoint content and settings is not
-            run again (see :mod:`unieval_local.cache`).
+            run again (see :mod:`unieval_local.cache`). Not used with bfloat16.
         long_input: ``truncate`` (default, UniEval: a prompt longer than
             ``max_length`` loses its end, silently in UniEval, with a warning
             here), ``fit`` (shorten the long context field so the question and
@@ -75,11 +76,12 @@ class Scorer:
             ``chunk`` mode (default 1).
         aspects_config: a YAML file of user-defined aspects added to the tasks
             (see :mod:`unieval_local.aspects_config`); ``scorer.registry`` holds them.
-        runner_factory: advanced/testing: ``f(ResolvedCheckpoint, device, dtype)``
-            returning a runner (default loads the T5 model, cached per process).
+        runner_factory: advanced/testing: ``f(ResolvedCheckpoint, fingerprint)``
+            returning a :class:`~unieval_local.engine.Runner` (default: the T5 runner,
+            its model loaded once per process).
 
     Raises:
-        ValueError: bad ``dtype``, ``max_length``, ``batch_tokens`` or reduction.
+        ValueError: bad ``dtype``, ``max_length``, ``batch_tokens``, reduction or device.
         CacheError: ``cache_dir`` cannot be created or written (a ``ValueError``).
         AspectsConfigError: an invalid aspects config (a ``ValueError``).
 
@@ -92,12 +94,13 @@ class Scorer:
 
     def __init__(
         self,
+        *,
         model: ModelSpec = None,
         device: str | None = None,
         dtype: str = "float32",
         max_length: int = 1024,
-        batch_tokens: int = 8192,
-        *,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        attention_mib: float = DEFAULT_ATTENTION_MIB,
         reference_reduction: ReferenceReduction = "mean",
         offline: bool | None = None,
         splitter: SentenceSplitter | None = None,
@@ -107,56 +110,42 @@ class Scorer:
         aspects_config: str | os.PathLike | None = None,
         long_input: LongInput = "truncate",
         window_overlap: int = 1,
-        attention_mib: float = 1024,
-        runner_factory: Callable[[ResolvedCheckpoint, str, str], Any] | None = None,
+        runner_factory: RunnerFactory | None = None,
     ):
-        from .config import RunConfig
+        #: the engine: run configuration, registry, runner pool; runs the jobs
+        self.engine = Engine(model=model, device=device, dtype=dtype, max_length=max_length,
+                             batch_tokens=batch_tokens, attention_mib=attention_mib,
+                             reference_reduction=reference_reduction, offline=offline, splitter=splitter,
+                             progress=progress, fast_forward=fast_forward, cache_dir=cache_dir,
+                             aspects_config=aspects_config, long_input=long_input, window_overlap=window_overlap,
+                             runner_factory=runner_factory)
 
-        self.model = model
-        if not isinstance(batch_tokens, int) or batch_tokens < 1:
-            raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
-        if isinstance(attention_mib, bool) or not isinstance(attention_mib, (int, float)) or not attention_mib > 0:
-            raise ValueError(f"attention_mib must be a positive number, got {attention_mib!r}")
-        self.batch_tokens = batch_tokens
-        self.attention_mib = attention_mib
-        self.offline = offline
-        self.splitter = splitter or DEFAULT_SPLITTER
-        self.progress = progress
-        if runner_factory is not None and device is None:
-            self.device = "cpu"
-        else:
-            from .runner import resolve_device
+    # ------------------------------------------------------------------ configuration (the engine's)
+    @property
+    def config(self) -> RunConfig:
+        """Every setting that can change a score (:class:`~unieval_local.config.RunConfig`)."""
+        return self.engine.config
 
-            self.device = resolve_device(device)
-        #: every setting that can change a score (signature, cache key, batch run identity)
-        self.config = RunConfig(max_length=max_length, reference_reduction=reference_reduction,
-                                long_input=long_input, window_overlap=window_overlap, splitter=self.splitter.name,
-                                dtype=dtype, device=self.device, fast_forward=bool(fast_forward))
-        if self.dtype == "bfloat16" and self.device == "cpu":
-            warnings.warn("bfloat16 on CPU is slower than float32 and deviates from UniEval's numbers; "
-                          "use it on a GPU", RuntimeWarning, stacklevel=2)
-        self.cache_dir = cache_dir
-        self._cache = None
-        if cache_dir is not None:
-            from .cache import ScoreCache
+    @property
+    def registry(self) -> Registry:
+        """The tasks and aspects this scorer knows (built-in plus ``aspects_config``)."""
+        return self.engine.registry
 
-            self._cache = ScoreCache(cache_dir)  # fail early on an unusable folder
-            if self.dtype == "bfloat16":
-                warnings.warn("the score cache is not used with bfloat16: bfloat16 scores depend on which "
-                              "prompts share a batch (up to ~1e-3), so a cached value would not reproduce",
-                              RuntimeWarning, stacklevel=2)
-        self.registry: Registry = DEFAULT_REGISTRY
-        if aspects_config is not None:
-            from .aspects_config import load_aspects_config
+    @property
+    def splitter(self) -> SentenceSplitter:
+        """The sentence splitter."""
+        return self.engine.splitter
 
-            self.registry = DEFAULT_REGISTRY.with_aspects(load_aspects_config(aspects_config, DEFAULT_REGISTRY))
-        self._runner_factory = runner_factory
-        self._checkpoints: dict[str, ResolvedCheckpoint] = {}
-        self._fingerprints: dict[str, str] = {}
-        self._runners: dict[str, Any] = {}
-        self._lock = threading.Lock()
+    @property
+    def device(self) -> str:
+        """The device in use (``cpu``, ``cuda``, ``cuda:N``)."""
+        return self.engine.device
 
-    # settings, read from the one RunConfig
+    @property
+    def model(self) -> ModelSpec:
+        """The ``model`` argument: a folder, hub id or name -> folder mapping (or None)."""
+        return self.engine.model
+
     max_length = property(lambda self: self.config.max_length, doc="Tokens per query.")
     reference_reduction = property(lambda self: self.config.reference_reduction, doc="mean or max over references.")
     long_input = property(lambda self: self.config.long_input, doc="truncate, fit or chunk.")
@@ -164,207 +153,24 @@ class Scorer:
     dtype = property(lambda self: self.config.dtype, doc="float32 or bfloat16.")
     fast_forward = property(lambda self: self.config.fast_forward, doc="Our single-step forward (True) or the model's.")
 
-    # ------------------------------------------------------------------ loading
     def checkpoint(self, name: str) -> ResolvedCheckpoint:
-        """Resolve checkpoint ``name`` (see :func:`~unieval_local.checkpoints.resolve_checkpoint`)."""
-        with self._lock:
-            if name not in self._checkpoints:
-                self._checkpoints[name] = resolve_checkpoint(name, self.model, offline=self.offline)
-            return self._checkpoints[name]
+        """Resolve checkpoint ``name`` (see :meth:`Engine.checkpoint <unieval_local.engine.Engine.checkpoint>`)."""
+        return self.engine.checkpoint(name)
 
-    def fingerprint(self, name: str) -> str:
-        """The content fingerprint (hex SHA-256) of checkpoint ``name``, computed once per scorer
-        (see :func:`~unieval_local.checkpoints.fingerprint_checkpoint`)."""
-        ckpt = self.checkpoint(name)
-        with self._lock:
-            if name not in self._fingerprints:
-                from .checkpoints import fingerprint_checkpoint
+    def runner(self, name: str) -> Runner:
+        """The loaded runner of checkpoint ``name`` (see :meth:`unieval_local.engine.Engine.runner`)."""
+        return self.engine.runner(name)
 
-                hasher = self._cache.file_sha256 if self._cache is not None else None
-                self._fingerprints[name] = fingerprint_checkpoint(ckpt.path, file_hash=hasher)
-            return self._fingerprints[name]
-
-    def runner(self, name: str):
-        """The loaded runner of checkpoint ``name``.
-
-        Raises:
-            CheckpointNotFoundError, CheckpointError: not found, or does not load.
-        """
-        ckpt = self.checkpoint(name)
-        use_cache = self._cache is not None and self.dtype != "bfloat16"
-        fingerprint = self.fingerprint(name) if use_cache else None
-        with self._lock:
-            if name not in self._runners:
-                if self._runner_factory is not None:
-                    runner = self._runner_factory(ckpt, self.device, self.dtype)
-                else:
-                    from .runner import load_runner
-
-                    runner = load_runner(ckpt, self.device, self.dtype)
-                if use_cache:
-                    from .cache import CachedRunner
-
-                    runner = CachedRunner(runner, self._cache, fingerprint, self.config)
-                self._runners[name] = runner
-            return self._runners[name]
-
-    def resolved_checkpoints(self) -> dict[str, str]:
-        """Checkpoint name -> hub id (or folder) of every checkpoint resolved so far."""
-        with self._lock:
-            return {name: c.hub_id or str(c.path) for name, c in self._checkpoints.items()}
+    def signature(self, task: str, aspect: str) -> Signature:
+        """The reproducibility signature of results for ``(task, aspect)``."""
+        return self.engine.signature(task, aspect)
 
     def cache_stats(self) -> dict[str, int]:
         """Queries answered from the score cache (``hits``) and scored anew (``misses``) so far."""
-        runners = [r for r in self._runners.values() if hasattr(r, "hits")]
-        return {"hits": sum(r.hits for r in runners), "misses": sum(r.misses for r in runners)}
-
-    def aspect_hash(self, task: str, aspect: str) -> str | None:
-        """A short SHA-256 of a user-defined aspect's definition; None for a built-in aspect."""
-        a = self.registry.get_aspect(task, aspect)
-        builtin = DEFAULT_REGISTRY.tasks.get(task)
-        if builtin is not None and aspect in builtin.aspects:
-            return None
-        from .hashing import sha256_text
-
-        return sha256_text(repr((a.question, a.fields, a.granularity, a.reduction, a.chunk_field,
-                                 a.window_reduction, a.chunk_unit)))[:12]
-
-    def signature(self, task: str, aspect: str) -> Signature:
-        """The reproducibility signature of results for ``(task, aspect)``: this scorer's
-        :class:`~unieval_local.config.RunConfig`, the checkpoint (hub id or folder, revision,
-        content fingerprint) and, for a user-defined aspect, its definition's hash."""
-        a = self.registry.get_aspect(task, aspect)
-        ckpt = self.checkpoint(a.checkpoint)
-        return Signature.from_config(self.config, task=task, aspect=aspect, checkpoint=ckpt.hub_id or str(ckpt.path),
-                                     revision=ckpt.revision, fingerprint=self.fingerprint(a.checkpoint),
-                                     aspect_hash=self.aspect_hash(task, aspect))
+        hits, misses = self.engine.cache_counts()
+        return {"hits": hits, "misses": misses}
 
     # ------------------------------------------------------------------ scoring
-    def run_jobs(self, jobs: Sequence["Job"], *, evidence: bool = False, strict: bool = False,
-                 on_batch: Callable[[int, int], None] | None = None) -> tuple[list["JobResult"], "RunStats"]:
-        """Run several sets of Boolean-QA queries through the model in one pass per checkpoint.
-
-        This is the engine under every scoring entry point: each job's aspects
-        are planned over its examples (:func:`~unieval_local.planning.build_plan`,
-        with this scorer's ``long_input``), the prompts of all jobs that share
-        a checkpoint go to that checkpoint's runner as ONE list (so each
-        distinct prompt is scored once, in length-sorted batches), and each
-        job's scores are folded back (:func:`~unieval_local.fold.fold_all`).
-        Reports use it to mix UniEval aspects with their own queries (claims,
-        key points, rubric questions) over derived examples.
-
-        Args:
-            jobs: :class:`Job` s; aspect names must be unique within a job.
-            evidence: also build per-example :class:`~unieval_local.schema.Evidence`.
-            strict: raise :class:`InvalidExampleError` before running the model
-                when planning finds any problem.
-            on_batch: called after each forward batch with (distinct queries done,
-                distinct queries of that checkpoint), for progress reporting.
-
-        Returns:
-            ``(results, stats)``: one :class:`JobResult` per job, in order, and
-            the pass's :class:`RunStats`.
-
-        Raises:
-            InvalidExampleError: ``strict`` and a planning problem.
-            CheckpointNotFoundError, CheckpointError: a checkpoint is unusable.
-        """
-        plans, results = [], []
-        for job in jobs:
-            names = [a.name for a in job.aspects]
-            if len(set(names)) != len(names):
-                raise ValueError(f"aspect names repeat within one job: {names}")
-            ckpts = {a.checkpoint for a in job.aspects}
-            if len(ckpts) != 1:
-                raise ValueError(f"the aspects of one job must share a checkpoint, got {sorted(ckpts)}")
-            counter = self.runner(job.checkpoint) if self.long_input != "truncate" else None
-            if counter is not None and not hasattr(counter, "count"):
-                raise TypeError(f"long_input={self.long_input!r} needs a runner that counts tokens")
-            plan, found = build_plan(
-                job.examples, job.aspects, self.splitter, long_input=self.long_input, counter=counter,
-                max_length=self.max_length, overlap=self.window_overlap)
-            plans.append(plan)
-            results.append(JobResult(values={}, unit_values={}, problems=found))
-        problems = [p for r in results for p in r.problems]
-        if strict and problems:
-            raise InvalidExampleError(problems)
-        stats = RunStats()
-        by_checkpoint: dict[str, list[int]] = {}
-        for j, job in enumerate(jobs):
-            by_checkpoint.setdefault(job.checkpoint, []).append(j)
-        for ckpt_name, members in by_checkpoint.items():
-            prompts = [p for j in members for p in plans[j].prompts]
-            runner, p_yes, n_tokens = None, np.empty(0), np.empty(0, dtype=np.int64)
-            if prompts:
-                runner = self.runner(ckpt_name)
-                settings = dict(max_length=self.max_length, batch_tokens=self.batch_tokens,
-                                progress=self.progress, fast_forward=self.fast_forward,
-                                attention_mib=self.attention_mib, on_batch=on_batch)
-                if hasattr(runner, "score_prompts"):
-                    p_yes, n_tokens = runner.score_prompts(prompts, **settings)
-                else:
-                    p_yes = runner.p_yes(prompts, **settings)
-                    n_tokens = np.full(len(prompts), -1, dtype=np.int64)
-            stats.n_queries += len(set(prompts))
-            stats.n_truncated += len({p for p, n in zip(prompts, n_tokens) if n > self.max_length})
-            offset = 0
-            for j in members:
-                plan, res = plans[j], results[j]
-                k = len(plan.prompts)
-                py, nt = p_yes[offset:offset + k], n_tokens[offset:offset + k]
-                offset += k
-                folded = fold_all(plan, py, self.reference_reduction)
-                res.values.update(folded.values)
-                res.unit_values.update(folded.unit_values)
-                if self.long_input == "fit":
-                    stats.n_shortened += len({p for p, q in zip(plan.prompts, plan.queries) if q.window is not None})
-                if evidence:
-                    counter = runner if hasattr(runner, "cut") else None
-                    res.evidence.update(build_evidence(plan, folded, py, nt, jobs[j].examples,
-                                                       self.max_length, counter))
-        return results, stats
-
-    def _run(self, examples: Sequence[UniEvalData | None], task: str, aspects: Sequence[str],
-             strict: bool, evidence: bool = False, on_batch: Callable[[int, int], None] | None = None) -> "_Run":
-        """One job per checkpoint over ``examples`` for the named aspects of ``task``."""
-        jobs = jobs_by_checkpoint([self.registry.get_aspect(task, a) for a in aspects], examples)
-        results, stats = self.run_jobs(jobs, evidence=evidence, strict=strict, on_batch=on_batch)
-        run = _Run(values={}, problems=[p for r in results for p in r.problems], n_queries=stats.n_queries,
-                   n_truncated=stats.n_truncated, n_shortened=stats.n_shortened)
-        for r in results:
-            run.values.update(r.values)
-            run.evidence.update(r.evidence)
-        run.values = {a: run.values[a] for a in aspects}
-        return run
-
-    def score_values(
-        self, examples: Sequence[UniEvalData | None], *, task: str, aspects: Sequence[str],
-        strict: bool = False,
-    ) -> tuple[dict[str, np.ndarray], list[ExampleProblem]]:
-        """Score parsed, checked examples for several aspects of one task.
-
-        This is the engine under :meth:`score` and the CLI: no request cap, and
-        one bad example never loses the others' scores. All aspects that share
-        a checkpoint go through the model as one flat list of queries.
-
-        Args:
-            examples: from :func:`~unieval_local.validate.validate_examples`;
-                ``None`` entries are skipped.
-            task: task name.
-            aspects: aspect names of ``task``.
-            strict: raise :class:`InvalidExampleError` before running the model
-                when planning finds a problem (a target with no sentences, or one
-                too long for ``fit``/``chunk``).
-
-        Returns:
-            ``(values, problems)``: ``values[aspect]`` is a float64 array of shape
-            ``(len(examples),)``, NaN where an example was skipped, has a
-            planning problem, or got non-finite logits; ``problems`` lists the
-            planning problems.
-        """
-        run = self._run(examples, task, aspects, strict)
-        return run.values, run.problems
-
     def _check_request(self, data: Any, task: str, aspects: Sequence[str], columns: Mapping[str, Any],
                        max_examples: int | None = None) -> list[UniEvalData]:
         """Validate one request for all its aspects; raise for any problem (nothing scored)."""
@@ -388,6 +194,23 @@ class Scorer:
                           f"{non_latin[:10]}{' ...' if len(non_latin) > 10 else ''}); the UniEval evaluators were "
                           "trained on English only, so their scores there mean little", UserWarning, stacklevel=3)
         return examples
+
+    def _run_in_passes(self, examples: Sequence[UniEvalData], task: str, names: Sequence[str],
+                       evidence: bool) -> tuple[JobResult, RunStats]:
+        """The engine over consecutive slices of :data:`ENGINE_PASS_EXAMPLES` examples (one job
+        per checkpoint each), joined into one result per aspect."""
+        aspects = [self.registry.get_aspect(task, a) for a in names]
+        total, stats = JobResult(values={a: np.empty(0) for a in names}, evidence={a: [] for a in names}), RunStats()
+        for at in range(0, len(examples), ENGINE_PASS_EXAMPLES):
+            results, st = self.engine.run(jobs_by_checkpoint(aspects, examples[at:at + ENGINE_PASS_EXAMPLES]),
+                                          evidence=evidence, strict=True)
+            stats += st
+            for res in results.values():
+                for a, v in res.values.items():
+                    total.values[a] = np.concatenate([total.values[a], v])
+                for a, ev in res.evidence.items():
+                    total.evidence[a] += ev
+        return total, stats
 
     def evaluate(self, data: Any = None, *, task: str = "summarization",
                  aspects: Sequence[str] | str | None = None, evidence: bool = False,
@@ -422,16 +245,16 @@ class Scorer:
         names = self.registry.aspect_names(task, aspects)
         columns = dict(targets=targets, sources=sources, references=references, contexts=contexts)
         examples = self._check_request(data, task, names, columns, _max_examples)
-        run = self._run_in_passes(examples, task, names, evidence)
+        run, stats = self._run_in_passes(examples, task, names, evidence)
         values = run.values
-        if run.n_truncated:
+        if stats.n_truncated:
             warnings.warn(
-                f"{run.n_truncated} of {run.n_queries} queries were longer than max_length={self.max_length} "
+                f"{stats.n_truncated} of {stats.n_queries} queries were longer than max_length={self.max_length} "
                 f"tokens and lost their end (long_input={self.long_input!r}); use long_input='fit' or 'chunk' "
                 "to keep the target whole, and evidence=True to see which", UserWarning, stacklevel=2)
-        if run.n_shortened:
+        if stats.n_shortened:
             warnings.warn(
-                f"{run.n_shortened} of {run.n_queries} queries had a long field shortened to fit max_length="
+                f"{stats.n_shortened} of {stats.n_queries} queries had a long field shortened to fit max_length="
                 f"{self.max_length} (long_input='fit': only the beginning of that field was read; "
                 "long_input='chunk' reads all of it); evidence=True shows the windows", UserWarning, stacklevel=2)
         bad = sorted({i for v in values.values() for i in np.flatnonzero(~np.isfinite(v)).tolist()})
@@ -441,32 +264,17 @@ class Scorer:
                 f"(dtype {self.dtype}); try dtype='float32'", bad)
         ev = run.evidence if evidence else {}
         per_aspect = {
-            a: UniEvalResult(overall=UniEvalStats(value=float(np.mean(v))),
+            a: UniEvalResult(overall=UniEvalStats(value=float(np.mean(values[a]))),
                              examples=[UniEvalStats(value=float(x), evidence=ev[a][i] if ev else None)
-                                       for i, x in enumerate(v)],
+                                       for i, x in enumerate(values[a])],
                              signature=self.signature(task, a))
-            for a, v in values.items()
+            for a in names
         }
         rows = [ExampleScores(scores={a: float(values[a][i]) for a in names},
                               aspect_mean=float(np.mean([values[a][i] for a in names])),
                               evidence={a: ev[a][i] for a in names} if ev else None)
                 for i in range(len(examples))]
         return EvaluationResult(task=task, aspects=names, examples=rows, per_aspect=per_aspect)
-
-    def _run_in_passes(self, examples: Sequence[UniEvalData], task: str, names: Sequence[str],
-                       evidence: bool) -> "_Run":
-        """:meth:`_run` over consecutive slices of :data:`ENGINE_PASS_EXAMPLES` examples, joined."""
-        total = _Run(values={a: np.empty(0) for a in names}, problems=[], evidence={a: [] for a in names})
-        for at in range(0, len(examples), ENGINE_PASS_EXAMPLES):
-            run = self._run(examples[at:at + ENGINE_PASS_EXAMPLES], task, names, strict=True, evidence=evidence)
-            for a in names:
-                total.values[a] = np.concatenate([total.values[a], run.values[a]])
-                if evidence:
-                    total.evidence[a] += run.evidence[a]
-            total.n_queries += run.n_queries
-            total.n_truncated += run.n_truncated
-            total.n_shortened += run.n_shortened
-        return total
 
     def score(self, data: Any = None, *, task: str = "summarization", aspect: str = "coherence",
               evidence: bool = False, targets: Sequence[str] | None = None, sources: Sequence[str] | None = None,
@@ -509,80 +317,6 @@ class Scorer:
         self.registry.get_aspect(task, aspect)
         return self.evaluate(data, task=task, aspects=[aspect], evidence=evidence, _max_examples=max_examples,
                              **columns).per_aspect[aspect]
-
-
-@dataclass(frozen=True)
-class Job:
-    """Boolean-QA queries to run: some aspects (all of one checkpoint) over some examples.
-
-    Attributes:
-        aspects: the aspects (built-in, user-defined, or made on the fly by a
-            report, e.g. a key-point coverage question); unique names.
-        examples: the examples to plan them over (``None`` entries are skipped);
-            they may be derived ones, e.g. ``{target: key point, source: summary}``.
-    """
-
-    aspects: tuple[Aspect, ...]
-    examples: Sequence[UniEvalData | None]
-
-    @property
-    def checkpoint(self) -> str:
-        """The checkpoint name all the job's aspects use."""
-        return self.aspects[0].checkpoint
-
-
-def jobs_by_checkpoint(aspects: Sequence[Aspect], examples: Sequence[UniEvalData | None]) -> list[Job]:
-    """One :class:`Job` per checkpoint for ``aspects`` over the same ``examples``
-    (aspects in the given order within each job; jobs in order of first appearance)."""
-    groups: dict[str, list[Aspect]] = {}
-    for a in aspects:
-        groups.setdefault(a.checkpoint, []).append(a)
-    return [Job(tuple(group), examples) for group in groups.values()]
-
-
-@dataclass
-class JobResult:
-    """What one :class:`Job` gave.
-
-    Attributes:
-        values: aspect -> float64 array of shape ``(len(examples),)``; NaN where
-            an example was skipped, had a planning problem or a non-finite score.
-        unit_values: aspect -> per example its per-unit (sentence) values, or None.
-        problems: planning problems (example index, field, message).
-        evidence: aspect -> per example :class:`~unieval_local.schema.Evidence`
-            (only when asked for).
-    """
-
-    values: dict[str, np.ndarray]
-    unit_values: dict[str, list[list[float] | None]]
-    problems: list[ExampleProblem]
-    evidence: dict[str, list] = field(default_factory=dict)
-
-
-@dataclass
-class RunStats:
-    """Counts of one engine pass: distinct queries, those cut at ``max_length``,
-    those whose long field ``fit`` shortened."""
-
-    n_queries: int = 0
-    n_truncated: int = 0
-    n_shortened: int = 0
-
-    def __add__(self, other: "RunStats") -> "RunStats":
-        return RunStats(self.n_queries + other.n_queries, self.n_truncated + other.n_truncated,
-                        self.n_shortened + other.n_shortened)
-
-
-@dataclass
-class _Run:
-    """What one engine pass produced (internal)."""
-
-    values: dict[str, np.ndarray]
-    problems: list[ExampleProblem]
-    evidence: dict[str, list] = field(default_factory=dict)
-    n_queries: int = 0
-    n_truncated: int = 0
-    n_shortened: int = 0
 
 
 _DEFAULT_SCORERS: dict[str, Scorer] = {}

@@ -8,9 +8,10 @@ request the output records are appended to OUT, flushed and fsynced, and a sidec
   left by a kill, and refuses to go on when the signature or the input differ.
 - ``shard=(K, N)`` keeps the records whose key hashes to K modulo N, so N array jobs
   cover the input exactly once; :func:`merge_outputs` joins and checks them.
-- ``engine="ray"`` scores the requests on a Ray Data pipeline (a pool of scorer
-  actors, one model each); the driver still reads the input and writes OUT itself,
-  so resume, error records and repair are this same code.
+- ``engine`` names a batch engine of :data:`BATCH_ENGINES`: ``local`` (this process)
+  or ``ray`` (one Ray Data pipeline over the whole run: a pool of actors, each loading
+  the model once); the driver still reads the input and writes OUT itself, so resume,
+  error records and repair are this same code.
 
 Keys: the record's ``id`` when present, else its 0-based record index in INPUT.
 """
@@ -25,15 +26,16 @@ import re
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 import numpy as np
 
-from .api import MAX_EXAMPLES_PER_REQUEST, Scorer
-from .errors import ModelRuntimeError, Terminated, UniEvalError
+from .config import MAX_EXAMPLES_PER_REQUEST
+from .engine import Engine, RunStats, jobs_by_checkpoint
+from .errors import CheckpointError, CheckpointNotFoundError, ModelRuntimeError, Terminated, UniEvalError
 from .hashing import sha256_file, sha256_text
 from .validate import input_hint_counts, input_hint_message, validate_examples
 from .records import InputFileError, Record, iter_records, write_jsonl
@@ -97,30 +99,47 @@ def _error(message: str, kind: str) -> dict[str, str]:
 
 @dataclass
 class ChunkResult:
-    """Output lines of one request and what the run summary needs."""
+    """One request's output lines (in record order) and its engine counters."""
 
     lines: list[dict[str, Any]]
-    n_queries: int = 0
-    n_truncated: int = 0
-    hints: dict[str, int] = field(default_factory=dict)
-    n_shortened: int = 0
+    stats: RunStats = field(default_factory=RunStats)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the Ray engine sends results between processes)."""
+        return {"lines": self.lines, "stats": self.stats.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ChunkResult":
+        """The inverse of :meth:`to_dict`."""
+        return cls(list(d["lines"]), RunStats.from_dict(d["stats"]))
 
 
-def score_records(scorer: Scorer, chunk: Sequence[Record], task: str, aspects: Sequence[str],
-                  evidence: bool = False, on_batch=None) -> ChunkResult:
+def score_records(engine: Engine, chunk: Sequence[Record], task: str, aspects: Sequence[str],
+                  evidence: bool = False, on_batch: Callable[[int, int], None] | None = None) -> ChunkResult:
     """Score one request of records; bad rows become error records, the others are scored.
 
+    Args:
+        engine: the :class:`~unieval_local.engine.Engine` (its registry knows ``task``).
+        chunk: the request's records.
+        task, aspects: what to score.
+        evidence: add each scored record's evidence.
+        on_batch: progress callback of :meth:`Engine.run <unieval_local.engine.Engine.run>`.
+
     Returns:
-        One output dict per record, in order: ``{index, key, [doc_id, system_id],
-        scores, [aspect_mean], [evidence]}`` or ``{index, key, ..., error: {type, message}}``.
+        :class:`ChunkResult`: one output dict per record, in order: ``{index, key, [doc_id,
+        system_id], scores, [aspect_mean], [evidence]}`` or ``{index, key, ..., error: {type,
+        message}}``, and the pass's :class:`~unieval_local.engine.RunStats` (input hints included).
     """
-    registry = scorer.registry
+    registry = engine.registry
     resolved = [registry.get_aspect(task, a) for a in aspects]
     examples, problems = validate_examples([r.data for r in chunk], resolved)
     hints = input_hint_counts(examples, registry.get_task(task), resolved)
-    run = scorer._run(examples, task, aspects, strict=False, evidence=evidence, on_batch=on_batch)
+    results, stats = engine.run(jobs_by_checkpoint(resolved, examples), evidence=evidence, on_batch=on_batch)
+    stats.hints = hints
+    values = {a: v for r in results.values() for a, v in r.values.items()}
+    ev = {a: v for r in results.values() for a, v in r.evidence.items()}
     errors: dict[int, list[str]] = defaultdict(list)
-    for p in problems + run.problems:
+    for p in problems + [p for r in results.values() for p in r.problems]:
         errors[p.index].append(p.describe())
     lines = []
     for i, rec in enumerate(chunk):
@@ -134,7 +153,7 @@ def score_records(scorer: Scorer, chunk: Sequence[Record], task: str, aspects: S
         elif i in errors:
             line["error"] = _error("; ".join(errors[i]), "InvalidExample")
         else:
-            row = {a: float(run.values[a][i]) for a in aspects}
+            row = {a: float(values[a][i]) for a in aspects}
             bad = [a for a, v in row.items() if not np.isfinite(v)]
             if bad:
                 line["error"] = _error(f"the model gave non-finite logits for {', '.join(bad)}", "NonFiniteScore")
@@ -143,9 +162,9 @@ def score_records(scorer: Scorer, chunk: Sequence[Record], task: str, aspects: S
                 if len(aspects) > 1:
                     line["aspect_mean"] = float(np.mean(list(row.values())))
                 if evidence:
-                    line["evidence"] = {a: run.evidence[a][i].model_dump(exclude_none=True) for a in aspects}
+                    line["evidence"] = {a: ev[a][i].model_dump(exclude_none=True) for a in aspects}
         lines.append(line)
-    return ChunkResult(lines, run.n_queries, run.n_truncated, hints, run.n_shortened)
+    return ChunkResult(lines, stats)
 
 
 # ----------------------------------------------------------------------------- output files
@@ -224,8 +243,12 @@ class BatchSummary:
         n_skipped: records skipped because OUT already had them (``--resume``).
         means: aspect -> mean over the scored records.
         per_system: system id -> aspect -> mean, when records have ``system_id``.
-        n_queries / n_truncated: distinct queries run this time, and those cut by max_length.
+        stats: the engine counters of this run (:class:`~unieval_local.engine.RunStats`:
+            distinct queries, those cut by max_length or shortened by fit, cache hits and
+            misses, model loads, input hints).
+        cached: whether a score cache was in use (the summary then reports its hits).
         signature: the run signature (one line).
+        hint_message: one sentence about inputs lacking the endings the checkpoint was trained with.
         skipped_aspects: with ``--aspect all``, the aspects left out because no record
             has their fields (aspect -> why).
         n_non_latin: targets mostly in non-Latin script (the evaluators are English-only).
@@ -239,14 +262,11 @@ class BatchSummary:
     means: dict[str, float] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     per_system: dict[str, dict[str, float]] = field(default_factory=dict)
-    n_queries: int = 0
-    n_truncated: int = 0
-    n_shortened: int = 0
-    hints: dict[str, int] = field(default_factory=dict)
+    stats: RunStats = field(default_factory=RunStats)
+    cached: bool = False
     signature: str | None = None
     seconds: float = 0.0
     hint_message: str | None = None
-    cache: dict[str, int] | None = None
     skipped_aspects: dict[str, str] = field(default_factory=dict)
     n_non_latin: int = 0
     failures: list[tuple[str, list]] = field(default_factory=list)
@@ -307,68 +327,111 @@ def format_summary(s: BatchSummary) -> str:
             out.append(f"  {len(keys)} record(s): {msg} (keys {shown})")
         if len(s.failures) > 5:
             out.append(f"  ... and {len(s.failures) - 5} more reasons ({sum(len(k) for _, k in s.failures[5:])} records)")
-    if s.cache is not None:
-        out.append(f"\nscore cache: {s.cache['hits']} queries reused, {s.cache['misses']} scored")
+    if s.cached:
+        out.append(f"\nscore cache: {s.stats.cache_hits} queries reused, {s.stats.cache_misses} scored")
     if s.signature:
         out.append(f"\nsignature: {s.signature}")
     return "\n".join(out)
 
 
-# ----------------------------------------------------------------------------- engines
-class LocalEngine:
-    """Scores requests in this process."""
+# ----------------------------------------------------------------------------- batch engines
+class BatchEngine(Protocol):
+    """Where a batch run's requests are scored. Registered by name in :data:`BATCH_ENGINES`;
+    each takes the run's :class:`~unieval_local.engine.Engine` and its own options."""
 
-    def __init__(self, scorer: Scorer):
-        self.scorer = scorer
+    name: str
 
-    def map(self, requests: Sequence[list[Record]], task: str, aspects: Sequence[str],
-            evidence: bool, on_batch=None) -> Iterator[ChunkResult]:
+    def check(self, checkpoints: Sequence[str]) -> None:
+        """Fail early (before any output is written) when a checkpoint is unusable."""
+        ...
+
+    def map(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
+            on_batch: Callable[[int, int, int], None] | None = None) -> Iterator[ChunkResult]:
+        """One :class:`ChunkResult` per request, in order; ``on_batch(k, done, total)`` reports
+        progress inside request ``k`` where the engine can."""
+        ...
+
+    def close(self) -> None:
+        """Release what the engine holds (a Ray instance it started)."""
+        ...
+
+
+class LocalBatchEngine:
+    """Scores requests in this process, one after the other, with the run's engine.
+
+    Args:
+        engine: the run's :class:`~unieval_local.engine.Engine`.
+    """
+
+    name = "local"
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def check(self, checkpoints: Sequence[str]) -> None:
+        """Load each checkpoint's runner now (this process uses them)."""
+        for name in checkpoints:
+            self.engine.runner(name)
+
+    def map(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
+            on_batch: Callable[[int, int, int], None] | None = None) -> Iterator[ChunkResult]:
         for k, chunk in enumerate(requests):
             cb = None if on_batch is None else (lambda done, total, k=k: on_batch(k, done, total))
-            yield score_records(self.scorer, chunk, task, aspects, evidence, on_batch=cb)
+            yield score_records(self.engine, chunk, task, aspects, evidence, on_batch=cb)
 
     def close(self) -> None:
         pass
 
 
 class _RayScorerActor:
-    """One Ray actor: one Scorer (one model) scoring whole requests."""
+    """One Ray actor: one :class:`~unieval_local.engine.Engine` (its model loaded once, on the
+    first request) scoring whole requests."""
 
-    def __init__(self, scorer_kwargs: dict, task: str, aspects: list[str], evidence: bool):
-        self.scorer = Scorer(**scorer_kwargs)
+    def __init__(self, settings: dict, task: str, aspects: list[str], evidence: bool):
+        self.engine = Engine(**settings)
         self.task, self.aspects, self.evidence = task, aspects, evidence
 
     def __call__(self, batch: dict) -> dict:
         out = []
         for payload in batch["request"]:
             chunk = [Record(**r) for r in json.loads(payload)]
-            res = score_records(self.scorer, chunk, self.task, self.aspects, self.evidence)
-            out.append(json.dumps({"lines": res.lines, "n_queries": res.n_queries, "n_truncated": res.n_truncated,
-                                   "hints": res.hints, "n_shortened": res.n_shortened}))
+            out.append(json.dumps(score_records(self.engine, chunk, self.task, self.aspects, self.evidence).to_dict()))
         return {"rid": batch["rid"], "result": np.array(out, dtype=object)}
 
 
-class RayEngine:
-    """Scores requests on a Ray Data pipeline: ``map_batches`` over a pool of scorer actors.
+class RayBatchEngine:
+    """Scores requests on ONE Ray Data pipeline for the whole run: ``map_batches`` over a
+    pool of ``actors`` scorer actors, each building its own engine from the run's settings
+    and loading the model once. Results stream back in request order
+    (``preserve_order``); the driver loads no model (it only checks the checkpoint files).
 
     Args:
-        scorer_kwargs: how each actor builds its :class:`Scorer` (one model per actor).
-        actors: number of actors (``--ray-actors``).
+        engine: the run's engine (its ``settings`` build the actors' engines).
+        actors: scorer actors (``--ray-actors``), >= 1.
         gpus_per_actor: GPUs per actor (``--gpus-per-actor``; 0 on CPU).
         address: an existing cluster (``--ray-address``); default a local Ray instance.
-        window: requests in flight per round trip (default ``2 * actors``).
+
+    Raises:
+        MissingExtraError: Ray is not installed (the ``ray`` extra).
+        ValueError: ``actors < 1`` or ``gpus_per_actor < 0``.
     """
 
-    def __init__(self, scorer_kwargs: dict, *, actors: int = 1, gpus_per_actor: float = 0.0,
-                 address: str | None = None, window: int | None = None):
+    name = "ray"
+
+    def __init__(self, engine: Engine, *, actors: int = 1, gpus_per_actor: float = 0.0, address: str | None = None):
+        from .extras import MissingExtraError
+
+        if not isinstance(actors, int) or actors < 1:
+            raise ValueError(f"--ray-actors must be an integer >= 1, got {actors!r}")
+        if gpus_per_actor < 0:
+            raise ValueError(f"--gpus-per-actor must be >= 0, got {gpus_per_actor!r}")
         try:
             import ray
         except ImportError as exc:  # pragma: no cover - depends on the install
-            raise ValueError("--engine ray needs Ray: pip install 'unieval-local[ray]'") from exc
-        self.ray = ray
-        self.scorer_kwargs = scorer_kwargs
+            raise MissingExtraError("--engine ray needs Ray, not installed here: pip install 'unieval-local[ray]'"
+                                    ) from exc
+        self.engine, self.ray = engine, ray
         self.actors, self.gpus = actors, gpus_per_actor
-        self.window = window or 2 * actors
         self._started = False
         if not ray.is_initialized():
             kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
@@ -381,29 +444,54 @@ class RayEngine:
         ctx.execution_options.preserve_order = True
         ctx.enable_progress_bars = False
 
-    def map(self, requests: Sequence[list[Record]], task: str, aspects: Sequence[str],
-            evidence: bool, on_batch=None) -> Iterator[ChunkResult]:
+    def check(self, checkpoints: Sequence[str]) -> None:
+        """Resolve each checkpoint and open its weight files; no model is loaded here."""
+        for name in checkpoints:
+            self.engine.check_checkpoint(name)
+
+    def map(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
+            on_batch: Callable[[int, int, int], None] | None = None) -> Iterator[ChunkResult]:
         items = [{"rid": i, "request": json.dumps([{"index": r.index, "data": r.data, "error": r.error}
                                                    for r in chunk])}
                  for i, chunk in enumerate(requests)]
+        if not items:
+            return
         ds = self.ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
             _RayScorerActor, batch_size=1, concurrency=self.actors, num_gpus=self.gpus or None,
-            fn_constructor_kwargs={"scorer_kwargs": self.scorer_kwargs, "task": task,
-                                   "aspects": list(aspects), "evidence": evidence},
+            fn_constructor_kwargs={"settings": self.engine.settings, "task": task, "aspects": list(aspects),
+                                   "evidence": evidence},
         )
         try:
-            results = sorted(ds.take_all(), key=lambda r: r["rid"])
+            for row in ds.iter_rows():  # streamed in request order, one pipeline (one actor pool) for the run
+                yield ChunkResult.from_dict(json.loads(row["result"]))
         except Exception as exc:  # an actor died or the model failed in it: Ray wraps the cause
             cause = getattr(exc, "cause", None) or exc
+            if isinstance(cause, (CheckpointError, CheckpointNotFoundError, ModelRuntimeError)):
+                raise type(cause)(str(cause)) from exc
             first = next((x.strip() for x in str(cause).splitlines() if x.strip()), type(cause).__name__)
             raise ModelRuntimeError(f"the Ray engine failed ({type(cause).__name__}: {first})") from exc
-        for r in results:
-            d = json.loads(r["result"])
-            yield ChunkResult(d["lines"], d["n_queries"], d["n_truncated"], d["hints"], d["n_shortened"])
 
     def close(self) -> None:
         if self._started:
             self.ray.shutdown()
+
+
+#: Batch engines by name (``--engine``): each is made as ``cls(engine, **options)``.
+BATCH_ENGINES: dict[str, type] = {"local": LocalBatchEngine, "ray": RayBatchEngine}
+
+
+def make_batch_engine(name: str, engine: Engine, options: Mapping[str, Any] | None = None) -> BatchEngine:
+    """The batch engine ``name`` of :data:`BATCH_ENGINES` over ``engine``, with its ``options``.
+
+    Raises:
+        ValueError: unknown name (the valid ones are listed), or options it does not take.
+    """
+    if name not in BATCH_ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(BATCH_ENGINES)}, got {name!r}")
+    try:
+        return BATCH_ENGINES[name](engine, **dict(options or {}))
+    except TypeError as exc:
+        raise ValueError(f"engine {name!r}: {exc}") from None
 
 
 # ----------------------------------------------------------------------------- before the run
@@ -561,13 +649,11 @@ def run_batch(
     *,
     task: str = "summarization",
     aspects: Sequence[str] | str | None = None,
-    scorer_kwargs: dict | None = None,
+    settings: Mapping[str, Any] | None = None,
     resume: bool = False,
     shard: tuple[int, int] | str | None = None,
     engine: str = "local",
-    ray_actors: int = 1,
-    gpus_per_actor: float = 0.0,
-    ray_address: str | None = None,
+    engine_options: Mapping[str, Any] | None = None,
     evidence: bool = False,
     progress: bool | None = None,
     stream: TextIO | None = None,
@@ -576,16 +662,19 @@ def run_batch(
 
     Args:
         input: ``.jsonl`` (streamed; ``-`` = stdin) or a ``.json`` list.
-        output: the output JSONL; ``None`` writes to ``stream`` (stdout), without
-            sidecar or resume.
-        task, aspects: what to score (``None`` or ``"all"``: every aspect of the task).
-        scorer_kwargs: keyword arguments of :class:`~unieval_local.Scorer`.
+        output: the output JSONL; ``None`` (or ``"-"``) writes to ``stream`` (stdout),
+            without sidecar or resume.
+        task, aspects: what to score (``None``: the task's first aspect; ``"all"``: every
+            aspect of the task whose fields some record has).
+        settings: keyword arguments of :class:`~unieval_local.engine.Engine` (the same as
+            :class:`~unieval_local.Scorer`'s: model, device, dtype, max_length ...).
         resume: keep the records already in ``output`` and score the rest.
         shard: ``(K, N)`` or ``"K/N"``: only the records whose key hashes to K.
-        engine: ``local`` or ``ray``.
-        ray_actors, gpus_per_actor, ray_address: the Ray pool (``engine="ray"``).
+        engine: a batch engine of :data:`BATCH_ENGINES` (``local`` or ``ray``).
+        engine_options: that engine's options (``ray``: ``actors``, ``gpus_per_actor``, ``address``).
         evidence: add evidence to each output line.
-        progress: progress bar (``None``: only on a terminal).
+        progress: progress bar on a terminal, log lines every 30 s otherwise (``None``);
+            True always a bar; False nothing.
         stream: where to write when ``output`` is None (default stdout).
 
     Returns:
@@ -593,16 +682,19 @@ def run_batch(
 
     Raises:
         InputFileError, ValueError: unreadable input, bad options, unknown aspects.
+        NothingToScoreError: no record can be scored for the aspects (a ValueError; before
+            any model is loaded).
         ResumeError: the output exists without ``resume``, or belongs to another
             run (signature or input fingerprint differ).
         OutputWriteError: a write failed (disk full); earlier records are intact.
+        RunInterrupted: Ctrl-C, SIGTERM (through the CLI) or a runtime failure of the
+            model stopped the run; what was written is intact.
         CheckpointNotFoundError, CheckpointError: no usable checkpoint.
     """
     t0 = time.perf_counter()
-    scorer_kwargs = dict(scorer_kwargs or {})
     shard = parse_shard(shard) if isinstance(shard, str) else shard
-    scorer = Scorer(**{**scorer_kwargs, "progress": False})
-    registry = scorer.registry
+    core = Engine(**{**dict(settings or {}), "progress": False})
+    registry = core.registry
     expand_all = aspects == "all" or aspects == ["all"]
     names = registry.aspect_names(task, aspects if aspects is not None else
                                   [next(iter(registry.get_task(task).aspects))])
@@ -633,13 +725,19 @@ def run_batch(
                 skipped_aspects = {}
         if survey.n_in_shard and all(survey.scorable[a] == 0 for a in names):
             raise NothingToScoreError(nothing_to_score_message(survey, registry, task, names, input_path))
-    for name in dict.fromkeys(registry.get_aspect(task, a).checkpoint for a in names):
-        scorer.runner(name)  # fail early on a missing checkpoint
-    signature = scorer.signature(task, names[0]).model_copy(update={"aspect": "+".join(names)})
-    checkpoints = dict.fromkeys(registry.get_aspect(task, a).checkpoint for a in names)
-    run_id = {"signature": signature.model_dump(), "config": scorer.config.as_dict(),
-              "checkpoint_fingerprints": {name: scorer.fingerprint(name) for name in checkpoints},
-              "aspect_hashes": {a: h for a in names if (h := scorer.aspect_hash(task, a))},
+    eng = make_batch_engine(engine, core, engine_options)
+    checkpoints = list(dict.fromkeys(registry.get_aspect(task, a).checkpoint for a in names))
+    loads_before = core.model_loads
+    try:
+        eng.check(checkpoints)  # fail early on a missing or unloadable checkpoint
+    except BaseException:
+        eng.close()
+        raise
+    stats = RunStats(model_loads=core.model_loads - loads_before)  # the local engine loads its models here
+    signature = core.signature(task, names[0]).model_copy(update={"aspect": "+".join(names)})
+    run_id = {"signature": signature.model_dump(), "config": core.config.as_dict(),
+              "checkpoint_fingerprints": {name: core.fingerprint(name) for name in checkpoints},
+              "aspect_hashes": {a: h for a in names if (h := core.aspect_hash(task, a))},
               "evidence": evidence}
     input_fp = None if input_path == "-" else {"path": os.path.abspath(input_path),
                                                "sha256": sha256_file(input_path)}
@@ -647,95 +745,61 @@ def run_batch(
     kept: list[dict] = []
     out_path = Path(output) if output is not None else None
     if out_path is not None:
-        existing = out_path.exists() and out_path.stat().st_size > 0
-        if existing and not resume:
-            raise ResumeError(f"{out_path} already exists; pass --resume to continue it, or remove it")
-        if existing:
-            meta_file = sidecar_path(out_path)
-            if not meta_file.is_file():
-                raise ResumeError(f"{out_path} has no sidecar {meta_file.name}; it cannot be resumed safely")
-            meta = json.loads(meta_file.read_text())
-            diffs = run_differences(meta["run"], run_id)
-            if diffs:
-                raise ResumeError(f"refusing to resume {out_path}: the run settings differ ({'; '.join(diffs)}); "
-                                  "rerun with the original settings, or write to a new output")
-            if meta.get("input", {}).get("sha256") != input_fp["sha256"]:
-                raise ResumeError(f"refusing to resume {out_path}: the input file changed since the run started "
-                                  f"(sha256 {meta.get('input', {}).get('sha256', '?')[:12]} != {input_fp['sha256'][:12]})")
-            if meta.get("shard") != (f"{shard[0]}/{shard[1]}" if shard else None):
-                raise ResumeError(f"refusing to resume {out_path}: it is shard {meta.get('shard')}, not "
-                                  f"{f'{shard[0]}/{shard[1]}' if shard else None}")
-            kept, torn = read_output(out_path, repair=True)
-            if torn:
-                logging.getLogger("unieval_local").warning("repaired a torn last line in %s", out_path)
-            done = {x["index"] for x in kept}  # the input is unchanged (checked above): index identifies a record
+        try:
+            kept, done = _resumable(out_path, resume, run_id, input_fp, shard)
+        except BaseException:
+            eng.close()
+            raise
     writer = OutputWriter(out_path, stream)
     meta = {"run": run_id, "input": input_fp, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
             "progress": {"records_seen": 0, "records_in_shard": 0, "written": len(kept), "complete": False}}
     if out_path is not None:
         _write_sidecar(out_path, meta)
-    if engine == "ray":
-        eng = RayEngine({**scorer_kwargs, "progress": False}, actors=ray_actors, gpus_per_actor=gpus_per_actor,
-                        address=ray_address)
-    elif engine == "local":
-        eng = LocalEngine(scorer)
-    else:
-        raise ValueError(f"engine must be 'local' or 'ray', got {engine!r}")
     written = list(kept)
-    summary_extra = {"n_queries": 0, "n_truncated": 0, "n_shortened": 0, "hints": defaultdict(int), "skipped": 0}
+    skipped = 0
     total = survey.n_in_shard if survey is not None else None
     bar = Progress(total, initial=len(kept), enabled=progress)
-    window = getattr(eng, "window", 1)
-    try:
-        pending: list[list[Record]] = []
+    sizes: list[int] = []  # records per request, as the requests are made
+
+    def requests() -> Iterator[list[Record]]:
+        """The records to score, in requests of at most 250 (shard, resume and duplicate ids applied)."""
+        nonlocal skipped
         chunk: list[Record] = []
-
-        def drain(final: bool = False) -> None:
-            if not pending or (len(pending) < window and not final):
-                return
-            base = len(written)
-            sizes = [len(c) for c in pending]
-
-            def on_batch(k: int, done_q: int, total_q: int) -> None:  # request k of pending, done_q of total_q queries
-                bar.set(base + sum(sizes[:k]) + sizes[k] * done_q / max(total_q, 1))
-
-            for k, res in enumerate(eng.map(pending, task, names, evidence, on_batch)):
-                writer.write(res.lines)
-                written.extend(res.lines)
-                summary_extra["n_queries"] += res.n_queries
-                summary_extra["n_truncated"] += res.n_truncated
-                summary_extra["n_shortened"] += res.n_shortened
-                for key, v in res.hints.items():
-                    summary_extra["hints"][key] += v
-                meta["progress"]["written"] = len(written)
-                bar.set(base + sum(sizes[:k + 1]))
-            if out_path is not None:
-                _write_sidecar(out_path, meta)
-            pending.clear()
-
-        rec = first
         first_index: dict[str, int] = {}
-        while rec is not None:
+        for rec in _chain_first(first, records):
             meta["progress"]["records_seen"] += 1
             key = json.dumps(rec.key)
             if key in first_index and rec.error is None:
                 rec = Record(rec.index, rec.data, f"duplicate id {rec.key!r} (first at record "
                              f"{first_index[key]}); ids must be unique")
             first_index.setdefault(key, rec.index)
-            if shard is None or shard_of(rec.key, shard[1]) == shard[0]:
-                meta["progress"]["records_in_shard"] += 1
-                if rec.index in done:
-                    summary_extra["skipped"] += 1
-                else:
-                    chunk.append(rec)
-                    if len(chunk) == MAX_EXAMPLES_PER_REQUEST:
-                        pending.append(chunk)
-                        chunk = []
-                        drain()
-            rec = next(records, None)
+            if shard is not None and shard_of(rec.key, shard[1]) != shard[0]:
+                continue
+            meta["progress"]["records_in_shard"] += 1
+            if rec.index in done:
+                skipped += 1
+                continue
+            chunk.append(rec)
+            if len(chunk) == MAX_EXAMPLES_PER_REQUEST:
+                sizes.append(len(chunk))
+                yield chunk
+                chunk = []
         if chunk:
-            pending.append(chunk)
-        drain(final=True)
+            sizes.append(len(chunk))
+            yield chunk
+
+    def on_batch(k: int, done_q: int, total_q: int) -> None:  # request k, done_q of its total_q queries
+        bar.set(len(written) + sizes[k] * done_q / max(total_q, 1))
+
+    try:
+        for res in eng.map(requests(), task, names, evidence, on_batch):
+            writer.write(res.lines)
+            written.extend(res.lines)
+            stats += res.stats
+            meta["progress"]["written"] = len(written)
+            bar.set(len(written))
+            if out_path is not None:
+                _write_sidecar(out_path, meta)
         meta["progress"]["complete"] = True
         if out_path is not None:
             _write_sidecar(out_path, meta)
@@ -755,20 +819,55 @@ def run_batch(
         writer.close()
         eng.close()
     summary = summarize(written, names)
-    summary.n_skipped = summary_extra["skipped"]
-    summary.n_queries = summary_extra["n_queries"]
-    summary.n_truncated = summary_extra["n_truncated"]
-    summary.n_shortened = summary_extra["n_shortened"]
-    summary.hints = dict(summary_extra["hints"])
+    summary.n_skipped = skipped
+    summary.stats = stats
+    summary.cached = core.cache is not None and core.config.dtype != "bfloat16"
     summary.signature = str(signature)
     summary.seconds = time.perf_counter() - t0
     summary.skipped_aspects = skipped_aspects
     summary.n_non_latin = survey.n_non_latin if survey is not None else 0
-    if scorer_kwargs.get("cache_dir") and engine == "local":
-        summary.cache = scorer.cache_stats()
-    if summary.hints:
-        summary.hint_message = input_hint_message(registry.get_task(task), summary.hints)
+    if stats.hints:
+        summary.hint_message = input_hint_message(registry.get_task(task), stats.hints)
     return summary
+
+
+def _chain_first(first: Record, rest: Iterator[Record]) -> Iterator[Record]:
+    yield first
+    yield from rest
+
+
+def _resumable(out_path: Path, resume: bool, run_id: dict, input_fp: dict | None,
+               shard: tuple[int, int] | None) -> tuple[list[dict], set]:
+    """The records already in ``out_path`` and their input indices, after checking that the
+    output may be continued (same run settings, same input, same shard); a torn last line is
+    repaired.
+
+    Raises:
+        ResumeError: it exists without ``resume``, has no sidecar, or belongs to another run.
+    """
+    existing = out_path.exists() and out_path.stat().st_size > 0
+    if not existing:
+        return [], set()
+    if not resume:
+        raise ResumeError(f"{out_path} already exists; pass --resume to continue it, or remove it")
+    meta_file = sidecar_path(out_path)
+    if not meta_file.is_file():
+        raise ResumeError(f"{out_path} has no sidecar {meta_file.name}; it cannot be resumed safely")
+    meta = json.loads(meta_file.read_text())
+    diffs = run_differences(meta["run"], run_id)
+    if diffs:
+        raise ResumeError(f"refusing to resume {out_path}: the run settings differ ({'; '.join(diffs)}); "
+                          "rerun with the original settings, or write to a new output")
+    if meta.get("input", {}).get("sha256") != input_fp["sha256"]:
+        raise ResumeError(f"refusing to resume {out_path}: the input file changed since the run started "
+                          f"(sha256 {meta.get('input', {}).get('sha256', '?')[:12]} != {input_fp['sha256'][:12]})")
+    if meta.get("shard") != (f"{shard[0]}/{shard[1]}" if shard else None):
+        raise ResumeError(f"refusing to resume {out_path}: it is shard {meta.get('shard')}, not "
+                          f"{f'{shard[0]}/{shard[1]}' if shard else None}")
+    kept, torn = read_output(out_path, repair=True)
+    if torn:
+        logging.getLogger("unieval_local").warning("repaired a torn last line in %s", out_path)
+    return kept, {x["index"] for x in kept}  # the input is unchanged (checked above): index identifies a record
 
 
 # ----------------------------------------------------------------------------- merge

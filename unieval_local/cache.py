@@ -22,7 +22,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +30,7 @@ import numpy as np
 from .checkpoints import fingerprint_checkpoint
 from .hashing import sha256_file, sha256_text
 from .config import ENGINE_VERSION, RunConfig  # noqa: F401  (ENGINE_VERSION re-exported)
+from .engine import Runner
 from .errors import UniEvalError
 
 
@@ -133,56 +134,58 @@ class ScoreCache:
         return fingerprint_checkpoint(folder, file_hash=self.file_sha256)
 
 
-class CachedRunner:
-    """Wraps a runner: cached prompts are looked up, the rest are scored and stored.
+class CachedRunner(Runner):
+    """A :class:`~unieval_local.engine.Runner` that answers cached prompts from a
+    :class:`ScoreCache` and scores the rest with ``inner``, storing them.
 
     Args:
-        inner: the runner (``p_yes(prompts, **settings)``).
+        inner: the runner that scores cache misses.
         cache: the :class:`ScoreCache`.
-        fingerprint: the checkpoint's content fingerprint
-            (:func:`~unieval_local.checkpoints.fingerprint_checkpoint`).
-        config: the run's :class:`~unieval_local.config.RunConfig`; its
-            ``query_context()`` enters every key.
+        config: the run's :class:`~unieval_local.config.RunConfig`; its ``query_context()``
+            and ``inner.fingerprint`` (the checkpoint's content) enter every key.
 
     Raises:
         ValueError: ``config.dtype`` is bfloat16 (such scores are not reproducible per prompt).
     """
 
-    def __init__(self, inner, cache: ScoreCache, fingerprint: str, config: RunConfig):
+    def __init__(self, inner: Runner, cache: ScoreCache, config: RunConfig):
         if config.dtype == "bfloat16":
             raise ValueError("bfloat16 scores depend on batch composition and are never cached")
         self.inner = inner
         self.cache = cache
         self.config = config
-        self._context = json.dumps({**config.query_context(), "checkpoint": fingerprint}, sort_keys=True)
+        self.name = inner.name
+        self.fingerprint = inner.fingerprint
+        self._context = json.dumps({**config.query_context(), "checkpoint": inner.fingerprint}, sort_keys=True)
         self.hits = self.misses = 0
 
     def key(self, prompt: str, max_length: int) -> str:
         """The cache key of one query (``max_length`` is the call's, normally the config's)."""
         return sha256_text(f"{self._context}\0{max_length}\0{prompt}")
 
-    def __getattr__(self, name):  # tokenizer, yes_id ... of the inner runner
-        return getattr(self.inner, name)
+    def count(self, texts: Sequence[str]) -> list[int]:
+        """The inner runner's token count (cached scores do not change token arithmetic)."""
+        return self.inner.count(texts)
 
-    def p_yes(self, prompts: Sequence[str], *, max_length: int, **settings) -> np.ndarray:
-        """Same contract as the inner runner's ``p_yes``."""
-        return self.score_prompts(prompts, max_length=max_length, **settings)[0]
+    def count_plain(self, texts: Sequence[str]) -> list[int]:
+        """The inner runner's token count without special tokens."""
+        return self.inner.count_plain(texts)
 
-    def score_prompts(self, prompts: Sequence[str], *, max_length: int, **settings) -> tuple[np.ndarray, np.ndarray]:
-        """``(p_yes, n_tokens)``; ``n_tokens`` is -1 where the inner runner does not count tokens."""
+    def cut(self, text: str, n_tokens: int) -> int:
+        """The inner runner's cut."""
+        return self.inner.cut(text, n_tokens)
+
+    def score(self, prompts: Sequence[str], *, max_length: int,
+              on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(p_yes, n_tokens)`` as the inner runner gives them; cached prompts are not run."""
         keys = [self.key(p, max_length) for p in prompts]
         found = self.cache.get_many(keys)
         todo = list(dict.fromkeys(p for p, k in zip(prompts, keys) if k not in found))
         self.hits += len(set(keys) & found.keys())
         self.misses += len(todo)
         if todo:
-            if hasattr(self.inner, "score_prompts"):
-                values, counts = self.inner.score_prompts(todo, max_length=max_length, **settings)
-            else:
-                values = self.inner.p_yes(todo, max_length=max_length, **settings)
-                counts = [None] * len(todo)
-            new = {self.key(p, max_length): (float(v), None if n is None else int(n))
-                   for p, v, n in zip(todo, values, counts)}
+            values, counts = self.inner.score(todo, max_length=max_length, on_batch=on_batch)
+            new = {self.key(p, max_length): (float(v), int(n)) for p, v, n in zip(todo, values, counts)}
             self.cache.put_many(new)
             found.update(new)
         return (np.array([found[k][0] for k in keys], dtype=np.float64),

@@ -78,13 +78,14 @@ def _read_outputs(path: str) -> list[dict]:
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     """The checkpoint and engine flags that ``score`` and ``report`` share (``--long-input`` is
     per command: its default differs)."""
+    from .config import DTYPES, REFUSED_DTYPES
     from .tasks import CHECKPOINTS
 
     p.add_argument("--model", action="append", metavar="DIR|HUB_ID|NAME=DIR",
                    help="checkpoint folder or hub id for every task, or NAME=DIR per checkpoint "
                    f"({', '.join(CHECKPOINTS)}); default: $UNIEVAL_LOCAL_HOME, HF cache, hub")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+    p.add_argument("--dtype", default="float32", choices=[*DTYPES, *REFUSED_DTYPES],
                    help="float32 (UniEval parity, default) or bfloat16 (GPU); float16 is refused "
                    "(T5 overflows to NaN)")
     p.add_argument("--max-length", type=int, default=1024, help="tokens per query (default 1024)")
@@ -101,6 +102,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def _build_parser() -> argparse.ArgumentParser:
+    from .batch import BATCH_ENGINES
+    from .config import LONG_INPUT_MODES, REFERENCE_REDUCTIONS
+    from .reports import FORMATS
     from .tasks import CHECKPOINTS, TASKS
 
     parser = argparse.ArgumentParser(
@@ -136,9 +140,9 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--aspects-config", default=None, metavar="FILE",
                     help="YAML file of user-defined aspects (see configs/aspects.example.yaml)")
     _add_model_args(sc)
-    sc.add_argument("--reference-reduction", default="mean", choices=["mean", "max"],
+    sc.add_argument("--reference-reduction", default="mean", choices=list(REFERENCE_REDUCTIONS),
                     help="combine scores over several references (default mean)")
-    sc.add_argument("--long-input", default="truncate", choices=["truncate", "fit", "chunk"],
+    sc.add_argument("--long-input", default="truncate", choices=list(LONG_INPUT_MODES),
                     help="prompts over --max-length: truncate (UniEval: the end is cut; default), fit "
                     "(shorten the document/reference/history, never the target) or chunk (score against "
                     "windows of the long field and combine)")
@@ -155,7 +159,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="continue OUTPUT: skip records already in it (refused if the run or input differ)")
     sc.add_argument("--shard", default=None, metavar="K/N",
                     help="score only the records whose key hashes to K modulo N (for job arrays; join with merge)")
-    sc.add_argument("--engine", default="local", choices=["local", "ray"],
+    sc.add_argument("--engine", default="local", choices=list(BATCH_ENGINES),
                     help="local (default) or ray: requests go to a Ray Data pool of scorer actors")
     sc.add_argument("--ray-actors", type=int, default=1, help="scorer actors (one model each) with --engine ray")
     sc.add_argument("--gpus-per-actor", type=float, default=0.0, help="GPUs per Ray actor (default 0)")
@@ -252,7 +256,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "or not loadable, 4 writing the output failed.",
     )
     rp.add_argument("input", help="records: .jsonl ('-' for stdin) or a .json list")
-    rp.add_argument("--format", required=True, choices=["rating", "summ", "autoeval"], dest="report_format")
+    rp.add_argument("--format", required=True, choices=list(FORMATS), dest="report_format")
     rp.add_argument("--output", "-o", default=None, help="the JSON document to write (default stdout)")
     rp.add_argument("--config", default=None, metavar="FILE.yaml",
                     help="the format's options as YAML (rating: see configs/rating.yaml); flags below override it")
@@ -275,7 +279,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="checkpoint for consistency-like queries: summarization (unieval-sum, default) or "
                     "fact (unieval-fact)")
     _add_model_args(rp)
-    rp.add_argument("--long-input", default="chunk", choices=["truncate", "fit", "chunk"],
+    rp.add_argument("--long-input", default="chunk", choices=list(LONG_INPUT_MODES),
                     help="prompts over --max-length: chunk (default here: read long sources in windows), "
                     "fit or truncate (UniEval)")
 
@@ -302,13 +306,15 @@ def cmd_score(args: argparse.Namespace) -> int:
     from .errors import CheckpointError, CheckpointNotFoundError
     from .records import InputFileError
 
-    scorer_kwargs = dict(
+    settings = dict(
         model=_model_arg(args.model), device=args.device, dtype=args.dtype, max_length=args.max_length,
         batch_tokens=args.batch_tokens, reference_reduction=args.reference_reduction, offline=args.offline,
         cache_dir=args.cache_dir, fast_forward=args.fast_forward, aspects_config=args.aspects_config,
         long_input=args.long_input, window_overlap=1 if args.window_overlap is None else args.window_overlap,
         attention_mib=args.attention_mib,
     )
+    engine_options = ({"actors": args.ray_actors, "gpus_per_actor": args.gpus_per_actor, "address": args.ray_address}
+                      if args.engine == "ray" else {})
     if args.window_overlap is not None and args.long_input != "chunk":
         print(f"unieval-local: warning: --window-overlap only applies to --long-input chunk "
               f"(ignored with {args.long_input})", file=sys.stderr)
@@ -326,9 +332,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     previous = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
     try:
         summary = run_batch(
-            args.input, args.output, task=args.task, aspects=aspects, scorer_kwargs=scorer_kwargs,
-            resume=args.resume, shard=parse_shard(args.shard), engine=args.engine, ray_actors=args.ray_actors,
-            gpus_per_actor=args.gpus_per_actor, ray_address=args.ray_address, evidence=args.evidence,
+            args.input, args.output, task=args.task, aspects=aspects, settings=settings,
+            resume=args.resume, shard=parse_shard(args.shard), engine=args.engine, engine_options=engine_options,
+            evidence=args.evidence,
             progress=False if args.no_progress else None,
         )
     except RunInterrupted as exc:
@@ -355,12 +361,13 @@ def cmd_score(args: argparse.Namespace) -> int:
     if summary.n_non_latin:
         print(f"warning: {summary.n_non_latin} target(s) are mostly in a non-Latin script; the UniEval "
               "evaluators were trained on English only, so their scores there mean little", file=sys.stderr)
-    if summary.n_truncated:
-        print(f"warning: {summary.n_truncated} of {summary.n_queries} distinct queries were longer than "
+    stats = summary.stats
+    if stats.n_truncated:
+        print(f"warning: {stats.n_truncated} of {stats.n_queries} distinct queries were longer than "
               f"--max-length {args.max_length} tokens and lost their end (--long-input {args.long_input}); "
               "--long-input fit or chunk keeps the target whole, --evidence shows which", file=sys.stderr)
-    if summary.n_shortened:
-        print(f"warning: {summary.n_shortened} of {summary.n_queries} distinct queries had a long field "
+    if stats.n_shortened:
+        print(f"warning: {stats.n_shortened} of {stats.n_queries} distinct queries had a long field "
               "shortened to fit (--long-input fit reads only its beginning; chunk reads all of it); "
               "--evidence shows the windows", file=sys.stderr)
     return EXIT_ROWS_FAILED if summary.n_failed else EXIT_OK
@@ -575,7 +582,7 @@ def _check_writable(path: str) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """``unieval-local report``: build rating/summ/autoeval reports; exit 0, 1 (error rows), 2 or 3."""
-    from .api import Scorer
+    from .engine import Engine
     from .errors import CheckpointError, CheckpointNotFoundError
     from .records import InputFileError, iter_records
     from .reports import make_report
@@ -583,7 +590,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     try:
         options = _report_options(args)
-        scorer = Scorer(model=_model_arg(args.model), device=args.device, dtype=args.dtype,
+        engine = Engine(model=_model_arg(args.model), device=args.device, dtype=args.dtype,
                         max_length=args.max_length, batch_tokens=args.batch_tokens, offline=args.offline,
                         cache_dir=args.cache_dir, long_input=args.long_input,
                         progress=False if args.no_progress else None)
@@ -594,7 +601,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             _check_writable(args.output)
         with warnings.catch_warnings():  # the CLI prints its own truncation line
             warnings.simplefilter("ignore", UserWarning)
-            result = make_report(records, args.report_format, scorer=scorer, options=options)
+            result = make_report(records, args.report_format, engine=engine, options=options)
     except (CheckpointNotFoundError, CheckpointError) as exc:
         print(f"unieval-local: error: {exc}", file=sys.stderr)
         return EXIT_CHECKPOINT
@@ -615,8 +622,8 @@ def cmd_report(args: argparse.Namespace) -> int:
           f"{result.n_errors} errors; {result.n_queries} distinct queries" + (f"; {agg}" if agg else ""),
           file=sys.stderr)
     if args.cache_dir:
-        hits = scorer.cache_stats()
-        print(f"score cache: {hits['hits']} queries reused, {hits['misses']} scored", file=sys.stderr)
+        hits, misses = engine.cache_counts()
+        print(f"score cache: {hits} queries reused, {misses} scored", file=sys.stderr)
     for row in result.reports:
         if row.error is not None:
             print(f"  record {row.index}{f' ({row.id})' if row.id else ''}: {row.error.field}: {row.error.message}",

@@ -23,10 +23,16 @@ from . import __version__
 #: Bump when a change to the engine can change scores (it is part of every cache key).
 ENGINE_VERSION = "3"
 
+#: The most examples one request of the hosted-metric form may hold (the hosted metric's
+#: limit; ``score()`` enforces it, and batch runs send their records in requests of this size).
+MAX_EXAMPLES_PER_REQUEST = 250
+
 LongInput = Literal["truncate", "fit", "chunk"]
 LONG_INPUT_MODES: tuple[str, ...] = ("truncate", "fit", "chunk")
 REFERENCE_REDUCTIONS: tuple[str, ...] = ("mean", "max")
 DTYPES: tuple[str, ...] = ("float32", "bfloat16")
+#: dtypes a user may ask for that are refused with a reason (T5 overflows to NaN in float16)
+REFUSED_DTYPES: tuple[str, ...] = ("float16",)
 
 #: Distributions whose version can change a score: the model code (torch, transformers),
 #: tokenization (tokenizers, sentencepiece) and sentence splitting (nltk, and the Punkt

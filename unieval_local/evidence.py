@@ -13,13 +13,15 @@ from collections.abc import Sequence
 import numpy as np
 
 from .fold import Folded
-from .planning import Plan
+from .planning import Plan, TokenCounter
 from .schema import Evidence, QueryEvidence, SentenceEvidence, Span, UniEvalData
 
 
-def truncated_field(prompt: str, spans: Sequence[tuple[str, int, int]], counter, max_length: int) -> str | None:
-    """The field in which right truncation at ``max_length`` tokens cuts ``prompt``."""
-    if counter is None or not hasattr(counter, "cut"):
+def truncated_field(prompt: str, spans: Sequence[tuple[str, int, int]], counter: TokenCounter | None,
+                    max_length: int) -> str | None:
+    """The field in which right truncation at ``max_length`` tokens cuts ``prompt``
+    (None without a token counter)."""
+    if counter is None:
         return None
     kept = counter.cut(prompt, max_length - 1)  # the last token is the EOS
     for name, start, end in spans:
@@ -29,7 +31,8 @@ def truncated_field(prompt: str, spans: Sequence[tuple[str, int, int]], counter,
 
 
 def build_evidence(plan: Plan, folded: Folded, p_yes: np.ndarray, n_tokens: np.ndarray,
-                   examples: Sequence[UniEvalData | None], max_length: int, counter=None) -> dict[str, list[Evidence | None]]:
+                   examples: Sequence[UniEvalData | None], max_length: int,
+                   counter: TokenCounter | None = None) -> dict[str, list[Evidence | None]]:
     """``{aspect: [Evidence or None per example]}`` for one plan and its scores."""
     out: dict[str, list[Evidence | None]] = {}
     for name, blocks in plan.blocks.items():

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from .sentences import SentenceSplitter, field_spans
 from .tasks import Aspect
 
 
+@runtime_checkable
 class TokenCounter(Protocol):
     """Token arithmetic that long-input planning needs (the T5 runner provides it)."""
 

@@ -23,28 +23,16 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 
 from .checkpoints import ResolvedCheckpoint, yes_no_ids
 from .config import DTYPES as _DTYPES
 from .config import check_dtype
+from .engine import DEFAULT_ATTENTION_MIB, Runner
 from .errors import CheckpointError, ModelRuntimeError
 
 DTYPES = _DTYPES
-#: Default bound on the encoder attention scores of one forward pass (see :func:`attention_cells`).
-DEFAULT_ATTENTION_MIB = 1024
-
-
-class Runner(Protocol):
-    """Anything that turns prompts into P(Yes): the T5 runner, or a fake in tests."""
-
-    def p_yes(self, prompts: Sequence[str], *, max_length: int, batch_tokens: int,
-              progress: bool | None = False, fast_forward: bool = True) -> np.ndarray:
-        """Return a float64 array, shape ``(len(prompts),)``, values in [0, 1] (NaN if
-        the model gave non-finite logits)."""
-        ...
 
 
 def available_devices() -> list[str]:
@@ -324,8 +312,10 @@ def load_model(folder: str | Path, dtype: str = "float32"):
     return model.eval(), tokenizer
 
 
-class T5Runner:
-    """A loaded T5 checkpoint that scores Boolean-QA prompts.
+class T5Model:
+    """A loaded T5 checkpoint: tokenizer, model on its device, the Yes/No token ids, and
+    the exact single-step forward. Loaded once per (folder, device, dtype) per process
+    (:func:`load_t5_model`) and shared by every :class:`T5Runner` over it.
 
     Args:
         checkpoint: the resolved checkpoint folder.
@@ -334,7 +324,8 @@ class T5Runner:
 
     Raises:
         CheckpointError: the folder does not load as a seq2seq model with a
-            tokenizer that has distinct Yes/No tokens.
+            tokenizer that has distinct Yes/No tokens, or its weights do not match
+            its config (:func:`load_model`).
     """
 
     def __init__(self, checkpoint: ResolvedCheckpoint, device: str, dtype: str):
@@ -357,10 +348,10 @@ class T5Runner:
         self.start_id = model.config.decoder_start_token_id
         if self.start_id is None:
             self.start_id = self.pad_id
-        self._lock = threading.Lock()
+        #: one forward at a time on this model (runners over it may be called from several threads)
+        self.lock = threading.Lock()
+        #: the token budget after an out-of-memory back-off (kept for the rest of the process)
         self.oom_budget: int | None = None
-        #: counts of the last ``p_yes`` call: queries, distinct, batches, real_tokens, padded_tokens
-        self.last_stats: dict[str, int] = {}
         config = model.config
         self._scale_decoder_outputs = bool(getattr(config, "scale_decoder_outputs", config.tie_word_embeddings))
         self._yes_no_rows = self.model.get_output_embeddings().weight[[self.yes_id, self.no_id]].detach()
@@ -495,20 +486,59 @@ class T5Runner:
         two = self._fast_two_logits(input_ids, mask) if fast and self.fast_ok else self._plain_two_logits(input_ids, mask)
         return two.float().cpu().numpy().astype(np.float64)
 
-    def p_yes(self, prompts: Sequence[str], *, max_length: int = 1024, batch_tokens: int = 8192,
-              progress: bool | None = False, fast_forward: bool = True, attention_mib: float = DEFAULT_ATTENTION_MIB,
-              on_batch: Callable[[int, int], None] | None = None) -> np.ndarray:
-        """P(Yes) of each prompt; float64 array of shape ``(len(prompts),)``, values in [0, 1].
 
-        See :meth:`score_prompts`.
-        """
-        return self.score_prompts(prompts, max_length=max_length, batch_tokens=batch_tokens, progress=progress,
-                                  fast_forward=fast_forward, attention_mib=attention_mib, on_batch=on_batch)[0]
+class T5Runner(Runner):
+    """The :class:`~unieval_local.engine.Runner` over a loaded T5 checkpoint.
 
-    def score_prompts(self, prompts: Sequence[str], *, max_length: int = 1024, batch_tokens: int = 8192,
-                      progress: bool | None = False, fast_forward: bool = True,
-                      attention_mib: float = DEFAULT_ATTENTION_MIB,
-                      on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    Work is done once per distinct prompt; prompts are sorted by token length and
+    packed into batches of at most ``batch_tokens`` padded tokens and ``attention_mib``
+    MiB of encoder attention scores (bert_score / COMET length batching), then results
+    are put back in input order.
+
+    Args:
+        model: the loaded checkpoint (:func:`load_t5_model`).
+        fingerprint: the checkpoint's content fingerprint (signatures, cache keys).
+        batch_tokens: padded tokens (rows x longest prompt) per forward pass.
+        attention_mib: MiB of encoder attention scores per forward pass (:func:`attention_cells`).
+        fast_forward: our exact single-step forward (True) or the model's own ``forward``.
+        progress: a progress bar over queries (``None``: only on a terminal).
+    """
+
+    def __init__(self, model: T5Model, *, fingerprint: str, batch_tokens: int = 8192,
+                 attention_mib: float = DEFAULT_ATTENTION_MIB, fast_forward: bool = True,
+                 progress: bool | None = False):
+        if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
+            raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
+        self.t5 = model
+        ckpt = model.checkpoint
+        self.name = ckpt.hub_id or str(ckpt.path)
+        self.fingerprint = fingerprint
+        self.batch_tokens = batch_tokens
+        self.attention_mib = attention_mib
+        self.fast_forward = bool(fast_forward)
+        self.progress = progress
+        #: counts of the last :meth:`score` call: queries, distinct, batches, real_tokens, padded_tokens
+        self.last_stats: dict[str, int] = {}
+
+    # token arithmetic (TokenCounter)
+    def count(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text as a whole prompt (with EOS), untruncated."""
+        return self.t5.count(texts)
+
+    def count_plain(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text without special tokens."""
+        return self.t5.count_plain(texts)
+
+    def cut(self, text: str, n_tokens: int) -> int:
+        """How many leading characters of ``text`` its first ``n_tokens`` tokens cover."""
+        return self.t5.cut(text, n_tokens)
+
+    def _two_logits(self, ids: list[list[int]], batch: Sequence[int], fast: bool):
+        """(B, 2) Yes/No logits of one batch (the model's; a seam for out-of-memory tests)."""
+        return self.t5._two_logits(ids, batch, fast)
+
+    def score(self, prompts: Sequence[str], *, max_length: int,
+              on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(p_yes, n_tokens)`` per prompt: P(Yes) in [0, 1] (float64, shape ``(len(prompts),)``),
         and each prompt's untruncated token count (more than ``max_length`` means the end was cut).
 
@@ -527,42 +557,44 @@ class T5Runner:
         import torch
         from tqdm.auto import tqdm
 
+        t5 = self.t5
         unique = list(dict.fromkeys(prompts))
-        full = self.tokenize_full(unique)
+        full = t5.tokenize_full(unique)
         n_tokens = np.array([len(x) for x in full], dtype=np.int64)
-        ids = [self.truncate(x, max_length) for x in full]
+        ids = [t5.truncate(x, max_length) for x in full]
         lengths = [len(x) for x in ids]
         order = sort_by_length(lengths)
         scores = np.full(len(unique), np.nan, dtype=np.float64)
-        cells = attention_cells(attention_mib, self.n_heads, self.element_bytes)
+        cells = attention_cells(self.attention_mib, t5.n_heads, t5.element_bytes)
         stats = {"queries": len(prompts), "distinct": len(unique), "batches": 0,
                  "real_tokens": sum(lengths), "padded_tokens": 0}
-        with self._lock, torch.inference_mode(), tqdm(
+        progress = self.progress
+        with t5.lock, torch.inference_mode(), tqdm(
             total=len(unique), desc="queries", unit="q", disable=None if progress is None else not progress,
             leave=False,
         ) as bar:
             start = 0
             while start < len(order):
-                budget = min(batch_tokens, self.oom_budget or batch_tokens)
+                budget = min(self.batch_tokens, t5.oom_budget or self.batch_tokens)
                 end = next_batch_end(order, lengths, start, budget, max_cells=cells)
                 batch = order[start:end]
                 try:
-                    two = self._two_logits(ids, batch, fast_forward)
+                    two = self._two_logits(ids, batch, self.fast_forward)
                 except (RuntimeError, MemoryError) as exc:  # torch's errors; others are bugs and propagate
                     if not _is_oom(exc):
                         raise ModelRuntimeError(
-                            f"the model failed on {self.device} while scoring a batch of {len(batch)} queries x "
+                            f"the model failed on {t5.device} while scoring a batch of {len(batch)} queries x "
                             f"{lengths[batch[0]]} tokens: {type(exc).__name__}: {_first_line(exc)}") from exc
-                    if self.device.startswith("cuda"):
+                    if t5.device.startswith("cuda"):
                         torch.cuda.empty_cache()
                     padded = len(batch) * lengths[batch[0]]
                     if len(batch) == 1:
                         raise ModelRuntimeError(
-                            f"out of memory on {self.device} on a single query of {lengths[batch[0]]} tokens "
+                            f"out of memory on {t5.device} on a single query of {lengths[batch[0]]} tokens "
                             f"({_first_line(exc)}); lower --max-length or use a device with more memory") from exc
-                    self.oom_budget = max(1, padded // 2)
+                    t5.oom_budget = max(1, padded // 2)
                     warnings.warn(f"out of memory with {len(batch)} queries x {lengths[batch[0]]} tokens; "
-                                  f"batch_tokens lowered to {self.oom_budget} for the rest of the run",
+                                  f"batch_tokens lowered to {t5.oom_budget} for the rest of the run",
                                   RuntimeWarning, stacklevel=2)
                     continue
                 diff = two[:, 0] - two[:, 1]
@@ -580,15 +612,28 @@ class T5Runner:
         return scores[where], n_tokens[where]
 
 
-_RUNNERS: dict[tuple[str, str, str], T5Runner] = {}
-_RUNNERS_LOCK = threading.Lock()
+_MODELS: dict[tuple[str, str, str], T5Model] = {}
+_MODELS_LOCK = threading.Lock()
 
 
-def load_runner(checkpoint: ResolvedCheckpoint, device: str, dtype: str) -> T5Runner:
-    """Load (once per process) the runner for ``(checkpoint folder, device, dtype)``."""
+def load_t5_model(checkpoint: ResolvedCheckpoint, device: str, dtype: str) -> T5Model:
+    """Load (once per process) the model of ``(checkpoint folder, device, dtype)``."""
     key = (str(Path(checkpoint.path).resolve()), device, check_dtype(dtype))
-    with _RUNNERS_LOCK:
-        runner = _RUNNERS.get(key)
-        if runner is None:
-            runner = _RUNNERS[key] = T5Runner(checkpoint, device, dtype)
-        return runner
+    with _MODELS_LOCK:
+        model = _MODELS.get(key)
+        if model is None:
+            model = _MODELS[key] = T5Model(checkpoint, device, dtype)
+        return model
+
+
+def t5_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, *, device: str, dtype: str,
+                      batch_tokens: int = 8192, attention_mib: float = DEFAULT_ATTENTION_MIB,
+                      fast_forward: bool = True, progress: bool | None = False) -> T5Runner:
+    """The default :data:`~unieval_local.engine.RunnerFactory`: a :class:`T5Runner` over the
+    process-wide :func:`load_t5_model` of the checkpoint.
+
+    Raises:
+        CheckpointError: the checkpoint does not load (see :class:`T5Model`).
+    """
+    return T5Runner(load_t5_model(checkpoint, device, dtype), fingerprint=fingerprint, batch_tokens=batch_tokens,
+                    attention_mib=attention_mib, fast_forward=fast_forward, progress=progress)

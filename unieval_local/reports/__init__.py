@@ -16,9 +16,9 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import __version__
 from ..extras import require
-from ..api import MAX_EXAMPLES_PER_REQUEST, RunStats, Scorer
+from ..config import MAX_EXAMPLES_PER_REQUEST
+from ..engine import Engine, RunStats
 from .autoeval import AutoevalOptions, AutoevalReport, autoeval_aggregate, autoeval_rows
 from .common import BadRecord, ReportFile, ReportRecord, ReportRow, ReportSettings, RowError
 from .rating import RatingConfig, RatingReport, apply_rules, load_rating_config, rating_aggregate, rating_rows, to_rating
@@ -33,7 +33,7 @@ FORMATS = {
 
 
 def make_report(
-    records: Sequence[Mapping[str, Any]], format: str = "rating", *, scorer: Scorer | None = None,
+    records: Sequence[Mapping[str, Any]], format: str = "rating", *, engine: Engine | None = None,
     options: Any = None, model: Any = None, device: str | None = None,
     request_size: int = MAX_EXAMPLES_PER_REQUEST,
 ) -> ReportFile:
@@ -43,12 +43,12 @@ def make_report(
         records: dicts with ``target`` (the summary), usually ``source``, and the
             report inputs of :class:`~unieval_local.reports.common.ReportRecord`.
         format: ``rating``, ``summ`` or ``autoeval``.
-        scorer: the :class:`~unieval_local.api.Scorer` to use; default
-            ``Scorer(model, device, long_input="chunk")`` so long sources are
-            read whole, in windows.
+        engine: the :class:`~unieval_local.engine.Engine` to use (a ``Scorer``'s is
+            ``scorer.engine``); default ``Engine(model=model, device=device,
+            long_input="chunk")`` so long sources are read whole, in windows.
         options: the format's options (:class:`RatingConfig`, :class:`SummOptions`,
             :class:`AutoevalOptions`), a dict of them, or None for the defaults.
-        model, device: for the default scorer.
+        model, device: for the default engine.
         request_size: records planned and run together (default 250, the
             request cap of ``score``); each request is one engine pass
             (autoeval: two).
@@ -77,25 +77,25 @@ def make_report(
     elif not isinstance(options, options_model):
         raise ValueError(f"options for {format!r} must be {options_model.__name__}, a dict or None, "
                          f"got {type(options).__name__}")
-    scorer = scorer or Scorer(model=model, device=device, long_input="chunk")
+    engine = engine or Engine(model=model, device=device, long_input="chunk")
+    config = engine.config
     records = _mark_duplicate_ids(list(records))
     rows: list[ReportRow] = []
     stats = RunStats()
     for at in range(0, len(records), request_size):
-        part, st = rows_fn(records[at:at + request_size], scorer, options, start=at)
+        part, st = rows_fn(records[at:at + request_size], engine, options, start=at)
         rows += part
         stats += st
     if stats.n_truncated:
         warnings.warn(
-            f"{stats.n_truncated} of {stats.n_queries} queries were longer than max_length={scorer.max_length} "
-            f"tokens and lost their end (long_input={scorer.long_input!r}"
-            + ("; use Scorer(long_input='chunk') to read long sources whole" if scorer.long_input != "chunk" else
+            f"{stats.n_truncated} of {stats.n_queries} queries were longer than max_length={config.max_length} "
+            f"tokens and lost their end (long_input={config.long_input!r}"
+            + ("; use long_input='chunk' to read long sources whole" if config.long_input != "chunk" else
                ": a summary sentence, key point or instruction alone is too long") + ")",
             UserWarning, stacklevel=2)
     settings = ReportSettings(
-        package=__version__, checkpoints=scorer.resolved_checkpoints(), consistency_task=options.consistency_task,
-        long_input=scorer.long_input, max_length=scorer.max_length, dtype=scorer.dtype,
-        device=scorer.device.split(":")[0], options=options.model_dump(mode="json", exclude={"templates"}))
+        package=config.package, checkpoints=engine.checkpoint_identities(), consistency_task=options.consistency_task,
+        run=config.as_dict(), options=options.model_dump(mode="json", exclude={"templates"}))
     n_err = sum(r.error is not None for r in rows)
     return ReportFile[report_model](
         format=format, n_records=len(rows), n_reported=len(rows) - n_err, n_errors=n_err,

@@ -41,7 +41,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from ..api import Job, RunStats, Scorer
+from ..engine import Engine, Job, RunStats
 from ..keypoints import content_words, source_sentence_spans
 from ..schema import UniEvalData
 from .common import (
@@ -257,14 +257,14 @@ def _accuracy_reason(value: float, threshold: float, window: ClaimWindow | None)
     return text + (f" Closest passage: \"{short(window.text)}\"" if window else "")
 
 
-def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptions,
+def autoeval_rows(records: Sequence[Any], engine: Engine, options: AutoevalOptions,
                   start: int = 0) -> tuple[list[ReportRow[AutoevalReport]], RunStats]:
     """Build each record's report (two engine passes, see the module docstring).
 
     Args:
         records: dicts with ``target`` and optionally ``source``,
             ``section_questions``, ``instructions``, ``categorical``, ``sections``.
-        scorer: the scorer (reports default to ``long_input="chunk"``).
+        engine: the engine (reports default to ``long_input="chunk"``).
         options: :class:`AutoevalOptions`.
         start: index of ``records[0]`` in the whole input.
 
@@ -273,7 +273,7 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
         counts of both passes.
     """
     parsed, errors = parse_records(records)
-    reg = scorer.registry
+    reg = engine.registry
     cons = reg.get_aspect(options.consistency_task, "consistency")
     claims = Claims()
     questions: dict[str, int] = {}  # question text -> aspect number
@@ -292,8 +292,8 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
         per_record[i] = {"source": has_source, "questions": list(dict.fromkeys(qs)), "instructions": insts,
                          "categorical": cats, "claims": False}
         if has_source:
-            per_record[i]["claims"] = claims.plan(i, rec, scorer.splitter, options.max_n_claims, skip) is None
-            spans = [s for s in source_sentence_spans(rec.source, scorer.splitter, strip_speakers=True)
+            per_record[i]["claims"] = claims.plan(i, rec, engine.splitter, options.max_n_claims, skip) is None
+            spans = [s for s in source_sentence_spans(rec.source, engine.splitter, strip_speakers=True)
                      if len(content_words(rec.source[s[0]:s[1]])) >= options.min_content_words]
             for q in per_record[i]["questions"]:
                 k = questions.setdefault(relatedness_question(q), len(questions))
@@ -303,30 +303,26 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
                     flat.add(i, UniEvalData(target=rec.source[a:b]))
         for inst in insts:
             rubric.add(i, UniEvalData(target=rec.target, instruction=inst))
-    jobs = [Job((support_aspect(cons, "claim"),), claims.flat.examples)]
+    jobs = {"claims": Job((support_aspect(cons, "claim"),), claims.flat.examples)}
     rel_aspects = {k: derived_aspect(f"related_{k}", q, [("sentence", "target")], "unieval-sum")
                    for q, k in questions.items()}
-    rel_jobs = {}
     for k, flat in related.items():
-        rel_jobs[k] = len(jobs)
-        jobs.append(Job((rel_aspects[k],), flat.examples))
-    rubric_job = None
+        jobs[f"related_{k}"] = Job((rel_aspects[k],), flat.examples)
     if rubric.examples:
-        rubric_job = len(jobs)
         adherence = derived_aspect("adherence", ADHERENCE_QUESTION,
                                    [("summary", "target"), ("instruction", "instruction")], "unieval-sum")
-        jobs.append(Job((adherence,), rubric.examples))
-    results, stats = scorer.run_jobs(jobs, evidence=True)
-    problems_to_errors(results[0].problems, claims.flat.positions(), errors)
-    if rubric_job is not None:
-        problems_to_errors(results[rubric_job].problems, rubric.positions(), errors)
+        jobs["rubric"] = Job((adherence,), rubric.examples)
+    results, stats = engine.run(jobs, evidence=True)
+    problems_to_errors(results["claims"].problems, claims.flat.positions(), errors)
+    if "rubric" in results:
+        problems_to_errors(results["rubric"].problems, rubric.positions(), errors)
 
     # second pass: support of each related transcript sentence by each summary sentence
     support = Flat()
     chosen: dict[tuple[int, int], list[tuple[int, float, list[int]]]] = {}  # (k, i) -> [(span no, rel, positions)]
     n_related: dict[tuple[int, int], int] = {}
     for k, flat in related.items():
-        vals = results[rel_jobs[k]].values[rel_aspects[k].name]
+        vals = results[f"related_{k}"].values[rel_aspects[k].name]
         for i, positions in flat.by_record.items():
             if i in errors:
                 continue
@@ -343,9 +339,9 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
             chosen[(k, i)] = items
     support_values = None
     if support.examples:
-        (sup_result,), stats2 = scorer.run_jobs([Job((support_aspect(cons),), support.examples)])
-        support_values = sup_result.values["support"]
-        problems_to_errors(sup_result.problems, support.positions(), errors)
+        second, stats2 = engine.run({"support": Job((support_aspect(cons),), support.examples)})
+        support_values = second["support"].values["support"]
+        problems_to_errors(second["support"].problems, support.positions(), errors)
         stats += stats2
 
     rows: list[ReportRow[AutoevalReport]] = []
@@ -356,10 +352,10 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
             rows.append(ReportRow[AutoevalReport](index=start + i, id=rid, error=errors[i]))
             continue
         info = per_record[i]
-        checked = claims.read(i, results[0], rec.source) if info["claims"] else []
+        checked = claims.read(i, results["claims"], rec.source) if info["claims"] else []
         values = [[v for _, v, _ in checked]]
-        if rubric_job is not None:
-            values.append([float(results[rubric_job].values["adherence"][p]) for p in rubric.of(i)])
+        if "rubric" in results:
+            values.append([float(results["rubric"].values["adherence"][p]) for p in rubric.of(i)])
         values += [[v for _, v, _ in chosen.get((k, i), [])] for k in q_of]
         if support_values is not None:
             values.append([float(support_values[p]) for p in support.of(i)])
@@ -396,9 +392,9 @@ def autoeval_rows(records: Sequence[Any], scorer: Scorer, options: AutoevalOptio
         completeness = Completeness(score=_percent(covered_flags), sections=sections)
         # adherence
         checks = []
-        if rubric_job is not None:
+        if "rubric" in results:
             for inst, p in zip(info["instructions"], rubric.of(i)):
-                v = float(results[rubric_job].values["adherence"][p])
+                v = float(results["rubric"].values["adherence"][p])
                 ok = v >= options.addressed_threshold
                 checks.append(InstructionCheck(
                     instruction=inst, is_addressed=ok, score=v,

@@ -3,7 +3,7 @@ output models, derived Boolean-QA queries, and the one-pass query runner.
 
 A report never calls an LLM or any model but the UniEval checkpoints: every
 judgement is a Boolean-QA query ``P(Yes) / (P(Yes) + P(No))`` (UniEval, Zhong
-et al. 2022, Sec. 3) planned through :meth:`unieval_local.api.Scorer.run_jobs`.
+et al. 2022, Sec. 3) planned through :meth:`unieval_local.engine.Engine.run`.
 A query counts as a "yes" when its probability is at least a threshold
 (default 0.5, the point where the model prefers "Yes" to "No").
 """
@@ -114,27 +114,37 @@ class ReportRow(BaseModel, Generic[R]):
     error: RowError | None = None
 
 
+class CheckpointIdentity(BaseModel):
+    """Which checkpoint answered: hub id or folder, hub revision (when known) and the
+    content fingerprint (hex SHA-256 of its config, weight and tokenizer files)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    checkpoint: str
+    revision: str | None = None
+    fingerprint: str
+
+
 class ReportSettings(BaseModel):
     """How a report file was made: enough to reproduce it.
 
     Attributes:
         package: unieval-local version.
-        checkpoints: checkpoint name -> hub id or folder used.
+        checkpoints: checkpoint name -> :class:`CheckpointIdentity` of each checkpoint used.
         consistency_task: ``summarization`` (unieval-sum) or ``fact`` (unieval-fact):
             which checkpoint answered the consistency-like queries.
-        long_input, max_length, dtype, device: the scorer's settings.
+        run: the engine's :class:`~unieval_local.config.RunConfig` (``as_dict()``): every
+            setting that can change a score (max_length, long_input, window_overlap,
+            reference_reduction, splitter, dtype, device, forward path) and the library versions.
         options: the report options in effect.
     """
 
     model_config = ConfigDict(frozen=True)
 
     package: str
-    checkpoints: dict[str, str]
+    checkpoints: dict[str, CheckpointIdentity]
     consistency_task: str
-    long_input: str
-    max_length: int
-    dtype: str
-    device: str
+    run: dict[str, Any]
     options: dict[str, Any]
 
 

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ..api import Job, RunStats, Scorer, jobs_by_checkpoint
+from ..engine import Engine, Job, RunStats, jobs_by_checkpoint
 from ..cutpoints import to_rating
 from .common import (
     Coverage,
@@ -360,13 +360,13 @@ def _sentence_detail(config: RatingConfig, ev) -> str:
                     text=short(lowest.text, 120), value=lowest.value)
 
 
-def rating_rows(records: Sequence[Any], scorer: Scorer, config: RatingConfig,
+def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
                 start: int = 0) -> tuple[list[ReportRow[RatingReport]], RunStats]:
-    """Rate each record: all queries through ``scorer.run_jobs`` in one pass.
+    """Rate each record: all queries through :meth:`Engine.run <unieval_local.engine.Engine.run>` in one pass.
 
     Args:
         records: dicts (fields of :class:`~unieval_local.reports.common.ReportRecord`).
-        scorer: the scorer (its ``long_input`` applies; reports default to ``chunk``).
+        engine: the engine (its ``long_input`` applies; reports default to ``chunk``).
         config: :class:`RatingConfig`.
         start: index of ``records[0]`` in the whole input (for ``ReportRow.index``).
 
@@ -378,7 +378,7 @@ def rating_rows(records: Sequence[Any], scorer: Scorer, config: RatingConfig,
 
     parsed, errors = parse_records(records)
     enabled = config.enabled_metrics
-    reg = scorer.registry
+    reg = engine.registry
     uni = {m: reg.get_aspect("summarization", m) for m in ("coherence", "fluency", "relevance") if m in enabled}
     if "consistency" in enabled:
         uni["consistency"] = reg.get_aspect(config.consistency_task, "consistency")
@@ -398,26 +398,25 @@ def rating_rows(records: Sequence[Any], scorer: Scorer, config: RatingConfig,
         has_refs = "relevance" in enabled and bool(rec.references)
         with_refs.append(rec if has_refs else None)
         if "relevance" in enabled and not has_refs:
-            err = coverage.plan(i, rec, config.n_key_points, scorer.splitter)
+            err = coverage.plan(i, rec, config.n_key_points, engine.splitter)
             if err:
                 errors[i], parsed[i], with_refs[-1] = err, None, None
+    # the jobs of UniEval aspects over the records themselves, named by checkpoint, then relevance
     jobs = jobs_by_checkpoint([uni[m] for m in ("coherence", "consistency", "fluency") if m in uni], parsed)
     if "relevance" in uni:
-        jobs.append(Job((uni["relevance"],), with_refs))
-    cov_job = None
-    n_uni = len(jobs)  # the jobs of UniEval aspects over the records themselves
+        jobs["relevance"] = Job((uni["relevance"],), with_refs)
+    on_records = list(jobs)
     if coverage.flat.examples:
-        cov_job = len(jobs)
         cons = reg.get_aspect(config.consistency_task, "consistency")
-        jobs.append(Job((support_aspect(cons, "key_point_coverage"),), coverage.flat.examples))
-    results, stats = scorer.run_jobs(jobs, evidence=True)
+        jobs["coverage"] = Job((support_aspect(cons, "key_point_coverage"),), coverage.flat.examples)
+    results, stats = engine.run(jobs, evidence=True)
     values, evidence = {}, {}
-    for r in results[:n_uni]:
-        values.update(r.values)
-        evidence.update(r.evidence)
-        problems_to_errors(r.problems, {i: i for i in range(len(parsed))}, errors)
-    if cov_job is not None:
-        problems_to_errors(results[cov_job].problems, coverage.flat.positions(), errors)
+    for name in on_records:
+        values.update(results[name].values)
+        evidence.update(results[name].evidence)
+        problems_to_errors(results[name].problems, {i: i for i in range(len(parsed))}, errors)
+    if "coverage" in results:
+        problems_to_errors(results["coverage"].problems, coverage.flat.positions(), errors)
 
     rows: list[ReportRow[RatingReport]] = []
     for i, rec in enumerate(parsed):
@@ -432,7 +431,7 @@ def rating_rows(records: Sequence[Any], scorer: Scorer, config: RatingConfig,
         for m in enabled:
             detail: str
             if m == "relevance" and not rec.references:
-                vals = coverage.values(i, results[cov_job])
+                vals = coverage.values(i, results["coverage"])
                 if not np.isfinite(vals).all():
                     failed = m
                     break

@@ -6,7 +6,7 @@ Per summary (all Boolean-QA queries in one engine pass):
   then Punkt; list markers dropped). Each gets the consistency query against the
   source (UniEval's summarization consistency question, or unieval-fact's with
   ``consistency_task="fact"``; long sources are read in windows with the
-  scorer's ``long_input="chunk"``, max over windows).
+  engine's ``long_input="chunk"``, max over windows).
   ``alignment = #claims with P(Yes) >= alignment_threshold / #claims``.
 * Key points: ``key_points`` of the record, or the ``n_key_points`` most
   central source sentences (LexRank, :func:`~unieval_local.keypoints.extract_key_points`;
@@ -36,7 +36,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..api import Job, RunStats, Scorer
+from ..engine import Engine, Job, RunStats
 from ..keypoints import redundant_sentences
 from .common import (
     Claims,
@@ -200,14 +200,14 @@ def penalties(options: SummOptions, sentences: Sequence[str], summary: str, sour
             "compression_ratio": ratio, "compression_penalty": compression, "length_penalty": length}
 
 
-def summ_rows(records: Sequence[Any], scorer: Scorer, options: SummOptions,
+def summ_rows(records: Sequence[Any], engine: Engine, options: SummOptions,
               start: int = 0) -> tuple[list[ReportRow[SummReport]], RunStats]:
-    """Score each record: all claim and coverage queries through ``scorer.run_jobs`` in one pass.
+    """Score each record: all claim and coverage queries through :meth:`Engine.run <unieval_local.engine.Engine.run>` in one pass.
 
     Args:
         records: dicts with ``target`` (the summary), ``source`` and optionally
             ``key_points`` / ``n_key_points``.
-        scorer: the scorer (reports default to ``long_input="chunk"``).
+        engine: the engine (reports default to ``long_input="chunk"``).
         options: :class:`SummOptions`.
         start: index of ``records[0]`` in the whole input.
 
@@ -216,31 +216,31 @@ def summ_rows(records: Sequence[Any], scorer: Scorer, options: SummOptions,
         bad record; the others are scored) and the engine pass's counts.
     """
     parsed, errors = parse_records(records)
-    cons = scorer.registry.get_aspect(options.consistency_task, "consistency")
+    cons = engine.registry.get_aspect(options.consistency_task, "consistency")
     claims, coverage = Claims(), Coverage()
     for i, rec in enumerate(parsed):
         if rec is None:
             continue
         err = (require_text(rec, "source", "the summ report (claim alignment)")
-               or claims.plan(i, rec, scorer.splitter, options.max_n_claims)
-               or coverage.plan(i, rec, options.n_key_points, scorer.splitter))
+               or claims.plan(i, rec, engine.splitter, options.max_n_claims)
+               or coverage.plan(i, rec, options.n_key_points, engine.splitter))
         if err:
             errors[i], parsed[i] = err, None
-    jobs = [Job((support_aspect(cons, "claim"),), claims.flat.examples)]
+    jobs = {"claims": Job((support_aspect(cons, "claim"),), claims.flat.examples)}
     if coverage.flat.examples:
-        jobs.append(Job((support_aspect(cons, "key_point_coverage"),), coverage.flat.examples))
-    results, stats = scorer.run_jobs(jobs, evidence=True)
-    problems_to_errors(results[0].problems, claims.flat.positions(), errors)
-    if len(results) > 1:
-        problems_to_errors(results[1].problems, coverage.flat.positions(), errors)
+        jobs["coverage"] = Job((support_aspect(cons, "key_point_coverage"),), coverage.flat.examples)
+    results, stats = engine.run(jobs, evidence=True)
+    problems_to_errors(results["claims"].problems, claims.flat.positions(), errors)
+    if "coverage" in results:
+        problems_to_errors(results["coverage"].problems, coverage.flat.positions(), errors)
     rows: list[ReportRow[SummReport]] = []
     for i, rec in enumerate(parsed):
         rid = record_id(records[i])
         if i in errors or rec is None:
             rows.append(ReportRow[SummReport](index=start + i, id=rid, error=errors[i]))
             continue
-        checked = claims.read(i, results[0], rec.source)
-        kp_values = coverage.values(i, results[1])
+        checked = claims.read(i, results["claims"], rec.source)
+        kp_values = coverage.values(i, results["coverage"])
         if not np.isfinite([v for _, v, _ in checked]).all() or not np.isfinite(kp_values).all():
             rows.append(ReportRow[SummReport](index=start + i, id=rid, error=RowError(
                 field="target", message="the model gave a non-finite score; try dtype float32")))

@@ -1,0 +1,85 @@
+"""Every runner implementation satisfies the engine's Runner protocol (names, types, shapes),
+and the engine layer's boundaries hold: only the package root and the CLI import the API,
+runners are never probed for capabilities."""
+
+import ast
+import inspect
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from unieval_local.cache import CachedRunner, ScoreCache
+from unieval_local.checkpoints import resolve_checkpoint
+from unieval_local.config import RunConfig
+from unieval_local.engine import Runner
+from unieval_local.runner import T5Runner, load_t5_model
+
+from conftest import ROOT, FakeRunner
+
+PROMPTS = ["question: Is this a fluent paragraph? </s> paragraph: A short one.",
+           "question: Is this a fluent paragraph? </s> paragraph: A short one.",  # a duplicate
+           "question: Is this a coherent summary to the document? </s> summary: Words. </s> document: " + "x " * 80]
+
+
+@pytest.fixture(params=["t5", "cached-t5", "fake", "cached-fake"])
+def runner(request, tiny_ckpt, tmp_path):
+    if request.param.endswith("fake"):
+        inner = FakeRunner(lambda p: (len(p) % 10) / 10)
+    else:
+        inner = T5Runner(load_t5_model(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32"),
+                         fingerprint="f" * 64)
+    if request.param.startswith("cached"):
+        return CachedRunner(inner, ScoreCache(tmp_path / "cache"), RunConfig())
+    return inner
+
+
+def test_every_runner_satisfies_the_protocol(runner):
+    assert isinstance(runner, Runner)  # explicitly: each class subclasses the Protocol
+    assert Runner in type(runner).__mro__
+    assert isinstance(runner.name, str) and runner.name and isinstance(runner.fingerprint, str)
+    params = inspect.signature(runner.score).parameters
+    assert params["max_length"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert params["on_batch"].kind is inspect.Parameter.KEYWORD_ONLY and params["on_batch"].default is None
+    seen = []
+    p_yes, n_tokens = runner.score(PROMPTS, max_length=32, on_batch=lambda done, total: seen.append((done, total)))
+    assert p_yes.dtype == np.float64 and p_yes.shape == (3,) and ((0 <= p_yes) & (p_yes <= 1)).all()
+    assert n_tokens.dtype == np.int64 and n_tokens.shape == (3,) and n_tokens[2] > 32  # untruncated count
+    assert p_yes[0] == p_yes[1] and n_tokens[0] == n_tokens[1]
+    counts, plain = runner.count(PROMPTS[:1]), runner.count_plain(PROMPTS[:1])
+    assert isinstance(counts, list) and counts[0] == plain[0] + 1 == n_tokens[0]  # the final EOS
+    cut = runner.cut("alpha beta gamma delta", 2)
+    assert isinstance(cut, int) and 0 < cut < len("alpha beta gamma delta")
+    if not isinstance(runner, CachedRunner) or runner.misses:
+        assert seen and seen[-1][0] == seen[-1][1] == 2  # two distinct prompts
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            names.add(("." * node.level) + (node.module or ""))
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def test_only_the_package_root_and_the_cli_import_the_api():
+    package = ROOT / "unieval_local"
+    importers = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
+                       if {".api", "..api", "unieval_local.api"} & _imports(p))
+    assert set(importers) <= {"__init__.py", "cli.py"} and "__init__.py" in importers
+
+
+def test_no_capability_probing_of_runners():
+    package = ROOT / "unieval_local"
+    offenders = []
+    for path in package.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr")
+                    and node.args and isinstance(node.args[0], ast.Name) and "runner" in node.args[0].id.lower()):
+                offenders.append(f"{path.name}:{node.lineno}")
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+                offenders.append(f"{path.name}:{node.lineno} __getattr__")
+    assert offenders == []

@@ -1,0 +1,460 @@
+"""The engine: named jobs of Boolean-QA queries in, scores by name out. No torch.
+
+Every scoring entry point (``Scorer.score``/``evaluate``, the batch runs, the report
+formats) goes through :meth:`Engine.run`::
+
+    jobs (name -> Job: aspects of one checkpoint x examples)
+      -> planning.build_plan      (fan-out: one flat list of prompts per job)
+      -> one Runner per checkpoint (all jobs of a checkpoint as ONE list: each distinct
+                                    prompt scored once, in length-sorted batches)
+      -> fold.fold_all            (fan-in: windows, references, sentences)
+      -> evidence (on request)
+    -> results by name, and one RunStats
+
+An :class:`Engine` holds the one :class:`~unieval_local.config.RunConfig` (every setting
+that can change a score), the registry of tasks and aspects, the sentence splitter and
+the pool of runners (one per checkpoint name, loaded on first use, wrapped in the score
+cache when one is configured). Whatever turns prompts into probabilities implements the
+:class:`Runner` protocol: the T5 runner (:mod:`unieval_local.runner`), the cache wrapper
+(:mod:`unieval_local.cache`) and the tests' fake runner.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from .checkpoints import ModelSpec, ResolvedCheckpoint, resolve_checkpoint
+from .config import RunConfig
+from .errors import ExampleProblem, InvalidExampleError
+from .evidence import build_evidence
+from .fold import fold_all
+from .planning import TokenCounter, build_plan
+from .schema import Evidence, Signature, UniEvalData
+from .sentences import DEFAULT_SPLITTER, SentenceSplitter
+from .tasks import DEFAULT_REGISTRY, Aspect, Registry
+
+#: Default of :class:`Engine`'s ``batch_tokens``: padded tokens per forward pass.
+DEFAULT_BATCH_TOKENS = 8192
+#: Default of :class:`Engine`'s ``attention_mib``: MiB of encoder attention scores per pass.
+DEFAULT_ATTENTION_MIB = 1024
+
+
+@runtime_checkable
+class Runner(TokenCounter, Protocol):
+    """What the engine needs from a model runner: scores with token counts, token
+    arithmetic for long inputs (:class:`~unieval_local.planning.TokenCounter`), and a name
+    and content fingerprint for signatures and cache keys.
+
+    Attributes:
+        name: what the runner runs, for messages (a hub id or a folder).
+        fingerprint: hex SHA-256 of the checkpoint's content
+            (:func:`~unieval_local.checkpoints.fingerprint_checkpoint`): part of every cache key.
+    """
+
+    name: str
+    fingerprint: str
+
+    def score(self, prompts: Sequence[str], *, max_length: int,
+              on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(p_yes, n_tokens)`` per prompt, in order.
+
+        ``p_yes``: float64, shape ``(len(prompts),)``, in [0, 1], NaN where the model gave
+        non-finite logits; ``n_tokens``: int64, each prompt's untruncated token count (more
+        than ``max_length`` means its end was cut). ``on_batch(done, total)``, when given, is
+        called after each forward batch with the distinct prompts scored so far.
+        """
+        ...
+
+
+#: ``factory(checkpoint, fingerprint) -> Runner``: how an engine makes the runner of one checkpoint.
+RunnerFactory = Callable[[ResolvedCheckpoint, str], Runner]
+
+
+@dataclass(frozen=True)
+class Job:
+    """Boolean-QA queries to run: some aspects (all of one checkpoint) over some examples.
+
+    Attributes:
+        aspects: the aspects (built-in, user-defined, or made on the fly by a report,
+            e.g. a key-point coverage question); unique names.
+        examples: the examples to plan them over (``None`` entries are skipped); they
+            may be derived ones, e.g. ``{target: key point, source: summary}``.
+    """
+
+    aspects: tuple[Aspect, ...]
+    examples: Sequence[UniEvalData | None]
+
+    def __post_init__(self) -> None:
+        names = [a.name for a in self.aspects]
+        if not names:
+            raise ValueError("a job needs at least one aspect")
+        if len(set(names)) != len(names):
+            raise ValueError(f"aspect names repeat within one job: {names}")
+        if len({a.checkpoint for a in self.aspects}) != 1:
+            raise ValueError(f"the aspects of one job must share a checkpoint, got "
+                             f"{sorted({a.checkpoint for a in self.aspects})}")
+
+    @property
+    def checkpoint(self) -> str:
+        """The checkpoint name all the job's aspects use."""
+        return self.aspects[0].checkpoint
+
+
+def jobs_by_checkpoint(aspects: Sequence[Aspect], examples: Sequence[UniEvalData | None]) -> dict[str, Job]:
+    """One :class:`Job` per checkpoint for ``aspects`` over the same ``examples``, named by
+    the checkpoint (aspects in the given order within each job; jobs in order of first appearance)."""
+    groups: dict[str, list[Aspect]] = {}
+    for a in aspects:
+        groups.setdefault(a.checkpoint, []).append(a)
+    return {name: Job(tuple(group), examples) for name, group in groups.items()}
+
+
+@dataclass
+class JobResult:
+    """What one :class:`Job` gave.
+
+    Attributes:
+        values: aspect -> float64 array of shape ``(len(examples),)``; NaN where an example
+            was skipped, had a planning problem or a non-finite score.
+        unit_values: aspect -> per example its per-unit (sentence) values, or None.
+        problems: planning problems (example index, field, message).
+        evidence: aspect -> per example :class:`~unieval_local.schema.Evidence` (only when
+            asked for).
+    """
+
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    unit_values: dict[str, list[list[float] | None]] = field(default_factory=dict)
+    problems: list[ExampleProblem] = field(default_factory=list)
+    evidence: dict[str, list[Evidence | None]] = field(default_factory=dict)
+
+
+@dataclass
+class RunStats:
+    """The counters of one or more engine passes (they add up with ``+``).
+
+    Attributes:
+        n_queries: distinct queries scored (per checkpoint and pass).
+        n_truncated: of those, the ones longer than ``max_length`` that lost their end.
+        n_shortened: queries whose long field ``long_input="fit"`` shortened.
+        cache_hits, cache_misses: queries answered by the score cache / scored anew.
+        model_loads: runners (models) loaded by these passes.
+        hints: field -> examples lacking the ending their checkpoint was trained with
+            (:func:`~unieval_local.validate.input_hint_counts`).
+    """
+
+    n_queries: int = 0
+    n_truncated: int = 0
+    n_shortened: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    model_loads: int = 0
+    hints: dict[str, int] = field(default_factory=dict)
+
+    def __add__(self, other: "RunStats") -> "RunStats":
+        hints = dict(self.hints)
+        for k, v in other.hints.items():
+            hints[k] = hints.get(k, 0) + v
+        return RunStats(self.n_queries + other.n_queries, self.n_truncated + other.n_truncated,
+                        self.n_shortened + other.n_shortened, self.cache_hits + other.cache_hits,
+                        self.cache_misses + other.cache_misses, self.model_loads + other.model_loads, hints)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (for the Ray engine, which sends stats between processes)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunStats":
+        """The inverse of :meth:`to_dict`."""
+        return cls(**{**d, "hints": dict(d.get("hints", {}))})
+
+
+class Engine:
+    """Runs named jobs through one runner per checkpoint, under one :class:`RunConfig`.
+
+    Args (keyword only; the settings of :class:`~unieval_local.Scorer`, which wraps an Engine):
+        model: ``None`` (each checkpoint found through ``$UNIEVAL_LOCAL_HOME``, the HF
+            cache or the hub), a folder or hub id for every checkpoint, or a mapping from
+            checkpoint name to folder.
+        device: ``cpu``, ``cuda``, ``cuda:N``; default CUDA when available (checked here:
+            an unavailable device raises ``ValueError`` listing the available ones).
+        dtype, max_length, reference_reduction, long_input, window_overlap, fast_forward:
+            the :class:`~unieval_local.config.RunConfig`.
+        batch_tokens: padded tokens (rows x longest prompt) per forward pass (T5 runner).
+        attention_mib: MiB of encoder attention scores per forward pass (T5 runner).
+        offline: never touch the network (also ``HF_HUB_OFFLINE=1``).
+        splitter: sentence splitter (default NLTK English Punkt, UniEval's).
+        progress: a progress bar over queries inside the runner (``None``: on a terminal).
+        cache_dir: opt-in persistent score cache folder (never used with bfloat16).
+        aspects_config: a YAML file of user-defined aspects.
+        runner_factory: ``f(ResolvedCheckpoint, fingerprint) -> Runner``; default loads
+            the T5 model (:func:`~unieval_local.runner.t5_runner_factory`).
+
+    Raises:
+        ValueError: an invalid setting (named), an unavailable device.
+        CacheError: an unusable ``cache_dir``.
+        AspectsConfigError: an invalid aspects config.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: ModelSpec = None,
+        device: str | None = None,
+        dtype: str = "float32",
+        max_length: int = 1024,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
+        attention_mib: float = DEFAULT_ATTENTION_MIB,
+        reference_reduction: str = "mean",
+        offline: bool | None = None,
+        splitter: SentenceSplitter | None = None,
+        progress: bool | None = False,
+        fast_forward: bool = True,
+        cache_dir: str | os.PathLike | None = None,
+        aspects_config: str | os.PathLike | None = None,
+        long_input: str = "truncate",
+        window_overlap: int = 1,
+        runner_factory: RunnerFactory | None = None,
+    ):
+        if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
+            raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
+        if isinstance(attention_mib, bool) or not isinstance(attention_mib, (int, float)) or not attention_mib > 0:
+            raise ValueError(f"attention_mib must be a positive number, got {attention_mib!r}")
+        #: the keyword arguments this engine was made with (a Ray actor makes its own from them)
+        self.settings: dict[str, Any] = dict(
+            model=model, device=device, dtype=dtype, max_length=max_length, batch_tokens=batch_tokens,
+            attention_mib=attention_mib, reference_reduction=reference_reduction, offline=offline,
+            splitter=splitter, progress=progress, fast_forward=fast_forward, cache_dir=cache_dir,
+            aspects_config=aspects_config, long_input=long_input, window_overlap=window_overlap,
+            runner_factory=runner_factory)
+        self.model = model
+        self.offline = offline
+        self.batch_tokens = batch_tokens
+        self.attention_mib = attention_mib
+        self.progress = progress
+        self.splitter: SentenceSplitter = splitter or DEFAULT_SPLITTER
+        if runner_factory is not None and device is None:
+            self.device = "cpu"
+        else:
+            from .runner import resolve_device
+
+            self.device = resolve_device(device)
+        #: every setting that can change a score (signature, cache key, batch run identity, report settings)
+        self.config = RunConfig(max_length=max_length, reference_reduction=reference_reduction,
+                                long_input=long_input, window_overlap=window_overlap, splitter=self.splitter.name,
+                                dtype=dtype, device=self.device, fast_forward=bool(fast_forward))
+        if self.config.dtype == "bfloat16" and self.device == "cpu":
+            warnings.warn("bfloat16 on CPU is slower than float32 and deviates from UniEval's numbers; "
+                          "use it on a GPU", RuntimeWarning, stacklevel=3)
+        self.cache = None
+        if cache_dir is not None:
+            from .cache import ScoreCache
+
+            self.cache = ScoreCache(cache_dir)  # fail early on an unusable folder
+            if self.config.dtype == "bfloat16":
+                warnings.warn("the score cache is not used with bfloat16: bfloat16 scores depend on which "
+                              "prompts share a batch (up to ~1e-3), so a cached value would not reproduce",
+                              RuntimeWarning, stacklevel=3)
+        self.registry: Registry = DEFAULT_REGISTRY
+        if aspects_config is not None:
+            from .aspects_config import load_aspects_config
+
+            self.registry = DEFAULT_REGISTRY.with_aspects(load_aspects_config(aspects_config, DEFAULT_REGISTRY))
+        self._runner_factory = runner_factory
+        self._checkpoints: dict[str, ResolvedCheckpoint] = {}
+        self._fingerprints: dict[str, str] = {}
+        self._runners: dict[str, Runner] = {}
+        self._loads = 0
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ checkpoints and runners
+    def checkpoint(self, name: str) -> ResolvedCheckpoint:
+        """Resolve checkpoint ``name`` (see :func:`~unieval_local.checkpoints.resolve_checkpoint`).
+
+        Raises:
+            CheckpointNotFoundError: not found locally and not fetchable.
+        """
+        with self._lock:
+            if name not in self._checkpoints:
+                self._checkpoints[name] = resolve_checkpoint(name, self.model, offline=self.offline)
+            return self._checkpoints[name]
+
+    def fingerprint(self, name: str) -> str:
+        """The content fingerprint (hex SHA-256) of checkpoint ``name``, from its files (no model
+        is loaded), computed once per engine."""
+        ckpt = self.checkpoint(name)
+        with self._lock:
+            if name not in self._fingerprints:
+                from .checkpoints import fingerprint_checkpoint
+
+                hasher = self.cache.file_sha256 if self.cache is not None else None
+                self._fingerprints[name] = fingerprint_checkpoint(ckpt.path, file_hash=hasher)
+            return self._fingerprints[name]
+
+    def check_checkpoint(self, name: str) -> None:
+        """Check checkpoint ``name`` without loading a model: it resolves and its weight files
+        open (:func:`~unieval_local.runner.stored_weight_names`). The Ray engine's driver uses
+        this instead of loading a model it would not use.
+
+        Raises:
+            CheckpointNotFoundError, CheckpointError: not found, or unreadable weights.
+        """
+        ckpt = self.checkpoint(name)
+        if self._runner_factory is None:
+            from .runner import stored_weight_names
+
+            stored_weight_names(ckpt.path)
+
+    def runner(self, name: str) -> Runner:
+        """The runner of checkpoint ``name``, loaded on first use (wrapped in the score cache
+        when this engine has one and the dtype is float32).
+
+        Raises:
+            CheckpointNotFoundError, CheckpointError: not found, or does not load.
+        """
+        ckpt = self.checkpoint(name)
+        fingerprint = self.fingerprint(name)
+        with self._lock:
+            if name not in self._runners:
+                factory = self._runner_factory or self._default_factory
+                runner: Runner = factory(ckpt, fingerprint)
+                self._loads += 1
+                if self.cache is not None and self.config.dtype != "bfloat16":
+                    from .cache import CachedRunner
+
+                    runner = CachedRunner(runner, self.cache, self.config)
+                self._runners[name] = runner
+            return self._runners[name]
+
+    def _default_factory(self, checkpoint: ResolvedCheckpoint, fingerprint: str) -> Runner:
+        from .runner import t5_runner_factory
+
+        return t5_runner_factory(checkpoint, fingerprint, device=self.device, dtype=self.config.dtype,
+                                 batch_tokens=self.batch_tokens, attention_mib=self.attention_mib,
+                                 fast_forward=self.config.fast_forward, progress=self.progress)
+
+    def resolved_checkpoints(self) -> dict[str, str]:
+        """Checkpoint name -> hub id (or folder) of every checkpoint resolved so far."""
+        with self._lock:
+            return {name: c.hub_id or str(c.path) for name, c in self._checkpoints.items()}
+
+    def checkpoint_identities(self) -> dict[str, dict[str, str | None]]:
+        """Checkpoint name -> ``{checkpoint, revision, fingerprint}`` of every checkpoint resolved
+        so far (what signatures and report settings record)."""
+        names = list(self.resolved_checkpoints())
+        return {n: {"checkpoint": self.resolved_checkpoints()[n], "revision": self.checkpoint(n).revision,
+                    "fingerprint": self.fingerprint(n)} for n in names}
+
+    @property
+    def model_loads(self) -> int:
+        """Runners (models) this engine has loaded so far (at most one per checkpoint)."""
+        return self._loads
+
+    def cache_counts(self) -> tuple[int, int]:
+        """``(hits, misses)`` of the score cache over this engine's life (0, 0 without one)."""
+        from .cache import CachedRunner
+
+        cached = [r for r in self._runners.values() if isinstance(r, CachedRunner)]
+        return sum(r.hits for r in cached), sum(r.misses for r in cached)
+
+    # ------------------------------------------------------------------ signatures
+    def aspect_hash(self, task: str, aspect: str) -> str | None:
+        """A short SHA-256 of a user-defined aspect's definition; None for a built-in aspect."""
+        a = self.registry.get_aspect(task, aspect)
+        builtin = DEFAULT_REGISTRY.tasks.get(task)
+        if builtin is not None and aspect in builtin.aspects:
+            return None
+        from .hashing import sha256_text
+
+        return sha256_text(repr((a.question, a.fields, a.granularity, a.reduction, a.chunk_field,
+                                 a.window_reduction, a.chunk_unit)))[:12]
+
+    def signature(self, task: str, aspect: str) -> Signature:
+        """The reproducibility signature of results for ``(task, aspect)``: this engine's
+        :class:`RunConfig`, the checkpoint (hub id or folder, revision, content fingerprint)
+        and, for a user-defined aspect, its definition's hash. No model is loaded."""
+        a = self.registry.get_aspect(task, aspect)
+        ckpt = self.checkpoint(a.checkpoint)
+        return Signature.from_config(self.config, task=task, aspect=aspect, checkpoint=ckpt.hub_id or str(ckpt.path),
+                                     revision=ckpt.revision, fingerprint=self.fingerprint(a.checkpoint),
+                                     aspect_hash=self.aspect_hash(task, aspect))
+
+    # ------------------------------------------------------------------ running
+    def run(self, jobs: Mapping[str, Job], *, evidence: bool = False, strict: bool = False,
+            on_batch: Callable[[int, int], None] | None = None) -> tuple[dict[str, JobResult], RunStats]:
+        """Run named jobs: plan each, score every checkpoint's prompts as one list, fold back.
+
+        The prompts of all jobs that share a checkpoint go to that checkpoint's runner as
+        ONE list, so each distinct prompt is scored once, in length-sorted batches; each
+        job's scores are then folded back (:func:`~unieval_local.fold.fold_all`) under this
+        engine's ``reference_reduction``, with the ``long_input`` mode of its RunConfig.
+
+        Args:
+            jobs: name -> :class:`Job`.
+            evidence: also build per-example :class:`~unieval_local.schema.Evidence`.
+            strict: raise :class:`InvalidExampleError` before running any model when
+                planning finds a problem (a target without sentences, one too long for fit/chunk).
+            on_batch: called after each forward batch with (distinct queries done, distinct
+                queries of that checkpoint), for progress reporting.
+
+        Returns:
+            ``(results, stats)``: name -> :class:`JobResult`, and the pass's :class:`RunStats`.
+
+        Raises:
+            InvalidExampleError: ``strict`` and a planning problem.
+            CheckpointNotFoundError, CheckpointError: a checkpoint is unusable.
+            ModelRuntimeError: the model failed while scoring.
+        """
+        config = self.config
+        loads_before, (hits_before, misses_before) = self._loads, self.cache_counts()
+        plans, results = {}, {}
+        for name, job in jobs.items():
+            counter = self.runner(job.checkpoint) if config.long_input != "truncate" else None
+            plan, found = build_plan(job.examples, job.aspects, self.splitter, long_input=config.long_input,
+                                     counter=counter, max_length=config.max_length, overlap=config.window_overlap)
+            plans[name] = plan
+            results[name] = JobResult(problems=found)
+        if strict:
+            problems = [p for r in results.values() for p in r.problems]
+            if problems:
+                raise InvalidExampleError(problems)
+        stats = RunStats()
+        by_checkpoint: dict[str, list[str]] = {}
+        for name, job in jobs.items():
+            by_checkpoint.setdefault(job.checkpoint, []).append(name)
+        for ckpt_name, members in by_checkpoint.items():
+            prompts = [p for name in members for p in plans[name].prompts]
+            runner, p_yes, n_tokens = None, np.empty(0), np.empty(0, dtype=np.int64)
+            if prompts:
+                runner = self.runner(ckpt_name)
+                p_yes, n_tokens = runner.score(prompts, max_length=config.max_length, on_batch=on_batch)
+            stats.n_queries += len(set(prompts))
+            stats.n_truncated += len({p for p, n in zip(prompts, n_tokens) if n > config.max_length})
+            offset = 0
+            for name in members:
+                plan, res = plans[name], results[name]
+                k = len(plan.prompts)
+                py, nt = p_yes[offset:offset + k], n_tokens[offset:offset + k]
+                offset += k
+                folded = fold_all(plan, py, config.reference_reduction)
+                res.values.update(folded.values)
+                res.unit_values.update(folded.unit_values)
+                if config.long_input == "fit":
+                    stats.n_shortened += len({p for p, q in zip(plan.prompts, plan.queries) if q.window is not None})
+                if evidence:
+                    res.evidence.update(build_evidence(plan, folded, py, nt, jobs[name].examples,
+                                                       config.max_length, runner))
+        hits, misses = self.cache_counts()
+        stats.cache_hits, stats.cache_misses = hits - hits_before, misses - misses_before
+        stats.model_loads = self._loads - loads_before
+        return results, stats
+
+
+__all__ = ["DEFAULT_ATTENTION_MIB", "DEFAULT_BATCH_TOKENS", "Engine", "Job", "JobResult", "RunStats", "Runner",
+           "RunnerFactory", "jobs_by_checkpoint"]
