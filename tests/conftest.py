@@ -189,8 +189,9 @@ class FakeRunner(Runner):
 def fake_factory(runner: FakeRunner):
     """A runner factory that always gives ``runner`` (taking the checkpoint's fingerprint,
     as the T5 runner does, so cache keys follow the checkpoint's content)."""
-    def factory(checkpoint, fingerprint):
+    def factory(checkpoint, fingerprint, evaluator):
         runner.fingerprint = fingerprint
+        runner.evaluator = evaluator
         return runner
     return factory
 

@@ -138,7 +138,7 @@ BAD_CONFIGS = [
     ("aspects: [unclosed\n", r"bad.yaml:2:1: not valid YAML"),
     ("", r"bad.yaml: the file is empty"),
     ("aspects:\n  - task: summarization\n    name: x\n    question: Q?\n    fields:\n      - {label: s, field: target}\n"
-     "    checkpoint: unieval-summ\n", r"bad.yaml:7: aspects\[0\].checkpoint: unknown checkpoint 'unieval-summ'"),
+     "    checkpoint: unieval-summ\n", r"bad.yaml:7: aspects\[0\].checkpoint: unknown evaluator 'unieval-summ'"),
     ("aspects:\n  - task: summarization\n    name: x\n    question: Q?\n    fields:\n      - {label: s, field: target}\n"
      "      - {label: d, field: source}\n    chunk_field: context\n", r"chunk_field: must be one of .*'source'"),
 ]

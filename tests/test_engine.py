@@ -14,6 +14,7 @@ import pytest
 from unieval_local import Scorer
 from unieval_local.cache import ScoreCache
 from unieval_local.checkpoints import resolve_checkpoint
+from unieval_local.evaluators import EVALUATORS
 from unieval_local.runner import T5Runner, load_t5_model, plan_batches
 
 from conftest import FakeRunner, fake_factory
@@ -37,7 +38,8 @@ def mixed_prompts(summeval_records):
 
 def make_runner(ckpt, **knobs):
     """A T5 runner over the process-wide model of ``ckpt`` (knobs: batch_tokens, fast_forward ...)."""
-    return T5Runner(load_t5_model(resolve_checkpoint("unieval-sum", ckpt), "cpu", "float32"), fingerprint="t", **knobs)
+    model = load_t5_model(resolve_checkpoint("unieval-sum", ckpt), "cpu", "float32")
+    return T5Runner(model, evaluator=EVALUATORS["unieval-sum"], fingerprint="t", **knobs)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ import pytest
 from unieval_local import InvalidExampleError, Scorer, api
 from unieval_local.cli import EXIT_INTERRUPTED, EXIT_MODEL, EXIT_USAGE, main
 from unieval_local.errors import ModelRuntimeError
+from unieval_local.evaluators import EVALUATORS
 from unieval_local.runner import T5Runner, attention_cells, load_t5_model, plan_batches, resolve_device
 
 from conftest import FakeRunner, fake_factory
@@ -222,7 +223,7 @@ def test_cpu_allocator_failure_backs_off_and_single_query_oom_is_runtime_error(t
     from unieval_local.checkpoints import resolve_checkpoint
 
     runner = T5Runner(load_t5_model(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32"),
-                      fingerprint="t", batch_tokens=10**6)
+                      evaluator=EVALUATORS["unieval-sum"], fingerprint="t", batch_tokens=10**6)
     monkeypatch.setattr(runner.t5, "oom_budget", None)  # the model is shared by the process: restored after
     prompts = [f"question: Is this a fluent paragraph? </s> paragraph: Words {i} " * (1 + i % 5) for i in range(30)]
     base = runner.score(prompts, max_length=256)[0]
@@ -255,7 +256,7 @@ def test_attention_memory_bounds_a_batch(tiny_ckpt, monkeypatch):
     from unieval_local.checkpoints import resolve_checkpoint
 
     model = load_t5_model(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32")
-    runner = T5Runner(model, fingerprint="t", batch_tokens=10**7, attention_mib=2)
+    runner = T5Runner(model, evaluator=EVALUATORS["unieval-sum"], fingerprint="t", batch_tokens=10**7, attention_mib=2)
     seen = []
     real = runner._two_logits
     monkeypatch.setattr(runner, "_two_logits", lambda ids, batch, fast: seen.append(
@@ -264,7 +265,7 @@ def test_attention_memory_bounds_a_batch(tiny_ckpt, monkeypatch):
     got = runner.score(prompts, max_length=1024)[0]
     small = attention_cells(2, model.n_heads, model.element_bytes)
     assert all(rows * s * s <= small for rows, s in seen) and len(seen) > 1
-    unbounded = T5Runner(model, fingerprint="t", batch_tokens=10**7)
+    unbounded = T5Runner(model, evaluator=EVALUATORS["unieval-sum"], fingerprint="t", batch_tokens=10**7)
     assert np.abs(got - unbounded.score(prompts, max_length=1024)[0]).max() < 1e-5
 
 

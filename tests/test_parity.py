@@ -106,12 +106,13 @@ def test_readme_example_and_several_references(scorer, reference, shared_data):
 
 
 def test_yes_and_no_are_single_distinct_pieces(scorer):
-    runner = scorer.runner("unieval-sum").t5
-    tok = runner.tokenizer
+    runner = scorer.runner("unieval-sum")
+    tok = runner.t5.tokenizer
+    assert runner.evaluator.answers == ("Yes", "No")
     assert tok.convert_ids_to_tokens(tok("Yes").input_ids) == ["▁Yes", "</s>"]
     assert tok.convert_ids_to_tokens(tok("No").input_ids) == ["▁No", "</s>"]
-    assert (runner.yes_id, runner.no_id) == (tok("Yes").input_ids[0], tok("No").input_ids[0])
-    assert runner.yes_id != runner.no_id and runner.start_id == 0
+    assert runner.answer_ids == (tok("Yes").input_ids[0], tok("No").input_ids[0])
+    assert runner.answer_ids[0] != runner.answer_ids[1] and runner.t5.start_id == 0
 
 
 def test_separator_is_the_eos_token(scorer):

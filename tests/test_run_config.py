@@ -106,7 +106,8 @@ def test_cache_key_changes_with_the_query_context_and_skips_bfloat16(fake_ckpt, 
 
 def test_run_config_validates_and_derives():
     c = RunConfig(device="cuda:1")
-    assert c.device == "cuda" and c.query_context()["max_length"] == 1024
+    assert c.device == "cuda" and c.max_length is None and c.max_length_for(1024) == 1024
+    assert RunConfig(max_length=300).max_length_for(2048) == 300
     assert set(c.query_context()) >= {"engine", "dtype", "device", "fast_forward", "torch", "transformers", "tokenizers"}
     assert "long_input" not in c.query_context()  # it changes prompts, not a prompt's score
     for bad, match in [(dict(max_length=4), "max_length"), (dict(window_overlap=-1), "window_overlap"),

@@ -13,6 +13,7 @@ from unieval_local.cache import CachedRunner, ScoreCache
 from unieval_local.checkpoints import resolve_checkpoint
 from unieval_local.config import RunConfig
 from unieval_local.engine import Runner
+from unieval_local.evaluators import EVALUATORS
 from unieval_local.runner import T5Runner, load_t5_model
 
 from conftest import ROOT, FakeRunner
@@ -28,9 +29,9 @@ def runner(request, tiny_ckpt, tmp_path):
         inner = FakeRunner(lambda p: (len(p) % 10) / 10)
     else:
         inner = T5Runner(load_t5_model(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32"),
-                         fingerprint="f" * 64)
+                         evaluator=EVALUATORS["unieval-sum"], fingerprint="f" * 64)
     if request.param.startswith("cached"):
-        return CachedRunner(inner, ScoreCache(tmp_path / "cache"), RunConfig())
+        return CachedRunner(inner, ScoreCache(tmp_path / "cache"), RunConfig(), EVALUATORS["unieval-sum"])
     return inner
 
 

@@ -45,7 +45,7 @@ class Scorer:
         dtype: ``float32`` (default, UniEval parity to 1e-5) or ``bfloat16``.
             ``float16`` raises ``ValueError`` (T5 overflows to NaN).
         max_length: tokens per query; longer prompts lose their END, as in
-            UniEval (default 1024).
+            UniEval (default None: each evaluator's own, 1024 for UniEval, 2048 for MiniCheck).
         batch_tokens: the most padded tokens (rows x longest prompt) in one forward
             pass (default 8192).
         attention_mib: the most MiB the encoder's attention scores of one forward pass
@@ -74,9 +74,11 @@ class Scorer:
             :func:`~unieval_local.planning.build_plan`.
         window_overlap: sentences (turns) shared by consecutive windows in
             ``chunk`` mode (default 1).
+        chunk_words: whitespace words per document chunk for evaluators that chunk
+            the document themselves (MiniCheck's ``chunk_size``, default 500).
         aspects_config: a YAML file of user-defined aspects added to the tasks
             (see :mod:`unieval_local.aspects_config`); ``scorer.registry`` holds them.
-        runner_factory: advanced/testing: ``f(ResolvedCheckpoint, fingerprint)``
+        runner_factory: advanced/testing: ``f(ResolvedCheckpoint, fingerprint, Evaluator)``
             returning a :class:`~unieval_local.engine.Runner` (default: the T5 runner,
             its model loaded once per process).
 
@@ -98,7 +100,7 @@ class Scorer:
         model: ModelSpec = None,
         device: str | None = None,
         dtype: str = "float32",
-        max_length: int = 1024,
+        max_length: int | None = None,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         attention_mib: float = DEFAULT_ATTENTION_MIB,
         reference_reduction: ReferenceReduction = "mean",
@@ -110,6 +112,7 @@ class Scorer:
         aspects_config: str | os.PathLike | None = None,
         long_input: LongInput = "truncate",
         window_overlap: int = 1,
+        chunk_words: int = 500,
         runner_factory: RunnerFactory | None = None,
     ):
         #: the engine: run configuration, registry, runner pool; runs the jobs
@@ -118,7 +121,7 @@ class Scorer:
                              reference_reduction=reference_reduction, offline=offline, splitter=splitter,
                              progress=progress, fast_forward=fast_forward, cache_dir=cache_dir,
                              aspects_config=aspects_config, long_input=long_input, window_overlap=window_overlap,
-                             runner_factory=runner_factory)
+                             chunk_words=chunk_words, runner_factory=runner_factory)
 
     # ------------------------------------------------------------------ configuration (the engine's)
     @property
@@ -187,7 +190,7 @@ class Scorer:
         examples, problems = validate_examples(items, resolved)
         if problems:
             raise InvalidExampleError(problems)
-        warn_input_hints(examples, self.registry.get_task(task), resolved)
+        warn_input_hints(examples, resolved)
         non_latin = [i for i, ex in enumerate(examples) if non_latin_share(ex.target) > 0.5]
         if non_latin:
             warnings.warn(f"{len(non_latin)} target(s) are mostly in a non-Latin script (examples "
@@ -249,13 +252,14 @@ class Scorer:
         values = run.values
         if stats.n_truncated:
             warnings.warn(
-                f"{stats.n_truncated} of {stats.n_queries} queries were longer than max_length={self.max_length} "
+                f"{stats.n_truncated} of {stats.n_queries} queries were longer than max_length="
+                f"{self.max_length or 'the evaluator default'} "
                 f"tokens and lost their end (long_input={self.long_input!r}); use long_input='fit' or 'chunk' "
                 "to keep the target whole, and evidence=True to see which", UserWarning, stacklevel=2)
         if stats.n_shortened:
             warnings.warn(
                 f"{stats.n_shortened} of {stats.n_queries} queries had a long field shortened to fit max_length="
-                f"{self.max_length} (long_input='fit': only the beginning of that field was read; "
+                f"{self.max_length or 'the evaluator default'} (long_input='fit': only the beginning of that field was read; "
                 "long_input='chunk' reads all of it); evidence=True shows the windows", UserWarning, stacklevel=2)
         bad = sorted({i for v in values.values() for i in np.flatnonzero(~np.isfinite(v)).tolist()})
         if bad:

@@ -14,7 +14,10 @@ as the built-ins. Format (see ``configs/aspects.example.yaml``)::
           - {label: document, field: source}
         granularity: output          # output (default) | sentence
         reduction: mean              # mean (default) | sum | min, over sentences
-        checkpoint: unieval-sum      # optional; default: the task's checkpoint (or a hub id)
+        evaluator: unieval-sum       # optional; default: the task's. A built-in evaluator
+                                     # (unieval-sum, unieval-dialog, unieval-fact,
+                                     # minicheck-flan-t5-large) or a hub id of a UniEval-format
+                                     # model; ``checkpoint:`` is the older name of this key
         chunk_field: source          # optional; the long field long_input="chunk" windows
                                      # (default: the last non-target field)
         window_reduction: mean       # optional; max | mean over windows
@@ -36,7 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .checkpoints import HUB_ID
 from .errors import UniEvalError
-from .tasks import CHECKPOINTS, Aspect, PromptField, Registry
+from .evaluators import EVALUATORS
+from .tasks import Aspect, PromptField, Registry
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*$")
 
@@ -67,6 +71,7 @@ class _AspectSpec(BaseModel):
     granularity: Literal["output", "sentence"] = "output"
     reduction: Literal["mean", "sum", "min"] = "mean"
     checkpoint: str | None = None
+    evaluator: str | None = None
     description: str = ""
     chunk_field: str | None = None
     window_reduction: Literal["max", "mean"] = "mean"
@@ -78,6 +83,13 @@ class _AspectSpec(BaseModel):
         if not _NAME.match(v) or v == "all":
             raise ValueError(f"name must start with a letter and hold letters, digits, _ or - (not 'all'), got {v!r}")
         return v
+
+    @model_validator(mode="after")
+    def _one_evaluator(self) -> "_AspectSpec":
+        if self.checkpoint is not None and self.evaluator is not None and self.checkpoint != self.evaluator:
+            raise ValueError(f"evaluator {self.evaluator!r} and checkpoint {self.checkpoint!r} differ; "
+                             "give one (evaluator is the current name)")
+        return self
 
     @model_validator(mode="after")
     def _has_target(self) -> "_AspectSpec":
@@ -165,10 +177,12 @@ def load_aspects_config(path: str | os.PathLike, registry: Registry) -> list[Asp
             raise AspectsConfigError(f"{where}.task: unknown task {a.task!r}; valid tasks: {', '.join(registry.tasks)}")
         if a.name in registry.tasks[a.task].aspects or any(b.task == a.task and b.name == a.name for b in aspects):
             raise AspectsConfigError(f"{where}.name: aspect {a.name!r} already exists for task {a.task!r}")
-        if a.checkpoint is not None and a.checkpoint not in CHECKPOINTS and not HUB_ID.match(a.checkpoint):
+        key = "evaluator" if a.evaluator is not None else "checkpoint"
+        chosen = a.evaluator or a.checkpoint
+        if chosen is not None and chosen not in EVALUATORS and not HUB_ID.match(chosen):
             raise AspectsConfigError(
-                f"{path}:{lines.get(('aspects', i, 'checkpoint'), '?')}: aspects[{i}].checkpoint: unknown checkpoint "
-                f"{a.checkpoint!r}; use one of {', '.join(CHECKPOINTS)} or a hub id 'owner/name'")
+                f"{path}:{lines.get(('aspects', i, key), '?')}: aspects[{i}].{key}: unknown evaluator "
+                f"{chosen!r}; use one of {', '.join(EVALUATORS)} or a hub id 'owner/name'")
         fields = [f.field for f in a.fields]
         chunk_field = a.chunk_field or next((f for f in reversed(fields) if f != "target"), None)
         if chunk_field is not None and (chunk_field == "target" or chunk_field not in fields):
@@ -178,7 +192,7 @@ def load_aspects_config(path: str | os.PathLike, registry: Registry) -> list[Asp
             task=a.task, name=a.name, question=a.question,
             fields=tuple(PromptField(f.label, f.field) for f in a.fields),
             granularity=a.granularity, reduction=a.reduction,
-            checkpoint=a.checkpoint or registry.tasks[a.task].checkpoint,
+            checkpoint=chosen or registry.tasks[a.task].checkpoint,
             description=a.description or f"user-defined ({path.name})",
             chunk_field=chunk_field, window_reduction=a.window_reduction, chunk_unit=a.chunk_unit,
         ))

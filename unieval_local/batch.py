@@ -133,7 +133,7 @@ def score_records(engine: Engine, chunk: Sequence[Record], task: str, aspects: S
     registry = engine.registry
     resolved = [registry.get_aspect(task, a) for a in aspects]
     examples, problems = validate_examples([r.data for r in chunk], resolved)
-    hints = input_hint_counts(examples, registry.get_task(task), resolved)
+    hints = input_hint_counts(examples, resolved)
     results, stats = engine.run(jobs_by_checkpoint(resolved, examples), evidence=evidence, on_batch=on_batch)
     stats.hints = hints
     values = {a: v for r in results.values() for a, v in r.values.items()}
@@ -827,7 +827,7 @@ def run_batch(
     summary.skipped_aspects = skipped_aspects
     summary.n_non_latin = survey.n_non_latin if survey is not None else 0
     if stats.hints:
-        summary.hint_message = input_hint_message(registry.get_task(task), stats.hints)
+        summary.hint_message = input_hint_message([registry.get_aspect(task, a) for a in names], stats.hints)
     return summary
 
 

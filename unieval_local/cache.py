@@ -31,6 +31,7 @@ from .checkpoints import fingerprint_checkpoint
 from .hashing import sha256_file, sha256_text
 from .config import ENGINE_VERSION, RunConfig  # noqa: F401  (ENGINE_VERSION re-exported)
 from .engine import Runner
+from .evaluators import Evaluator
 from .errors import UniEvalError
 
 
@@ -141,14 +142,16 @@ class CachedRunner(Runner):
     Args:
         inner: the runner that scores cache misses.
         cache: the :class:`ScoreCache`.
-        config: the run's :class:`~unieval_local.config.RunConfig`; its ``query_context()``
-            and ``inner.fingerprint`` (the checkpoint's content) enter every key.
+        config: the run's :class:`~unieval_local.config.RunConfig`; its ``query_context()``,
+            ``inner.fingerprint`` (the checkpoint's content) and the evaluator's spec
+            (prompt format, answer words) enter every key.
+        evaluator: the checkpoint's :class:`~unieval_local.evaluators.Evaluator`.
 
     Raises:
         ValueError: ``config.dtype`` is bfloat16 (such scores are not reproducible per prompt).
     """
 
-    def __init__(self, inner: Runner, cache: ScoreCache, config: RunConfig):
+    def __init__(self, inner: Runner, cache: ScoreCache, config: RunConfig, evaluator: Evaluator):
         if config.dtype == "bfloat16":
             raise ValueError("bfloat16 scores depend on batch composition and are never cached")
         self.inner = inner
@@ -156,7 +159,8 @@ class CachedRunner(Runner):
         self.config = config
         self.name = inner.name
         self.fingerprint = inner.fingerprint
-        self._context = json.dumps({**config.query_context(), "checkpoint": inner.fingerprint}, sort_keys=True)
+        self._context = json.dumps({**config.query_context(), **evaluator.key(), "checkpoint": inner.fingerprint},
+                                   sort_keys=True)
         self.hits = self.misses = 0
 
     def key(self, prompt: str, max_length: int) -> str:

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from .errors import CheckpointError, CheckpointNotFoundError
 from .hashing import sha256_file, sha256_text
+from .evaluators import HUB_ID  # noqa: F401  (re-exported)
 from .tasks import CHECKPOINTS
 
 MANIFEST_NAME = "unieval_manifest.json"
@@ -39,8 +40,6 @@ ModelSpec = str | os.PathLike | Mapping[str, str | os.PathLike] | None
 _TOKENIZER_FILES = ("spiece.model", "tokenizer.json", "tokenizer_config.json",
                     "special_tokens_map.json", "added_tokens.json")
 _OPTIONAL_FILES = ("generation_config.json",)
-#: A Hugging Face repository id, ``owner/name``.
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
 
 @dataclass(frozen=True)
@@ -361,33 +360,23 @@ class VerifyReport:
         self.messages.append("WARN " + message)
 
 
-def yes_no_ids(tokenizer) -> tuple[int, int]:
-    """The first token ids of ``"Yes"`` and ``"No"`` (UniEval's ``pos_id``/``neg_id``).
-
-    Raises:
-        CheckpointError: either is the unknown token, or both are the same id.
-    """
-    yes = tokenizer("Yes").input_ids[0]
-    no = tokenizer("No").input_ids[0]
-    unk = tokenizer.unk_token_id
-    if yes == no or unk in (yes, no):
-        raise CheckpointError(f"the tokenizer has no distinct Yes/No tokens (Yes={yes}, No={no}, unk={unk})")
-    return yes, no
-
-
-def verify_checkpoint(folder: str | os.PathLike) -> list[VerifyReport]:
+def verify_checkpoint(folder: str | os.PathLike, evaluator: str | None = None) -> list[VerifyReport]:
     """Check staged checkpoints offline.
 
     ``folder`` is one checkpoint folder or a home folder holding several
     (``unieval-sum/`` ...). For each checkpoint: manifest files present with
     matching SHA-256 (a folder without a manifest only gets a warning); every
     weight file opens (a truncated or corrupt file fails); config and tokenizer
-    load; the Yes/No tokens exist, are distinct and inside the vocabulary; and
+    load; the evaluator's answer words (Yes/No for UniEval, 1/0 for MiniCheck) have distinct
+    first tokens inside the vocabulary; and
     the model loads with every tensor its config needs, none missing, unexpected
     or of another shape (:func:`~unieval_local.runner.load_model`). In a home
     folder, each sub-folder must be named as a checkpoint (``unieval-sum``,
     ``unieval-dialog``, ``unieval-fact``): ``$UNIEVAL_LOCAL_HOME`` is searched by
     those names, so a misnamed folder would never be found.
+
+    The evaluator of a folder is ``evaluator`` when given, else the one its folder name
+    names (:data:`~unieval_local.evaluators.EVALUATORS`), else UniEval's (Yes/No answers).
 
     Returns:
         One :class:`VerifyReport` per checkpoint folder (``ok`` False on any failure).
@@ -396,7 +385,7 @@ def verify_checkpoint(folder: str | os.PathLike) -> list[VerifyReport]:
 
     root = Path(folder).expanduser()
     if (root / "config.json").is_file() or (root / MANIFEST_NAME).is_file():
-        return [_verify_one(root)]
+        return [_verify_one(root, evaluator)]
     targets = sorted(p for p in root.iterdir() if p.is_dir() and
                      ((p / MANIFEST_NAME).is_file() or (p / "config.json").is_file())) if root.is_dir() else []
     if not targets:
@@ -405,7 +394,7 @@ def verify_checkpoint(folder: str | os.PathLike) -> list[VerifyReport]:
         return [report]
     reports = []
     for t in targets:
-        report = _verify_one(t)
+        report = _verify_one(t, evaluator)
         if t.name not in CHECKPOINTS:
             close = difflib.get_close_matches(t.name, list(CHECKPOINTS), n=1, cutoff=0.6)
             report.fail(f"folder name {t.name!r} is not a checkpoint name, so ${HOME_ENV} lookups never find it; "
@@ -415,10 +404,12 @@ def verify_checkpoint(folder: str | os.PathLike) -> list[VerifyReport]:
     return reports
 
 
-def _verify_one(folder: Path) -> VerifyReport:
+def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
+    from .evaluators import EVALUATORS, answer_ids, get_evaluator
     from .runner import load_model, stored_weight_names, weight_files
 
     report = VerifyReport(folder)
+    spec = get_evaluator(evaluator) if evaluator else EVALUATORS.get(folder.name, EVALUATORS["unieval-sum"])
     manifest = _read_manifest(folder)
     if manifest is None:
         report.warn(f"no {MANIFEST_NAME} (written by `unieval-local download`): checksums not checked")
@@ -444,11 +435,13 @@ def _verify_one(folder: Path) -> VerifyReport:
         report.info(f"config loads ({config.model_type}, vocab_size={config.vocab_size})")
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         report.info(f"tokenizer loads ({type(tokenizer).__name__})")
-        yes, no = yes_no_ids(tokenizer)
-        if max(yes, no) >= config.vocab_size:
-            report.fail(f"Yes/No ids {yes}/{no} are outside the model vocabulary ({config.vocab_size})")
+        pos, neg = answer_ids(tokenizer, spec)
+        words = "/".join(spec.answers)
+        if max(pos, neg) >= config.vocab_size:
+            report.fail(f"{words} answer ids {pos}/{neg} ({spec.name}) are outside the model vocabulary "
+                        f"({config.vocab_size})")
         else:
-            report.info(f"Yes/No token ids {yes}/{no}")
+            report.info(f"{words} token ids {pos}/{neg} ({spec.name} answers)")
     except Exception as exc:
         report.fail(f"loading failed: {type(exc).__name__}: {exc}")
         return report

@@ -61,6 +61,11 @@ def _model_arg(values: list[str] | None):
     return mapping
 
 
+def _max_length_words(args: argparse.Namespace) -> str:
+    """``--max-length N``, or the evaluators' defaults when it was not given (for messages)."""
+    return f"--max-length {args.max_length}" if args.max_length is not None else "the evaluator's max length"
+
+
 def _non_negative(text: str) -> int:
     value = int(text)
     if value < 0:
@@ -88,7 +93,11 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", default="float32", choices=[*DTYPES, *REFUSED_DTYPES],
                    help="float32 (UniEval parity, default) or bfloat16 (GPU); float16 is refused "
                    "(T5 overflows to NaN)")
-    p.add_argument("--max-length", type=int, default=1024, help="tokens per query (default 1024)")
+    p.add_argument("--max-length", type=int, default=None,
+                   help="tokens per query (default: the evaluator's own, 1024 for UniEval, 2048 for MiniCheck)")
+    p.add_argument("--chunk-words", type=int, default=500,
+                   help="words per document chunk for evaluators that chunk the document themselves "
+                   "(MiniCheck's chunk_size; default 500)")
     p.add_argument("--batch-tokens", type=int, default=8192,
                    help="most padded tokens (rows x longest prompt) per forward pass (default 8192)")
     p.add_argument("--attention-mib", type=float, default=1024,
@@ -104,6 +113,7 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 def _build_parser() -> argparse.ArgumentParser:
     from .batch import BATCH_ENGINES
     from .config import LONG_INPUT_MODES, REFERENCE_REDUCTIONS
+    from .evaluators import EVALUATORS
     from .reports import FORMATS
     from .tasks import CHECKPOINTS, TASKS
 
@@ -297,6 +307,9 @@ def _build_parser() -> argparse.ArgumentParser:
         "as in the manifest, config and tokenizer load, Yes/No tokens exist. Exit 0 if all pass, 1 if not.",
     )
     vf.add_argument("dir", help="a checkpoint folder or a folder holding several")
+    vf.add_argument("--evaluator", default=None, choices=list(EVALUATORS),
+                    help="the evaluator whose answer words to check (default: the one the folder is named after, "
+                    "else unieval's Yes/No)")
     return parser
 
 
@@ -311,7 +324,7 @@ def cmd_score(args: argparse.Namespace) -> int:
         batch_tokens=args.batch_tokens, reference_reduction=args.reference_reduction, offline=args.offline,
         cache_dir=args.cache_dir, fast_forward=args.fast_forward, aspects_config=args.aspects_config,
         long_input=args.long_input, window_overlap=1 if args.window_overlap is None else args.window_overlap,
-        attention_mib=args.attention_mib,
+        attention_mib=args.attention_mib, chunk_words=args.chunk_words,
     )
     engine_options = ({"actors": args.ray_actors, "gpus_per_actor": args.gpus_per_actor, "address": args.ray_address}
                       if args.engine == "ray" else {})
@@ -364,7 +377,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     stats = summary.stats
     if stats.n_truncated:
         print(f"warning: {stats.n_truncated} of {stats.n_queries} distinct queries were longer than "
-              f"--max-length {args.max_length} tokens and lost their end (--long-input {args.long_input}); "
+              f"{_max_length_words(args)} tokens and lost their end (--long-input {args.long_input}); "
               "--long-input fit or chunk keeps the target whole, --evidence shows which", file=sys.stderr)
     if stats.n_shortened:
         print(f"warning: {stats.n_shortened} of {stats.n_queries} distinct queries had a long field "
@@ -592,6 +605,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         options = _report_options(args)
         engine = Engine(model=_model_arg(args.model), device=args.device, dtype=args.dtype,
                         max_length=args.max_length, batch_tokens=args.batch_tokens, offline=args.offline,
+                        chunk_words=args.chunk_words,
                         cache_dir=args.cache_dir, long_input=args.long_input,
                         progress=False if args.no_progress else None)
         records = [r.data if r.error is None else BadRecord(r.error) for r in iter_records(args.input)]
@@ -629,7 +643,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"  record {row.index}{f' ({row.id})' if row.id else ''}: {row.error.field}: {row.error.message}",
                   file=sys.stderr)
     if result.n_truncated:
-        print(f"warning: {result.n_truncated} queries were longer than --max-length {args.max_length} and lost "
+        print(f"warning: {result.n_truncated} queries were longer than {_max_length_words(args)} and lost "
               f"their end (--long-input {args.long_input}"
               + ("; --long-input chunk reads long sources whole" if args.long_input != "chunk"
                  else ": a summary sentence, key point or instruction alone is that long") + ")", file=sys.stderr)
@@ -665,7 +679,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     """``unieval-local verify``: print a report per checkpoint; exit 0 when all pass, else 1."""
     from .checkpoints import verify_checkpoint
 
-    reports = verify_checkpoint(args.dir)
+    reports = verify_checkpoint(args.dir, args.evaluator)
     for r in reports:
         print(f"{r.folder}: {'OK' if r.ok else 'FAILED'}")
         for m in r.messages:

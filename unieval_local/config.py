@@ -77,11 +77,15 @@ class RunConfig:
 
     Attributes:
         max_length: tokens per query; longer prompts lose their end in ``truncate``
-            mode (UniEval's behaviour) or are planned to fit otherwise. >= 8.
+            mode (UniEval's behaviour) or are planned to fit otherwise. >= 8, or None for
+            each evaluator's own default (1024 for UniEval, 2048 for MiniCheck;
+            :meth:`max_length_for`).
         reference_reduction: ``mean`` (default; the UniEval author's advice for several
             references, issue #2 of maszhongming/UniEval) or ``max``.
         long_input: ``truncate`` | ``fit`` | ``chunk`` (see :func:`~unieval_local.planning.build_plan`).
         window_overlap: sentences (turns) shared by consecutive windows in ``chunk`` mode; >= 0.
+        chunk_words: whitespace words per document chunk, for evaluators whose prompt
+            format chunks the document itself (MiniCheck's ``chunk_size``, default 500); >= 1.
         splitter: the sentence splitter's name, with its library versions for the built-in one.
         dtype: ``float32`` (UniEval parity) or ``bfloat16``.
         device: the device TYPE (``cpu``, ``cuda``): numerics differ between types, not
@@ -95,10 +99,11 @@ class RunConfig:
         ValueError: an out-of-range or unknown value (the message names the setting).
     """
 
-    max_length: int = 1024
+    max_length: int | None = None
     reference_reduction: str = "mean"
     long_input: str = "truncate"
     window_overlap: int = 1
+    chunk_words: int = 500
     splitter: str = "nltk-punkt-english"
     dtype: str = "float32"
     device: str = "cpu"
@@ -107,8 +112,12 @@ class RunConfig:
     versions: tuple[tuple[str, str], ...] = field(default_factory=lambda: tuple(sorted(library_versions().items())))
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_length, bool) or not isinstance(self.max_length, int) or self.max_length < 8:
-            raise ValueError(f"max_length must be an integer >= 8, got {self.max_length!r}")
+        if self.max_length is not None and (isinstance(self.max_length, bool) or not isinstance(self.max_length, int)
+                                            or self.max_length < 8):
+            raise ValueError(f"max_length must be an integer >= 8 (or None: each evaluator's default), "
+                             f"got {self.max_length!r}")
+        if isinstance(self.chunk_words, bool) or not isinstance(self.chunk_words, int) or self.chunk_words < 1:
+            raise ValueError(f"chunk_words must be an integer >= 1, got {self.chunk_words!r}")
         if self.reference_reduction not in REFERENCE_REDUCTIONS:
             raise ValueError(f"reference_reduction must be 'mean' or 'max', got {self.reference_reduction!r}")
         if self.long_input not in LONG_INPUT_MODES:
@@ -119,6 +128,10 @@ class RunConfig:
         check_dtype(self.dtype)
         if ":" in self.device:
             object.__setattr__(self, "device", self.device.split(":")[0])
+
+    def max_length_for(self, default: int) -> int:
+        """The tokens per query for an evaluator whose own default is ``default``."""
+        return self.max_length if self.max_length is not None else default
 
     @property
     def version_map(self) -> dict[str, str]:
@@ -133,11 +146,11 @@ class RunConfig:
 
     def query_context(self) -> dict[str, Any]:
         """What changes the P(Yes) of one given prompt (the score cache key's context):
-        the engine version, ``max_length`` (truncation), dtype, device type, the forward
-        path, and the model and tokenizer library versions. Settings that only change
+        the engine version, dtype, device type, the forward path, and the model and tokenizer
+        library versions (the query's ``max_length`` enters the key beside it). Settings that only change
         WHICH prompts are built (reductions, long-input mode, splitter) are left out:
         they are part of the prompt text itself."""
         v = self.version_map
-        return {"engine": ENGINE_VERSION, "max_length": self.max_length, "dtype": self.dtype,
+        return {"engine": ENGINE_VERSION, "dtype": self.dtype,
                 "device": self.device, "fast_forward": self.fast_forward,
                 **{k: v.get(k, "absent") for k in ("torch", "transformers", "tokenizers", "sentencepiece")}}

@@ -33,6 +33,7 @@ import numpy as np
 from .checkpoints import ModelSpec, ResolvedCheckpoint, resolve_checkpoint
 from .config import RunConfig
 from .errors import ExampleProblem, InvalidExampleError
+from .evaluators import Evaluator, get_evaluator
 from .evidence import build_evidence
 from .fold import fold_all
 from .planning import TokenCounter, build_plan
@@ -73,8 +74,9 @@ class Runner(TokenCounter, Protocol):
         ...
 
 
-#: ``factory(checkpoint, fingerprint) -> Runner``: how an engine makes the runner of one checkpoint.
-RunnerFactory = Callable[[ResolvedCheckpoint, str], Runner]
+#: ``factory(checkpoint, fingerprint, evaluator) -> Runner``: how an engine makes the runner of
+#: one checkpoint (``evaluator``: its :class:`~unieval_local.evaluators.Evaluator` spec).
+RunnerFactory = Callable[[ResolvedCheckpoint, str, Evaluator], Runner]
 
 
 @dataclass(frozen=True)
@@ -184,8 +186,9 @@ class Engine:
             checkpoint name to folder.
         device: ``cpu``, ``cuda``, ``cuda:N``; default CUDA when available (checked here:
             an unavailable device raises ``ValueError`` listing the available ones).
-        dtype, max_length, reference_reduction, long_input, window_overlap, fast_forward:
-            the :class:`~unieval_local.config.RunConfig`.
+        dtype, max_length, reference_reduction, long_input, window_overlap, chunk_words,
+            fast_forward: the :class:`~unieval_local.config.RunConfig` (``max_length`` None:
+            each evaluator's default).
         batch_tokens: padded tokens (rows x longest prompt) per forward pass (T5 runner).
         attention_mib: MiB of encoder attention scores per forward pass (T5 runner).
         offline: never touch the network (also ``HF_HUB_OFFLINE=1``).
@@ -193,8 +196,8 @@ class Engine:
         progress: a progress bar over queries inside the runner (``None``: on a terminal).
         cache_dir: opt-in persistent score cache folder (never used with bfloat16).
         aspects_config: a YAML file of user-defined aspects.
-        runner_factory: ``f(ResolvedCheckpoint, fingerprint) -> Runner``; default loads
-            the T5 model (:func:`~unieval_local.runner.t5_runner_factory`).
+        runner_factory: ``f(ResolvedCheckpoint, fingerprint, Evaluator) -> Runner``; default
+            loads the T5 model (:func:`~unieval_local.runner.t5_runner_factory`).
 
     Raises:
         ValueError: an invalid setting (named), an unavailable device.
@@ -208,7 +211,7 @@ class Engine:
         model: ModelSpec = None,
         device: str | None = None,
         dtype: str = "float32",
-        max_length: int = 1024,
+        max_length: int | None = None,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         attention_mib: float = DEFAULT_ATTENTION_MIB,
         reference_reduction: str = "mean",
@@ -220,6 +223,7 @@ class Engine:
         aspects_config: str | os.PathLike | None = None,
         long_input: str = "truncate",
         window_overlap: int = 1,
+        chunk_words: int = 500,
         runner_factory: RunnerFactory | None = None,
     ):
         if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
@@ -232,7 +236,7 @@ class Engine:
             attention_mib=attention_mib, reference_reduction=reference_reduction, offline=offline,
             splitter=splitter, progress=progress, fast_forward=fast_forward, cache_dir=cache_dir,
             aspects_config=aspects_config, long_input=long_input, window_overlap=window_overlap,
-            runner_factory=runner_factory)
+            chunk_words=chunk_words, runner_factory=runner_factory)
         self.model = model
         self.offline = offline
         self.batch_tokens = batch_tokens
@@ -247,7 +251,8 @@ class Engine:
             self.device = resolve_device(device)
         #: every setting that can change a score (signature, cache key, batch run identity, report settings)
         self.config = RunConfig(max_length=max_length, reference_reduction=reference_reduction,
-                                long_input=long_input, window_overlap=window_overlap, splitter=self.splitter.name,
+                                long_input=long_input, window_overlap=window_overlap, chunk_words=chunk_words,
+                                splitter=self.splitter.name,
                                 dtype=dtype, device=self.device, fast_forward=bool(fast_forward))
         if self.config.dtype == "bfloat16" and self.device == "cpu":
             warnings.warn("bfloat16 on CPU is slower than float32 and deviates from UniEval's numbers; "
@@ -320,24 +325,30 @@ class Engine:
         """
         ckpt = self.checkpoint(name)
         fingerprint = self.fingerprint(name)
+        evaluator = get_evaluator(name)
         with self._lock:
             if name not in self._runners:
                 factory = self._runner_factory or self._default_factory
-                runner: Runner = factory(ckpt, fingerprint)
+                runner: Runner = factory(ckpt, fingerprint, evaluator)
                 self._loads += 1
                 if self.cache is not None and self.config.dtype != "bfloat16":
                     from .cache import CachedRunner
 
-                    runner = CachedRunner(runner, self.cache, self.config)
+                    runner = CachedRunner(runner, self.cache, self.config, evaluator)
                 self._runners[name] = runner
             return self._runners[name]
 
-    def _default_factory(self, checkpoint: ResolvedCheckpoint, fingerprint: str) -> Runner:
+    def _default_factory(self, checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator) -> Runner:
         from .runner import t5_runner_factory
 
-        return t5_runner_factory(checkpoint, fingerprint, device=self.device, dtype=self.config.dtype,
+        return t5_runner_factory(checkpoint, fingerprint, evaluator, device=self.device, dtype=self.config.dtype,
                                  batch_tokens=self.batch_tokens, attention_mib=self.attention_mib,
                                  fast_forward=self.config.fast_forward, progress=self.progress)
+
+    def max_length(self, name: str) -> int:
+        """Tokens per query for checkpoint (evaluator) ``name``: the run's ``max_length``, else
+        the evaluator's default."""
+        return self.config.max_length_for(get_evaluator(name).max_length)
 
     def resolved_checkpoints(self) -> dict[str, str]:
         """Checkpoint name -> hub id (or folder) of every checkpoint resolved so far."""
@@ -381,9 +392,12 @@ class Engine:
         and, for a user-defined aspect, its definition's hash. No model is loaded."""
         a = self.registry.get_aspect(task, aspect)
         ckpt = self.checkpoint(a.checkpoint)
+        evaluator = get_evaluator(a.checkpoint)
+        chunking = evaluator.prompt_format.own_chunking
         return Signature.from_config(self.config, task=task, aspect=aspect, checkpoint=ckpt.hub_id or str(ckpt.path),
                                      revision=ckpt.revision, fingerprint=self.fingerprint(a.checkpoint),
-                                     aspect_hash=self.aspect_hash(task, aspect))
+                                     aspect_hash=self.aspect_hash(task, aspect), max_length=self.max_length(a.checkpoint),
+                                     evaluator=evaluator.name, chunk_words=self.config.chunk_words if chunking else None)
 
     # ------------------------------------------------------------------ running
     def run(self, jobs: Mapping[str, Job], *, evidence: bool = False, strict: bool = False,
@@ -417,7 +431,8 @@ class Engine:
         for name, job in jobs.items():
             counter = self.runner(job.checkpoint) if config.long_input != "truncate" else None
             plan, found = build_plan(job.examples, job.aspects, self.splitter, long_input=config.long_input,
-                                     counter=counter, max_length=config.max_length, overlap=config.window_overlap)
+                                     counter=counter, max_length=self.max_length(job.checkpoint),
+                                     overlap=config.window_overlap, chunk_words=config.chunk_words)
             plans[name] = plan
             results[name] = JobResult(problems=found)
         if strict:
@@ -429,13 +444,14 @@ class Engine:
         for name, job in jobs.items():
             by_checkpoint.setdefault(job.checkpoint, []).append(name)
         for ckpt_name, members in by_checkpoint.items():
+            max_length = self.max_length(ckpt_name)
             prompts = [p for name in members for p in plans[name].prompts]
             runner, p_yes, n_tokens = None, np.empty(0), np.empty(0, dtype=np.int64)
             if prompts:
                 runner = self.runner(ckpt_name)
-                p_yes, n_tokens = runner.score(prompts, max_length=config.max_length, on_batch=on_batch)
+                p_yes, n_tokens = runner.score(prompts, max_length=max_length, on_batch=on_batch)
             stats.n_queries += len(set(prompts))
-            stats.n_truncated += len({p for p, n in zip(prompts, n_tokens) if n > config.max_length})
+            stats.n_truncated += len({p for p, n in zip(prompts, n_tokens) if n > max_length})
             offset = 0
             for name in members:
                 plan, res = plans[name], results[name]
@@ -449,7 +465,7 @@ class Engine:
                     stats.n_shortened += len({p for p, q in zip(plan.prompts, plan.queries) if q.window is not None})
                 if evidence:
                     res.evidence.update(build_evidence(plan, folded, py, nt, jobs[name].examples,
-                                                       config.max_length, runner))
+                                                       max_length, runner))
         hits, misses = self.cache_counts()
         stats.cache_hits, stats.cache_misses = hits - hits_before, misses - misses_before
         stats.model_loads = self._loads - loads_before

@@ -16,7 +16,7 @@ import numpy as np
 
 from .config import LONG_INPUT_MODES, LongInput
 from .errors import ExampleProblem
-from .prompts import render_prompt, render_prompt_spans
+from .prompts import format_of, render_prompt, render_prompt_spans
 from .schema import UniEvalData
 from .sentences import SentenceSplitter, field_spans
 from .tasks import Aspect
@@ -131,7 +131,7 @@ def _field_text(example: UniEvalData, name: str, reference: str | None) -> str:
 def build_plan(
     examples: Sequence[UniEvalData | None], aspects: Sequence[Aspect], splitter: SentenceSplitter, *,
     long_input: LongInput = "truncate", counter: TokenCounter | None = None, max_length: int = 1024,
-    overlap: int = 1,
+    overlap: int = 1, chunk_words: int = 500,
 ) -> tuple[Plan, list[ExampleProblem]]:
     """Fan out every (aspect, example) into query prompts.
 
@@ -148,12 +148,16 @@ def build_plan(
         counter: token arithmetic, needed for ``fit`` and ``chunk``.
         max_length: the model's token limit per query.
         overlap: pieces shared by consecutive windows (``chunk``).
+        chunk_words: words per chunk for an evaluator whose prompt format chunks the
+            document itself (MiniCheck): its aspects always get one query per chunk of their
+            ``chunk_field`` (reduced by ``window_reduction``, max), whatever ``long_input``
+            says, and a chunk that is still too long is truncated as the reference does.
 
     Returns:
         ``(plan, problems)``; a problem is reported (and the example skipped
         for that aspect) when its target has no sentences, or, in ``fit`` and
         ``chunk`` mode, when the prompt does not fit even with the context
-        fields emptied.
+        fields emptied, or when a self-chunked document gives no chunk.
     """
     if long_input not in LONG_INPUT_MODES:
         raise ValueError(f"long_input must be one of {', '.join(LONG_INPUT_MODES)}, got {long_input!r}")
@@ -168,6 +172,7 @@ def build_plan(
         blocks: list[Block | None] = []
         uses_refs = any(pf.field == "references" for pf in aspect.fields)
         context_fields = [pf.field for pf in aspect.fields if pf.field != "target"]
+        fmt = format_of(aspect)
         for i, ex in enumerate(examples):
             if ex is None:
                 blocks.append(None)
@@ -187,8 +192,16 @@ def build_plan(
             grid: list[list[list[int]]] = []
             failed = None
             for r, ref in enumerate(refs):
-                windows: list[tuple[str | None, tuple[int, int] | None]] = [(None, None)]
-                if long_input != "truncate" and context_fields:
+                # (field, (start, end) in that field, the text the prompt shows) per window
+                windows: list[tuple[str | None, tuple[int, int] | None, str | None]] = [(None, None, None)]
+                if fmt.own_chunking and aspect.chunk_field:
+                    name = aspect.chunk_field
+                    chunks = fmt.chunks(str(_field_text(ex, name, ref)), splitter, chunk_words)
+                    if not chunks:
+                        failed = f"'{name}' gives no text to check (MiniCheck-style chunks are all empty)"
+                        break
+                    windows = [(name, (a, b), text) for a, b, text in chunks]
+                elif long_input != "truncate" and context_fields:
                     windows, failed = _plan_windows(aspect, ex, units, ref, long_input, counter, max_length,
                                                     overlap, splitter, context_fields)
                     if failed:
@@ -196,11 +209,11 @@ def build_plan(
                 row = []
                 for u, unit in enumerate(units):
                     cell = []
-                    for name, window in windows:
+                    for name, window, shown in windows:
                         overrides = {}
                         if name is not None:
                             text = _field_text(ex, name, ref)
-                            overrides[name] = text[window[0]:window[1]]
+                            overrides[name] = shown if shown is not None else text[window[0]:window[1]]
                         prompt, spans = render_prompt_spans(aspect, ex, unit, ref, overrides)
                         cell.append(len(plan.prompts))
                         plan.prompts.append(prompt)
@@ -223,7 +236,7 @@ def _plan_windows(aspect, ex, units, ref, long_input, counter, max_length, overl
     longest = max(units, key=len)
     full = counter.count([render_prompt(aspect, ex, longest, ref)])[0]
     if full <= max_length:
-        return [(None, None)], None
+        return [(None, None, None)], None
     chunk = long_input == "chunk" and aspect.chunk_field in context_fields
     if chunk:
         name = aspect.chunk_field
@@ -237,15 +250,17 @@ def _plan_windows(aspect, ex, units, ref, long_input, counter, max_length, overl
         return None, (f"the prompt without its '{name}' is {base} tokens, over max_length {max_length}; "
                       f"the target is too long to score ({long_input} mode never cuts the target)")
     if not chunk:
-        return [(name, (0, counter.cut(text, budget)))], None
+        return [(name, (0, counter.cut(text, budget)), None)], None
     unit = "line" if aspect.chunk_unit == "line" else "sentence"
     spans = field_spans(text, unit, splitter) or [(0, len(text))]
-    return [(name, w) for w in make_windows(text, spans, counter, budget, overlap)], None
+    return [(name, w, None) for w in make_windows(text, spans, counter, budget, overlap)], None
 
 
 def _shrink_overflowing(plan: Plan, counter: TokenCounter, max_length: int) -> None:
-    """Tokenization is not exactly additive: trim the few windows that still overflow."""
-    shortened = [k for k, q in enumerate(plan.queries) if q.window is not None]
+    """Tokenization is not exactly additive: trim the few windows that still overflow (the
+    windows of ``fit``/``chunk``; a self-chunking format's chunks are left as the reference has them)."""
+    shortened = [k for k, q in enumerate(plan.queries)
+                 if q.window is not None and not format_of(plan.aspects[q.aspect]).own_chunking]
     if not shortened:
         return
     counts = counter.count([plan.prompts[k] for k in shortened])

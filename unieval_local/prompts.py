@@ -1,57 +1,131 @@
-"""Prompt rendering: one Boolean-QA query as UniEval's ``add_question`` builds it.
+"""Prompt formats: how one query's prompt is built from an aspect and an example.
 
-``question: <question> </s> <label 1>: <value 1> </s> <label 2>: <value 2> ...``
-(UniEval, ``utils.add_question``; contract "Prompt templates"): the parts are joined with
-``" </s> "`` exactly, nothing stripped; T5's tokenizer reads the literal ``</s>`` as EOS.
+A :class:`PromptFormat` renders the prompt text with the character span of each field
+(for evidence and windows) and may chunk a long document itself (a checkpoint family
+trained on fixed-size chunks). Each evaluator (:mod:`unieval_local.evaluators`) names its
+format:
+
+- :class:`BooleanQA`, UniEval's format (``utils.add_question``; contract "Prompt
+  templates")::
+
+      question: <question> </s> <label 1>: <value 1> </s> <label 2>: <value 2> ...
+
+  the parts joined with ``" </s> "`` exactly, nothing stripped; T5's tokenizer reads the
+  literal ``</s>`` as EOS. It does not chunk (long fields follow ``long_input``).
 """
 
 from __future__ import annotations
 
-from .schema import UniEvalData
-from .tasks import Aspect
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # the registry imports this module: types only
+    from .schema import UniEvalData
+    from .sentences import SentenceSplitter
+    from .tasks import Aspect
 
 #: The literal separator between prompt parts. T5's tokenizer maps it to EOS (id 1).
 SEPARATOR = " </s> "
 
+#: One chunk of a document a format chunks itself: ``(start, end, text)``; ``start``/``end``
+#: are character offsets of the chunk's first and last sentence in the document, ``text``
+#: the exact text the format puts in the prompt (whitespace may differ from the document's).
+Chunk = tuple[int, int, str]
 
-def render_prompt_spans(
-    aspect: Aspect, example: UniEvalData, target: str, reference: str | None = None,
-    overrides: dict[str, str] | None = None,
-) -> tuple[str, list[tuple[str, int, int]]]:
-    """Build one query prompt exactly as UniEval's ``add_question`` does, with field spans.
 
-    Args:
-        aspect: the aspect (question and labelled fields).
-        example: the example, for the non-target fields.
-        target: the text put in the ``target`` slot (the whole target, or one
-            sentence at sentence granularity).
-        reference: the reference put in the ``references`` slot, if the aspect has one.
-        overrides: field -> text to use instead (a window of a long field).
+def field_value(aspect: "Aspect", example: "UniEvalData", name: str, target: str, reference: str | None,
+                overrides: dict[str, str]) -> str:
+    """The text that fills field ``name`` of one query: an override (a window or chunk of a
+    long field), the target (or one of its sentences), the reference, or the example's field."""
+    if name in overrides:
+        return overrides[name]
+    if name == "target":
+        return target
+    if name == "references":
+        return reference
+    return example.get_field(name)
 
-    Returns:
-        ``(prompt, spans)``: ``"question: <q> </s> <label>: <value> ..."`` joined
-        with ``" </s> "``, no stripping; ``spans`` gives ``(field, start, end)``,
-        the characters of each field's value in the prompt.
+
+@runtime_checkable
+class PromptFormat(Protocol):
+    """How an evaluator's prompts are built.
+
+    Attributes:
+        name: the format's name (part of the evaluator's identity in cache keys).
+        own_chunking: True when the format splits the document into chunks itself
+            (:meth:`chunks`), whatever ``long_input`` says.
     """
-    overrides = overrides or {}
-    prompt = f"question: {aspect.question}"
-    spans: list[tuple[str, int, int]] = []
-    for pf in aspect.fields:
-        if pf.field in overrides:
-            value = overrides[pf.field]
-        elif pf.field == "target":
-            value = target
-        elif pf.field == "references":
-            value = reference
-        else:
-            value = example.get_field(pf.field)
-        prompt += f"{SEPARATOR}{pf.label}: "
-        spans.append((pf.field, len(prompt), len(prompt) + len(str(value))))
-        prompt += str(value)
-    return prompt, spans
+
+    name: str
+    own_chunking: bool
+
+    def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
+               overrides: dict[str, str] | None = None) -> tuple[str, list[tuple[str, int, int]]]:
+        """``(prompt, spans)``: the prompt text and ``(field, start, end)`` of each field's value in it."""
+        ...
+
+    def chunks(self, text: str, splitter: "SentenceSplitter", chunk_words: int) -> list[Chunk] | None:
+        """The chunks this format splits a document into itself, or None when it does not
+        (then ``long_input`` decides what happens to a long field)."""
+        ...
 
 
-def render_prompt(aspect: Aspect, example: UniEvalData, target: str, reference: str | None = None,
+class BooleanQA:
+    """UniEval's Boolean-QA prompt (``question: <q> </s> <label>: <value> ...``), no own chunking."""
+
+    name = "boolean-qa"
+    own_chunking = False
+
+    def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
+               overrides: dict[str, str] | None = None) -> tuple[str, list[tuple[str, int, int]]]:
+        """Build one query prompt exactly as UniEval's ``add_question`` does, with field spans.
+
+        Args:
+            aspect: the aspect (question and labelled fields).
+            example: the example, for the non-target fields.
+            target: the text put in the ``target`` slot (the whole target, or one
+                sentence at sentence granularity).
+            reference: the reference put in the ``references`` slot, if the aspect has one.
+            overrides: field -> text to use instead (a window of a long field).
+
+        Returns:
+            ``(prompt, spans)``: ``"question: <q> </s> <label>: <value> ..."`` joined
+            with ``" </s> "``, no stripping; ``spans`` gives ``(field, start, end)``,
+            the characters of each field's value in the prompt.
+        """
+        overrides = overrides or {}
+        prompt = f"question: {aspect.question}"
+        spans: list[tuple[str, int, int]] = []
+        for pf in aspect.fields:
+            value = field_value(aspect, example, pf.field, target, reference, overrides)
+            prompt += f"{SEPARATOR}{pf.label}: "
+            spans.append((pf.field, len(prompt), len(prompt) + len(str(value))))
+            prompt += str(value)
+        return prompt, spans
+
+    def chunks(self, text: str, splitter: "SentenceSplitter", chunk_words: int) -> None:
+        """UniEval does not chunk: None."""
+        return None
+
+
+#: The one instance of :class:`BooleanQA`.
+BOOLEAN_QA = BooleanQA()
+
+
+def format_of(aspect: "Aspect") -> PromptFormat:
+    """The prompt format of the evaluator an aspect names."""
+    from .evaluators import get_evaluator
+
+    return get_evaluator(aspect.checkpoint).prompt_format
+
+
+def render_prompt_spans(aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
+                        overrides: dict[str, str] | None = None) -> tuple[str, list[tuple[str, int, int]]]:
+    """The prompt of one query in the format of the aspect's evaluator, with field spans
+    (see :meth:`BooleanQA.render`)."""
+    return format_of(aspect).render(aspect, example, target, reference, overrides)
+
+
+def render_prompt(aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
                   overrides: dict[str, str] | None = None) -> str:
     """The prompt of :func:`render_prompt_spans`, without the spans."""
     return render_prompt_spans(aspect, example, target, reference, overrides)[0]

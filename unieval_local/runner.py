@@ -26,11 +26,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .checkpoints import ResolvedCheckpoint, yes_no_ids
+from .checkpoints import ResolvedCheckpoint
 from .config import DTYPES as _DTYPES
 from .config import check_dtype
 from .engine import DEFAULT_ATTENTION_MIB, Runner
 from .errors import CheckpointError, ModelRuntimeError
+from .evaluators import Evaluator, answer_ids
 
 DTYPES = _DTYPES
 
@@ -323,9 +324,8 @@ class T5Model:
         dtype: ``float32`` (exact UniEval parity) or ``bfloat16``.
 
     Raises:
-        CheckpointError: the folder does not load as a seq2seq model with a
-            tokenizer that has distinct Yes/No tokens, or its weights do not match
-            its config (:func:`load_model`).
+        CheckpointError: the folder does not load as a seq2seq model, or its weights
+            do not match its config (:func:`load_model`).
     """
 
     def __init__(self, checkpoint: ResolvedCheckpoint, device: str, dtype: str):
@@ -341,9 +341,7 @@ class T5Model:
         self.model = model.to(device).eval()
         # we truncate ourselves (tokenize_full + truncate): silence the tokenizer's length warning
         self.tokenizer.model_max_length = int(1e12)
-        self.yes_id, self.no_id = yes_no_ids(self.tokenizer)
-        if max(self.yes_id, self.no_id) >= model.config.vocab_size:
-            raise CheckpointError(f"Yes/No ids {self.yes_id}/{self.no_id} exceed vocab_size {model.config.vocab_size}")
+        self.vocab_size = int(model.config.vocab_size)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.start_id = model.config.decoder_start_token_id
         if self.start_id is None:
@@ -354,7 +352,6 @@ class T5Model:
         self.oom_budget: int | None = None
         config = model.config
         self._scale_decoder_outputs = bool(getattr(config, "scale_decoder_outputs", config.tie_word_embeddings))
-        self._yes_no_rows = self.model.get_output_embeddings().weight[[self.yes_id, self.no_id]].detach()
         self.fast_ok = _has_t5_layout(self.model)
         self.n_heads = int(getattr(config, "num_heads", 1))
         self.element_bytes = torch.finfo(getattr(torch, self.dtype)).bits // 8
@@ -396,13 +393,17 @@ class T5Model:
         return offsets[n_tokens - 1][1]
 
     # ------------------------------------------------------------------ forward
-    def _plain_two_logits(self, input_ids, mask):
-        """(B, 2) logits of Yes and No from the model's own forward (full vocabulary)."""
+    def answer_rows(self, ids: tuple[int, int]):
+        """The LM head's rows of the two answer tokens, shape (2, d_model) (the fast path's head)."""
+        return self.model.get_output_embeddings().weight[list(ids)].detach()
+
+    def _plain_two_logits(self, input_ids, mask, ids: tuple[int, int]):
+        """(B, 2) logits of the two answer tokens from the model's own forward (full vocabulary)."""
         import torch
 
         decoder_ids = torch.full((input_ids.shape[0], 1), self.start_id, dtype=torch.long, device=input_ids.device)
         out = self.model(input_ids=input_ids, attention_mask=mask, decoder_input_ids=decoder_ids, use_cache=False)
-        return out.logits[:, 0, [self.yes_id, self.no_id]]
+        return out.logits[:, 0, list(ids)]
 
     def _encode(self, input_ids, mask):
         """T5's encoder, with the attention bias built once per batch instead of once per layer.
@@ -433,7 +434,7 @@ class T5Model:
             h = ff_layer(h)
         return encoder.final_layer_norm(h)
 
-    def _fast_two_logits(self, input_ids, mask):
+    def _fast_two_logits(self, input_ids, mask, rows):
         """(B, 2) logits of Yes and No, computing only what the first decoder step needs.
 
         Exact rewrites of T5's forward for one decoder position (contract, and
@@ -471,9 +472,11 @@ class T5Model:
         h = dec.final_layer_norm(h)[:, 0, :]
         if self._scale_decoder_outputs:
             h = h * (d_model**-0.5)
-        return h @ self._yes_no_rows.T
+        return h @ rows.T
 
-    def _two_logits(self, ids: list[list[int]], batch: Sequence[int], fast: bool):
+    def _two_logits(self, ids: list[list[int]], batch: Sequence[int], fast: bool, answers: tuple[int, int], rows):
+        """(B, 2) float64 logits of the answer tokens ``answers`` (ids; ``rows``: their LM-head
+        rows) for the prompts ``batch`` of ``ids``, padded to the batch's longest."""
         import torch
 
         width = max(len(ids[i]) for i in batch)
@@ -483,7 +486,8 @@ class T5Model:
             input_ids[row, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
             mask[row, : len(ids[i])] = 1
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
-        two = self._fast_two_logits(input_ids, mask) if fast and self.fast_ok else self._plain_two_logits(input_ids, mask)
+        two = (self._fast_two_logits(input_ids, mask, rows) if fast and self.fast_ok
+               else self._plain_two_logits(input_ids, mask, answers))
         return two.float().cpu().numpy().astype(np.float64)
 
 
@@ -497,22 +501,34 @@ class T5Runner(Runner):
 
     Args:
         model: the loaded checkpoint (:func:`load_t5_model`).
+        evaluator: its :class:`~unieval_local.evaluators.Evaluator`: the answer words
+            (positive, negative) whose first token ids give the two logits.
         fingerprint: the checkpoint's content fingerprint (signatures, cache keys).
         batch_tokens: padded tokens (rows x longest prompt) per forward pass.
         attention_mib: MiB of encoder attention scores per forward pass (:func:`attention_cells`).
         fast_forward: our exact single-step forward (True) or the model's own ``forward``.
         progress: a progress bar over queries (``None``: only on a terminal).
+
+    Raises:
+        CheckpointError: the answer words have no distinct first tokens in this vocabulary.
     """
 
-    def __init__(self, model: T5Model, *, fingerprint: str, batch_tokens: int = 8192,
+    def __init__(self, model: T5Model, *, evaluator: Evaluator, fingerprint: str, batch_tokens: int = 8192,
                  attention_mib: float = DEFAULT_ATTENTION_MIB, fast_forward: bool = True,
                  progress: bool | None = False):
         if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
             raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
         self.t5 = model
+        self.evaluator = evaluator
         ckpt = model.checkpoint
         self.name = ckpt.hub_id or str(ckpt.path)
         self.fingerprint = fingerprint
+        #: first token ids of the (positive, negative) answers, and their LM-head rows
+        self.answer_ids = answer_ids(model.tokenizer, evaluator)
+        if max(self.answer_ids) >= model.vocab_size:
+            raise CheckpointError(f"answer ids {self.answer_ids} of {evaluator.name} exceed the model's vocab_size "
+                                  f"{model.vocab_size}")
+        self._rows = model.answer_rows(self.answer_ids)
         self.batch_tokens = batch_tokens
         self.attention_mib = attention_mib
         self.fast_forward = bool(fast_forward)
@@ -534,8 +550,8 @@ class T5Runner(Runner):
         return self.t5.cut(text, n_tokens)
 
     def _two_logits(self, ids: list[list[int]], batch: Sequence[int], fast: bool):
-        """(B, 2) Yes/No logits of one batch (the model's; a seam for out-of-memory tests)."""
-        return self.t5._two_logits(ids, batch, fast)
+        """(B, 2) logits of (positive, negative) answers for one batch (a seam for out-of-memory tests)."""
+        return self.t5._two_logits(ids, batch, fast, self.answer_ids, self._rows)
 
     def score(self, prompts: Sequence[str], *, max_length: int,
               on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -626,8 +642,8 @@ def load_t5_model(checkpoint: ResolvedCheckpoint, device: str, dtype: str) -> T5
         return model
 
 
-def t5_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, *, device: str, dtype: str,
-                      batch_tokens: int = 8192, attention_mib: float = DEFAULT_ATTENTION_MIB,
+def t5_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator, *, device: str,
+                      dtype: str, batch_tokens: int = 8192, attention_mib: float = DEFAULT_ATTENTION_MIB,
                       fast_forward: bool = True, progress: bool | None = False) -> T5Runner:
     """The default :data:`~unieval_local.engine.RunnerFactory`: a :class:`T5Runner` over the
     process-wide :func:`load_t5_model` of the checkpoint.
@@ -635,5 +651,6 @@ def t5_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, *, devic
     Raises:
         CheckpointError: the checkpoint does not load (see :class:`T5Model`).
     """
-    return T5Runner(load_t5_model(checkpoint, device, dtype), fingerprint=fingerprint, batch_tokens=batch_tokens,
-                    attention_mib=attention_mib, fast_forward=fast_forward, progress=progress)
+    return T5Runner(load_t5_model(checkpoint, device, dtype), evaluator=evaluator, fingerprint=fingerprint,
+                    batch_tokens=batch_tokens, attention_mib=attention_mib, fast_forward=fast_forward,
+                    progress=progress)

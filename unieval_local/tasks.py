@@ -16,16 +16,14 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .errors import UnknownTaskError
+from .evaluators import EVALUATORS
 
 Granularity = Literal["output", "sentence"]
 Reduction = Literal["mean", "sum", "min"]
 
-#: Checkpoint names (the folder names under ``UNIEVAL_LOCAL_HOME``) and their hub ids.
-CHECKPOINTS: dict[str, str] = {
-    "unieval-sum": "MingZhong/unieval-sum",
-    "unieval-dialog": "MingZhong/unieval-dialog",
-    "unieval-fact": "MingZhong/unieval-fact",
-}
+#: Checkpoint names (the folder names under ``UNIEVAL_LOCAL_HOME``) and their hub ids: one per
+#: evaluator of the registry (:data:`~unieval_local.evaluators.EVALUATORS`).
+CHECKPOINTS: dict[str, str] = {e.name: e.hub_id for e in EVALUATORS.values() if e.hub_id}
 
 
 @dataclass(frozen=True)
@@ -54,7 +52,8 @@ class Aspect:
             (one query per Punkt sentence of the target).
         reduction: how sentence scores combine into the example's score
             (``mean``; ``sum`` for UniEval's dialogue engagingness; ``min``).
-        checkpoint: checkpoint name, a key of :data:`CHECKPOINTS` or a user's.
+        checkpoint: the evaluator (and checkpoint) name: a key of
+            :data:`~unieval_local.evaluators.EVALUATORS`, or a hub id (a UniEval-format model).
         description: one line for ``--help`` and the README table.
         chunk_field: the long field that ``long_input="chunk"`` splits into
             windows (``None``: the aspect is fitted instead).
@@ -95,27 +94,20 @@ class Aspect:
 
 @dataclass(frozen=True)
 class Task:
-    """A task: its name, its aspects (keyed by name) and its default checkpoint.
-
-    ``input_hints`` maps a field to the ending the checkpoint saw in training
-    (e.g. dialogue history ends with a blank line); inputs without it are
-    scored as given, with one warning per call.
-    """
+    """A task: its name, its aspects (keyed by name) and its default checkpoint (evaluator)."""
 
     name: str
     aspects: dict[str, Aspect] = field(default_factory=dict)
     description: str = ""
     checkpoint: str = "unieval-sum"
-    input_hints: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 
 def _fields(*pairs: tuple[str, str]) -> tuple[PromptField, ...]:
     return tuple(PromptField(label, name) for label, name in pairs)
 
 
-def _task(name: str, checkpoint: str, description: str, aspects: list[Aspect],
-          input_hints: dict[str, tuple[str, str]] | None = None) -> Task:
-    return Task(name, {a.name: a for a in aspects}, description, checkpoint, input_hints or {})
+def _task(name: str, checkpoint: str, description: str, aspects: list[Aspect]) -> Task:
+    return Task(name, {a.name: a for a in aspects}, description, checkpoint)
 
 
 _SUM, _DIA, _D2T, _FACT = "summarization", "dialogue", "data2text", "fact"
@@ -153,8 +145,7 @@ TASKS: dict[str, Task] = {
         Aspect(_DIA, "understandability", "Is this an understandable response in the dialogue?",
                _fields(("response", "target")), checkpoint="unieval-dialog",
                description="the response can be understood"),
-    ], input_hints={"source": ("\n\n", "dialogue history: turns separated by newlines, ending with a blank line"),
-                    "context": ("\n", "fact: ending with a newline")}),
+    ]),
     _D2T: _task(_D2T, "unieval-sum", "Text generated from data, e.g. a dialogue act (SF-RES/SF-HOT).", [
         Aspect(_D2T, "naturalness", "Is this a fluent utterance?", _fields(("utterance", "target")),
                description="the utterance is fluent and natural"),
@@ -233,7 +224,7 @@ class Registry:
             t = tasks[a.task]
             if a.name in t.aspects:
                 raise ValueError(f"aspect {a.name!r} already exists for task {a.task!r}")
-            tasks[a.task] = Task(t.name, {**t.aspects, a.name: a}, t.description, t.checkpoint, t.input_hints)
+            tasks[a.task] = Task(t.name, {**t.aspects, a.name: a}, t.description, t.checkpoint)
         return Registry(tasks)
 
 

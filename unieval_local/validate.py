@@ -128,45 +128,58 @@ def parse_example(index: int, item: Any,
         return None, problems
 
 
-def input_hint_counts(examples: Sequence[UniEvalData | None], task, aspects: Sequence[Aspect]) -> dict[str, int]:
-    """Per field, how many examples lack the ending the checkpoint was trained with.
+def input_hint_counts(examples: Sequence[UniEvalData | None], aspects: Sequence[Aspect]) -> dict[str, int]:
+    """Per field, how many examples lack the ending their aspects' evaluator was trained with.
 
-    UniEval's dialogue checkpoint saw histories ending with a blank line and
-    facts ending with a newline (``task.input_hints``). Only fields that the
-    given aspects use are counted.
+    UniEval's dialogue checkpoint saw histories ending with a blank line and facts ending
+    with a newline (its evaluator's ``input_hints``). Only fields that the given aspects use
+    are counted.
     """
-    return {name: len(idx) for name, idx in input_hint_examples(examples, task, aspects).items()}
+    return {name: len(idx) for name, idx in input_hint_examples(examples, aspects).items()}
 
 
-def input_hint_examples(examples: Sequence[UniEvalData | None], task, aspects: Sequence[Aspect]) -> dict[str, list[int]]:
+def _hints(aspects: Sequence[Aspect]) -> dict[str, tuple[str, str, str]]:
+    """field -> (ending, what it is, evaluator) over the fields the aspects use."""
+    from .evaluators import get_evaluator
+
+    out: dict[str, tuple[str, str, str]] = {}
+    for a in aspects:
+        ev = get_evaluator(a.checkpoint)
+        used = {pf.field for pf in a.fields}
+        for name, (suffix, what) in ev.input_hints.items():
+            if name in used:
+                out.setdefault(name, (suffix, what, ev.name))
+    return out
+
+
+def input_hint_examples(examples: Sequence[UniEvalData | None], aspects: Sequence[Aspect]) -> dict[str, list[int]]:
     """Per field, the indices of the examples counted by :func:`input_hint_counts`."""
-    used = {pf.field for a in aspects for pf in a.fields}
     found: dict[str, list[int]] = {}
-    for name, (suffix, _) in task.input_hints.items():
-        if name in used:
-            idx = [i for i, ex in enumerate(examples) if ex is not None and isinstance(ex.get_field(name), str)
-                   and not ex.get_field(name).endswith(suffix)]
-            if idx:
-                found[name] = idx
+    for name, (suffix, _, _) in _hints(aspects).items():
+        idx = [i for i, ex in enumerate(examples) if ex is not None and isinstance(ex.get_field(name), str)
+               and not ex.get_field(name).endswith(suffix)]
+        if idx:
+            found[name] = idx
     return found
 
 
-def input_hint_message(task, counts: dict[str, int]) -> str:
+def input_hint_message(aspects: Sequence[Aspect], counts: dict[str, int]) -> str:
     """One sentence per field of :func:`input_hint_counts` (empty string if none)."""
+    hints = _hints(aspects)
     parts = []
     for name, n in counts.items():
-        suffix, what = task.input_hints[name]
+        suffix, what, evaluator = hints[name]
         parts.append(f"{n} example(s) have a '{name}' not ending with {suffix!r} ({what}), as the "
-                     f"{task.name} checkpoint was trained; they are scored as given (text is never rewritten)")
+                     f"{evaluator} checkpoint was trained; they are scored as given (text is never rewritten)")
     return "; ".join(parts)
 
 
-def warn_input_hints(examples: Sequence[UniEvalData | None], task, aspects: Sequence[Aspect]) -> dict[str, int]:
+def warn_input_hints(examples: Sequence[UniEvalData | None], aspects: Sequence[Aspect]) -> dict[str, int]:
     """Warn once per call when inputs lack the trained endings (see :func:`input_hint_counts`)."""
-    found = input_hint_examples(examples, task, aspects)
+    found = input_hint_examples(examples, aspects)
     if found:
         which = "; ".join(f"'{k}' in examples {v[:10]}{' ...' if len(v) > 10 else ''}" for k, v in found.items())
-        warnings.warn(input_hint_message(task, {k: len(v) for k, v in found.items()}) + f" ({which})",
+        warnings.warn(input_hint_message(aspects, {k: len(v) for k, v in found.items()}) + f" ({which})",
                       UserWarning, stacklevel=3)
     return {k: len(v) for k, v in found.items()}
 

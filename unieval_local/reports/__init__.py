@@ -88,7 +88,8 @@ def make_report(
         stats += st
     if stats.n_truncated:
         warnings.warn(
-            f"{stats.n_truncated} of {stats.n_queries} queries were longer than max_length={config.max_length} "
+            f"{stats.n_truncated} of {stats.n_queries} queries were longer than max_length="
+            f"{config.max_length or 'the evaluator default'} "
             f"tokens and lost their end (long_input={config.long_input!r}"
             + ("; use long_input='chunk' to read long sources whole" if config.long_input != "chunk" else
                ": a summary sentence, key point or instruction alone is too long") + ")",

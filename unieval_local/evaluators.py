@@ -1,0 +1,99 @@
+"""The evaluator registry: what each checkpoint family expects.
+
+An :class:`Evaluator` owns everything about a checkpoint that the engine must not hard-code:
+its name and hub id, its prompt format (:mod:`unieval_local.prompts`), its answer words
+(the positive one first; their first token ids are checked distinct at load and by
+``verify``), its readout (softmax over the two answer logits = sigmoid of their
+difference, UniEval's and MiniCheck's rule), its default ``max_length``, and the input
+hints it was trained with. Aspects name their evaluator (``Aspect.checkpoint``); the
+engine, the runner and the score cache read the spec from here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .prompts import BOOLEAN_QA, PromptFormat
+
+#: A Hugging Face repository id, ``owner/name``.
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """One checkpoint family's contract.
+
+    Attributes:
+        name: the evaluator (and checkpoint folder) name, e.g. ``unieval-sum``.
+        hub_id: its Hugging Face repository, or None.
+        prompt_format: how its prompts are built (:class:`~unieval_local.prompts.PromptFormat`).
+        answers: ``(positive, negative)`` answer words; the score of a query is
+            ``sigmoid(logit[first id of positive] - logit[first id of negative])``
+            = softmax over the two answer logits, at the first decoder step.
+        max_length: default tokens per query (the run's ``max_length`` overrides it).
+        input_hints: field -> (the ending its training data had, what that field is);
+            inputs without it are scored as given, with one warning.
+        description: one line for ``unieval-local tasks`` and the README.
+    """
+
+    name: str
+    hub_id: str | None
+    prompt_format: PromptFormat = BOOLEAN_QA
+    answers: tuple[str, str] = ("Yes", "No")
+    max_length: int = 1024
+    input_hints: dict[str, tuple[str, str]] = field(default_factory=dict)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.answers) != 2 or self.answers[0] == self.answers[1]:
+            raise ValueError(f"evaluator {self.name!r}: answers must be two different words, got {self.answers!r}")
+
+    def key(self) -> dict[str, object]:
+        """What of the spec can change a score (part of every score-cache key)."""
+        return {"evaluator": self.name, "format": self.prompt_format.name, "answers": list(self.answers)}
+
+
+#: The built-in evaluators, by name.
+EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
+    Evaluator("unieval-sum", "MingZhong/unieval-sum",
+              description="UniEval for summarization and data-to-text (Zhong et al., 2022)"),
+    Evaluator("unieval-dialog", "MingZhong/unieval-dialog",
+              input_hints={"source": ("\n\n", "dialogue history: turns separated by newlines, ending with a blank line"),
+                           "context": ("\n", "fact: ending with a newline")},
+              description="UniEval for knowledge-grounded dialogue responses (Zhong et al., 2022)"),
+    Evaluator("unieval-fact", "MingZhong/unieval-fact",
+              description="UniEval for factual consistency (Zhong et al., 2022)"),
+]}
+
+
+def get_evaluator(name: str) -> Evaluator:
+    """The evaluator ``name``: a built-in one, or, for a hub id ``owner/name`` (a user's
+    checkpoint in UniEval's format), a Boolean-QA evaluator over it.
+
+    Raises:
+        ValueError: neither a built-in name nor a hub id (the message lists the built-ins).
+    """
+    if name in EVALUATORS:
+        return EVALUATORS[name]
+    if HUB_ID.match(name):
+        return Evaluator(name, name)
+    raise ValueError(f"unknown evaluator {name!r}; built in: {', '.join(EVALUATORS)} (or a hub id 'owner/name')")
+
+
+def answer_ids(tokenizer, evaluator: Evaluator) -> tuple[int, int]:
+    """The first token ids of the evaluator's ``(positive, negative)`` answer words (UniEval's
+    ``pos_id``/``neg_id``: ``tokenizer("Yes").input_ids[0]``; MiniCheck's 209/3 for "1"/"0").
+
+    Raises:
+        CheckpointError: either is the unknown token, or both are the same id.
+    """
+    from .errors import CheckpointError
+
+    pos, neg = (tokenizer(w).input_ids[0] for w in evaluator.answers)
+    unk = tokenizer.unk_token_id
+    if pos == neg or unk in (pos, neg):
+        raise CheckpointError(f"the tokenizer has no distinct first tokens for the answers {evaluator.answers} of "
+                              f"{evaluator.name} ({evaluator.answers[0]}={pos}, {evaluator.answers[1]}={neg}, "
+                              f"unk={unk})")
+    return pos, neg
