@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .prompts import BOOLEAN_QA, PromptFormat
+from .prompts import BOOLEAN_QA, MINICHECK, PromptFormat
 
 #: A Hugging Face repository id, ``owner/name``.
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
@@ -64,6 +64,11 @@ EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
               description="UniEval for knowledge-grounded dialogue responses (Zhong et al., 2022)"),
     Evaluator("unieval-fact", "MingZhong/unieval-fact",
               description="UniEval for factual consistency (Zhong et al., 2022)"),
+    # MiniCheck-Flan-T5-Large (Tang, Laban and Durrett, EMNLP 2024; code Apache-2.0, weights MIT):
+    # '1' = supported, '0' = not (first tokens 209 and 3 in Flan-T5's vocabulary), 2,048 tokens.
+    Evaluator("minicheck-flan-t5-large", "lytang/MiniCheck-Flan-T5-Large", MINICHECK, answers=("1", "0"),
+              max_length=2048, description="MiniCheck-Flan-T5-Large fact checker (Tang et al., 2024): is the "
+              "claim supported by the document?"),
 ]}
 
 

@@ -12,6 +12,13 @@ format:
 
   the parts joined with ``" </s> "`` exactly, nothing stripped; T5's tokenizer reads the
   literal ``</s>`` as EOS. It does not chunk (long fields follow ``long_input``).
+- :class:`MiniCheckPrompt`, MiniCheck-Flan-T5's format (Tang, Laban and Durrett, EMNLP
+  2024; ``Liyan06/MiniCheck``, ``minicheck/inference.py``, the flan-t5-large path)::
+
+      predict: <document chunk></s><claim>
+
+  It chunks the document itself: sentences by NLTK Punkt per newline-separated block
+  (newlines kept), packed into chunks of at most ``chunk_words`` whitespace words.
 """
 
 from __future__ import annotations
@@ -109,6 +116,76 @@ class BooleanQA:
 
 #: The one instance of :class:`BooleanQA`.
 BOOLEAN_QA = BooleanQA()
+
+
+class MiniCheckPrompt:
+    """MiniCheck-Flan-T5's prompt and document chunking, exactly as ``minicheck/inference.py``.
+
+    ``render``: ``'predict: ' + document + '</s>' + claim`` (the reference joins document and
+    claim with ``tokenizer.eos_token`` and prefixes ``'predict: '``); the document is the
+    aspect's ``source`` field (a chunk of it), the claim its ``target`` (never split here).
+
+    ``chunks`` (``Inferencer.inference_per_example``): the document is split into sentences
+    with Punkt per ``'\n'``-separated block, a ``'\n'`` item kept between blocks
+    (``sent_tokenize_with_newlines``; an empty document gives ``['']``); sentences are packed
+    into chunks while the running count of ``len(sentence.split())`` words stays at most
+    ``chunk_words`` (a sentence that does not fit starts the next chunk); each chunk is
+    ``' '.join(items).replace(' \n ', '\n').strip()``, and empty chunks are dropped.
+    """
+
+    name = "minicheck"
+    own_chunking = True
+
+    def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
+               overrides: dict[str, str] | None = None) -> tuple[str, list[tuple[str, int, int]]]:
+        """``('predict: <document></s><claim>', spans)``: spans of ``source`` and ``target``."""
+        overrides = overrides or {}
+        document = str(field_value(aspect, example, "source", target, reference, overrides))
+        claim = str(field_value(aspect, example, "target", target, reference, overrides))
+        head = "predict: "
+        prompt = head + document + "</s>" + claim
+        start = len(head) + len(document) + len("</s>")
+        return prompt, [("source", len(head), len(head) + len(document)), ("target", start, start + len(claim))]
+
+    def chunks(self, text: str, splitter: "SentenceSplitter", chunk_words: int) -> list[Chunk]:
+        """The document's chunks: ``(start, end, chunk text)``, offsets of the chunk's first
+        and last sentence in ``text`` (``(0, 0)`` for a chunk of newlines only, which the
+        reference drops anyway). [] when every chunk is empty (an empty or blank document)."""
+        from .sentences import field_spans
+
+        items: list[tuple[str, int | None, int | None]] = []  # (sentence or '\n', start, end)
+        pos = 0
+        for block in text.split("\n"):
+            items += [(block[a:b], pos + a, pos + b) for a, b in field_spans(block, "sentence", splitter)]
+            items.append(("\n", None, None))
+            pos += len(block) + 1
+        items = items[:-1] or [("", None, None)]
+        groups: list[list[tuple[str, int | None, int | None]]] = []
+        current: list[tuple[str, int | None, int | None]] = []
+        count = 0
+        for item in items:
+            n = len(item[0].split())
+            if count + n > chunk_words:
+                groups.append(current)
+                current, count = [item], n
+            else:
+                current.append(item)
+                count += n
+        if current:
+            groups.append(current)
+        out: list[Chunk] = []
+        for group in groups:
+            shown = " ".join(t for t, _, _ in group).replace(" \n ", "\n").strip()
+            if not shown:
+                continue
+            spans = [(a, b) for _, a, b in group if a is not None]
+            start, end = (spans[0][0], spans[-1][1]) if spans else (0, 0)
+            out.append((start, end, shown))
+        return out
+
+
+#: The one instance of :class:`MiniCheckPrompt`.
+MINICHECK = MiniCheckPrompt()
 
 
 def format_of(aspect: "Aspect") -> PromptFormat:

@@ -158,6 +158,19 @@ TASKS: dict[str, Task] = {
                _fields(("claim", "target"), ("document", "source")), granularity="sentence",
                checkpoint="unieval-fact", chunk_field="source", window_reduction="max",
                description="every sentence is supported by the document (mean)"),
+        # MiniCheck: the document in chunks of 500 words, the claim whole, max over chunks (its own protocol)
+        Aspect(_FACT, "support", "(MiniCheck) is the claim supported by the document?",
+               _fields(("document", "source"), ("claim", "target")), checkpoint="minicheck-flan-t5-large",
+               chunk_field="source", window_reduction="max",
+               description="MiniCheck's own protocol: the whole target is one claim, max over document chunks"),
+        Aspect(_FACT, "sentence_support", "(MiniCheck) is the claim supported by the document?",
+               _fields(("document", "source"), ("claim", "target")), granularity="sentence",
+               checkpoint="minicheck-flan-t5-large", chunk_field="source", window_reduction="max",
+               description="not MiniCheck's own protocol: each target sentence is a claim, mean over sentences"),
+        Aspect(_FACT, "sentence_support_min", "(MiniCheck) is the claim supported by the document?",
+               _fields(("document", "source"), ("claim", "target")), granularity="sentence", reduction="min",
+               checkpoint="minicheck-flan-t5-large", chunk_field="source", window_reduction="max",
+               description="not MiniCheck's own protocol: each target sentence is a claim, min over sentences"),
     ]),
 }
 
