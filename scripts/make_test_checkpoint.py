@@ -53,8 +53,9 @@ def shared_data_dir(must_exist: bool = True) -> Path:
     return folder
 
 
-def training_sentences(data_dir: Path, n_docs: int = 40) -> list[str]:
-    """Real English text for the tokenizer: SummEval sources and references, plus Yes/No lines."""
+def training_sentences(data_dir: Path, n_docs: int = 40, answers: tuple[str, str] = ("Yes", "No")) -> list[str]:
+    """Real English text for the tokenizer: SummEval sources and references, plus Yes/No lines
+    (and lines with other ``answers``, e.g. MiniCheck's "1"/"0", so that each is one piece)."""
     raw = json.loads((data_dir / "summeval" / "summeval_raw.json").read_text())
     lines: list[str] = []
     for doc_id in sorted(raw)[:n_docs]:
@@ -63,6 +64,8 @@ def training_sentences(data_dir: Path, n_docs: int = 40) -> list[str]:
     # The Boolean-QA answers must be single pieces ("▁Yes", "▁No"), as in T5's vocabulary.
     lines += ["question: Is this a coherent summary to the document? answer: Yes",
               "question: Is this a fluent paragraph? answer: No", "Yes , it is .", "No , it is not ."] * 50
+    extra = [w for w in answers if w not in ("Yes", "No")]
+    lines += [f"predict: the claim is checked against the document . label {w}" for w in extra] * 100
     return lines
 
 
@@ -93,6 +96,7 @@ def build_test_checkpoint(
     n_docs: int = 40,
     layout: str = "t5",
     weights: str | None = None,
+    answers: tuple[str, str] = ("Yes", "No"),
 ) -> Path:
     """Write a random T5 checkpoint (config, safetensors weights, tokenizer) to ``out_dir``.
 
@@ -104,6 +108,9 @@ def build_test_checkpoint(
     documents train the tokenizer (more for bigger vocabularies).
     ``layout`` is ``t5`` or ``v1.1`` (module docstring); ``weights`` is
     ``safetensors`` or ``bin`` (default: safetensors for t5, bin for v1.1).
+    ``answers``: the evaluator's answer words that must be single, distinct pieces besides
+    Yes/No (``("1", "0")`` for a MiniCheck-style checkpoint; Flan-T5 itself has "▁1" = 209
+    and "0" = "▁" + "0", first token 3).
 
     Returns:
         ``out_dir`` as a Path.
@@ -123,7 +130,7 @@ def build_test_checkpoint(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sentences = training_sentences(Path(data_dir) if data_dir else shared_data_dir(), n_docs)
+    sentences = training_sentences(Path(data_dir) if data_dir else shared_data_dir(), n_docs, answers)
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "spiece")
         spm.SentencePieceTrainer.train(
@@ -144,6 +151,8 @@ def build_test_checkpoint(
     assert tokenizer.convert_ids_to_tokens(yes) == ["▁Yes", "</s>"], yes
     assert tokenizer.convert_ids_to_tokens(no) == ["▁No", "</s>"], no
     assert yes[0] != no[0]
+    firsts = [tokenizer(w).input_ids[0] for w in answers]
+    assert firsts[0] != firsts[1] and tokenizer.unk_token_id not in firsts, (answers, firsts)
 
     torch.manual_seed(seed)
     config = T5Config(
@@ -208,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--docs", type=int, default=40, help="SummEval documents that train the tokenizer")
     parser.add_argument("--layout", default="t5", choices=["t5", "v1.1"],
                         help="t5 (tied head, ReLU) or v1.1 (the official UniEval layout: gated-GELU, untied head)")
+    parser.add_argument("--answers", default="Yes,No", help="answer words POS,NEG that must be distinct pieces "
+                        "(e.g. 1,0 for a MiniCheck-style checkpoint)")
     parser.add_argument("--weights", default=None, choices=["safetensors", "bin"],
                         help="weight file format (default: safetensors for t5, pytorch_model.bin for v1.1)")
     args = parser.parse_args(argv)
@@ -215,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out_dir, data_dir=args.data_dir, vocab_size=args.vocab_size, d_model=args.d_model,
         d_ff=args.d_ff, num_layers=args.layers, num_heads=args.heads, seed=args.seed,
         init_factor=args.init_factor, model_vocab_size=args.model_vocab_size, n_docs=args.docs,
-        layout=args.layout, weights=args.weights,
+        layout=args.layout, weights=args.weights, answers=tuple(args.answers.split(",")),
     )
     print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -63,9 +63,18 @@ def test_golden_data2text_and_fact_prompts():
         "question: Is this claim consistent with the document? </s> claim: Out. </s> document: Doc."
 
 
+def test_golden_minicheck_prompts():
+    """MiniCheck's ``'predict: ' + document + eos_token + claim`` (minicheck/inference.py)."""
+    ex = UniEvalData(target="The claim. Two.", source="The doc.\nLine two.")
+    for name in ("support", "sentence_support", "sentence_support_min"):
+        assert render_prompt(get_aspect("fact", name), ex, "The claim.") == "predict: The doc.\nLine two.</s>The claim."
+    assert render_prompt(get_aspect("fact", "support"), ex, "C.", overrides={"source": "chunk"}) == "predict: chunk</s>C."
+
+
 def test_every_builtin_aspect_has_a_golden_prompt():
     covered = {("summarization", a) for a in GOLDEN} | set(ALL_GOLDEN) | {
-        ("data2text", "naturalness"), ("data2text", "informativeness"), ("fact", "consistency")}
+        ("data2text", "naturalness"), ("data2text", "informativeness"), ("fact", "consistency"),
+        ("fact", "support"), ("fact", "sentence_support"), ("fact", "sentence_support_min")}
     assert covered == {(t.name, a) for t in TASKS.values() for a in t.aspects}
 
 

@@ -79,10 +79,8 @@ class Aspect:
     @property
     def required_fields(self) -> tuple[str, ...]:
         """The example fields this aspect needs, in prompt order (``target`` always)."""
-        names = [f.field for f in self.fields]
-        if "target" not in names:
-            names.insert(0, "target")
-        return tuple(dict.fromkeys(names))
+        names = [f.field for f in self.fields if f.field != "target"]
+        return tuple(dict.fromkeys(["target", *names]))
 
     @property
     def value_range(self) -> str:
