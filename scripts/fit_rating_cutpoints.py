@@ -28,7 +28,7 @@ Examples:
 
     # QAGS-CNNDM with UniEval's published unieval-fact predictions (share of faithful sentences)
     python scripts/fit_rating_cutpoints.py ../shared/data/unieval-reproduce/predict/fact/qags_cnndm_result.json \\
-        --model-field predict_scores --metric consistency --bins 0.4,1 --consistency-task fact -o configs/rating.fact-qags.yaml
+        --model-field predict_scores --metric consistency --bins 0.4,1 --consistency-aspect fact/consistency -o configs/rating.fact-qags.yaml
 
 Exit status: 0 written, 2 unusable input or options.
 """
@@ -150,8 +150,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="field holding model probabilities per metric when --scores is not given")
     parser.add_argument("--bins", default="2.5,4", help="human score bins LOW,HIGH -> 1/2/3 (default 2.5,4 for 1-5)")
     parser.add_argument("--config", default=None, help="rating YAML to start from (default: the built-in defaults)")
-    parser.add_argument("--consistency-task", default=None, choices=["summarization", "fact"],
-                        help="set consistency_task in the output (the checkpoint the probabilities came from)")
+    parser.add_argument("--consistency-aspect", default=None, metavar="TASK/ASPECT",
+                        help="set consistency_aspect in the output (the aspect the probabilities came from, "
+                        "e.g. fact/consistency)")
     parser.add_argument("--min-examples", type=int, default=20, help="refuse to fit on fewer examples (default 20)")
     parser.add_argument("--output", "-o", required=True, help="the rating YAML to write")
     args = parser.parse_args(argv)
@@ -189,8 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     for metric, fit in fits.items():
         cut_points[metric] = fit.cut_points
     update = {"cut_points": cut_points}
-    if args.consistency_task:
-        update["consistency_task"] = args.consistency_task
+    if args.consistency_aspect:
+        update["consistency_aspect"] = args.consistency_aspect
     config = RatingConfig.model_validate({**base.model_dump(), **update})
     data = config.model_dump(mode="json")
     data["cut_points"] = {k: [round(v[0], 6), round(v[1], 6)] for k, v in data["cut_points"].items()}

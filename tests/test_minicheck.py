@@ -234,3 +234,50 @@ def test_official_minicheck_weights_reproduce_its_readme():
                                     aspect="support").examples]
     assert np.abs(np.array(got) - np.array([0.9805923700332642, 0.007121330592781305])).max() < 1e-4
     assert s.runner("minicheck-flan-t5-large").answer_ids == (209, 3)
+
+
+@pytest.mark.parametrize("fmt", ["summ", "rating", "autoeval"])
+def test_reports_can_check_claims_with_minicheck(fmt, minicheck_ckpt, tiny_ckpt, shared_data, tmp_path, capsys):
+    """``report --consistency-aspect fact/support``: claims, key points, accuracy points and support
+    checks are MiniCheck queries (predict: ...), the rest UniEval's."""
+    import sys
+
+    sys.path.insert(0, str(shared_data.parents[1] / "main" / "scripts"))
+    from convert_qmsum import convert
+
+    rows = [json.loads(line) for line in (shared_data / "qmsum" / "test.jsonl").read_text().splitlines()[:1]]
+    src = tmp_path / "meeting.jsonl"
+    src.write_text(json.dumps(convert(rows)[0]) + "\n")
+    out = tmp_path / "r.json"
+    assert main(["report", "--format", fmt, str(src), "--consistency-aspect", "fact/support",
+                 "--model", f"unieval-sum={tiny_ckpt}", "--model", f"minicheck-flan-t5-large={minicheck_ckpt}",
+                 "-o", str(out), "--no-progress"]) == 0, capsys.readouterr().err
+    doc = json.loads(out.read_text())
+    assert doc["settings"]["consistency_aspect"] == "fact/support" and doc["n_reported"] == 1
+    assert "minicheck-flan-t5-large" in doc["settings"]["checkpoints"]
+    rep = doc["reports"][0]["report"]
+    if fmt == "rating":
+        assert rep["metrics"]["consistency"]["method"] == "minicheck:fact/support"
+    elif fmt == "summ":
+        assert rep["n_claims"] > 0 and all(0 <= c["score"] <= 1 for c in rep["claims"])
+    else:
+        assert rep["accuracy"]["decomposition"]
+
+
+def test_meta_compares_support_with_the_human_consistency_of_qags(minicheck_ckpt, qags, tmp_path, capsys):
+    src = tmp_path / "qags.json"
+    src.write_text(json.dumps(qags[:30]))
+    out = tmp_path / "o.jsonl"
+    assert main(["score", str(src), "--task", "fact", "--aspect", "support", "--model", str(minicheck_ckpt),
+                 "-o", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["meta", str(out), "--human", str(src), "--human-field", "scores", "--bootstrap", "0"]) == 2
+    assert "support" in capsys.readouterr().err  # no human 'support': the aspects are named apart
+    assert main(["meta", str(out), "--human", str(src), "--human-field", "scores", "--human-aspect",
+                 "support=consistency", "--bootstrap", "0", "--json", str(tmp_path / "m.json")]) == 0
+    from scipy import stats
+
+    pred = [json.loads(x)["scores"]["support"] for x in out.read_text().splitlines()]
+    human = [r["scores"]["consistency"] for r in qags[:30]]
+    table = json.loads((tmp_path / "m.json").read_text())["table"]
+    assert table["sample"]["support"]["spearman"][0] == pytest.approx(stats.spearmanr(pred, human)[0], abs=1e-12)

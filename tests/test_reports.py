@@ -121,7 +121,16 @@ def test_score_mapping_boundaries():
 def test_rating_config_file_equals_defaults_and_validates(tmp_path):
     assert load_rating_config(ROOT / "configs" / "rating.yaml") == RatingConfig()
     fitted = load_rating_config(ROOT / "configs" / "rating.fact-qags.yaml")
-    assert fitted.consistency_task == "fact" and fitted.cut_points["consistency"] == pytest.approx((0.604201, 0.917664))
+    assert fitted.consistency_aspect == "fact/consistency"
+    assert fitted.cut_points["consistency"] == pytest.approx((0.604201, 0.917664))
+    old = tmp_path / "old.yaml"  # options written before consistency_aspect still read, with a warning
+    old.write_text("consistency_task: fact\n")
+    with pytest.warns(DeprecationWarning, match="consistency_aspect"):
+        assert load_rating_config(old).consistency_aspect == "fact/consistency"
+    old.write_text("consistency_aspect: summarization/fluency\n")
+    with pytest.raises(ValueError, match="consistency_aspect: must be one of summarization/consistency, "
+                                         "fact/consistency, fact/support"):
+        load_rating_config(old)
     bad = tmp_path / "bad.yaml"
     bad.write_text("cut_points:\n  coherence: [0.8, 0.2]\n")
     with pytest.raises(ValueError, match=r"bad.yaml: cut_points: .*low <= high"):
@@ -216,13 +225,14 @@ def test_rating_subset_language_and_fact_checkpoint(fake_ckpt):
     rec = {"target": "Alpha rose. Beta fell.", "source": SOURCE}
     out = make_report([rec], "rating", engine=scorer,
                       options={"enabled_metrics": ["consistency", "fluency"], "language": "fr",
-                               "consistency_task": "fact"})
+                               "consistency_aspect": "fact/consistency"})
     r = out.reports[0].report
     assert list(r.metrics) == ["consistency", "fluency"] and r.relevance_method is None
     assert r.metrics["consistency"].method == "unieval:fact/consistency"
     assert r.relevancy_rating == "good" and r.global_explanation.startswith("Bon : chaque métrique")
     assert r.metrics["fluency"].explanation.startswith("Fluidité : 2/3 (probabilité 0.50). 1 phrase(s) sur 2")
-    assert out.settings.consistency_task == "fact" and set(out.settings.checkpoints) == {"unieval-fact", "unieval-sum"}
+    assert out.settings.consistency_aspect == "fact/consistency"
+    assert set(out.settings.checkpoints) == {"unieval-fact", "unieval-sum"}
     assert not any(p.startswith(f"question: {COH}") for p in runner.prompts)
 
 

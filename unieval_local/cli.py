@@ -62,8 +62,10 @@ def _model_arg(values: list[str] | None):
 
 
 def _max_length_words(args: argparse.Namespace) -> str:
-    """``--max-length N``, or the evaluators' defaults when it was not given (for messages)."""
-    return f"--max-length {args.max_length}" if args.max_length is not None else "the evaluator's max length"
+    """``--max-length N tokens``, or the evaluators' defaults when it was not given (for messages)."""
+    if args.max_length is not None:
+        return f"--max-length {args.max_length} tokens"
+    return "the evaluator's max_length (1024 tokens for UniEval, 2048 for MiniCheck)"
 
 
 def _non_negative(text: str) -> int:
@@ -115,6 +117,7 @@ def _build_parser() -> argparse.ArgumentParser:
     from .config import LONG_INPUT_MODES, REFERENCE_REDUCTIONS
     from .evaluators import EVALUATORS
     from .reports import FORMATS
+    from .reports.common import consistency_aspects
     from .tasks import CHECKPOINTS, TASKS
 
     parser = argparse.ArgumentParser(
@@ -216,6 +219,9 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="field of the human scores (default: 'human' with --human, as scripts/convert_summeval.py "
                     "writes; 'scores' in a UniEval reproduce file)")
     mt.add_argument("--aspect", action="append", dest="aspects", help="aspects (default: all in common)")
+    mt.add_argument("--human-aspect", action="append", default=None, metavar="PREDICTED=HUMAN",
+                    help="compare a predicted aspect with a human score of another name, e.g. support=consistency "
+                    "for MiniCheck's fact/support against QAGS's consistency (repeatable)")
     mt.add_argument("--bootstrap", type=_non_negative, default=1000, help="bootstrap resamples (default 1000; 0 = none)")
     mt.add_argument("--seed", type=int, default=0)
     mt.add_argument("--json", dest="json_out", default=None, help="also write the table as JSON here")
@@ -285,9 +291,10 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="autoeval: an instruction the summary should follow (repeatable)")
     rp.add_argument("--categorical", action="append", default=None, metavar="NAME=V1|V2",
                     help="autoeval: a categorical section and its allowed values (repeatable)")
-    rp.add_argument("--consistency-task", default=None, choices=["summarization", "fact"],
-                    help="checkpoint for consistency-like queries: summarization (unieval-sum, default) or "
-                    "fact (unieval-fact)")
+    rp.add_argument("--consistency-aspect", default=None, choices=consistency_aspects(), metavar="TASK/ASPECT",
+                    help="the aspect that answers consistency-like queries (claims, key points, support): "
+                    "summarization/consistency (unieval-sum, default), fact/consistency (unieval-fact), "
+                    "fact/support (MiniCheck-Flan-T5, its own protocol), fact/sentence_support ...; choices: %(choices)s")
     _add_model_args(rp)
     rp.add_argument("--long-input", default="chunk", choices=list(LONG_INPUT_MODES),
                     help="prompts over --max-length: chunk (default here: read long sources in windows), "
@@ -377,7 +384,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     stats = summary.stats
     if stats.n_truncated:
         print(f"warning: {stats.n_truncated} of {stats.n_queries} distinct queries were longer than "
-              f"{_max_length_words(args)} tokens and lost their end (--long-input {args.long_input}); "
+              f"{_max_length_words(args)} and lost their end (--long-input {args.long_input}); "
               "--long-input fit or chunk keeps the target whole, --evidence shows which", file=sys.stderr)
     if stats.n_shortened:
         print(f"warning: {stats.n_shortened} of {stats.n_queries} distinct queries had a long field "
@@ -435,10 +442,15 @@ def cmd_meta(args: argparse.Namespace) -> int:
     UniEval reproduce file; see :func:`unieval_local.meta.load_items`). A progress bar over
     the bootstrap resamples shows on a terminal unless ``--no-progress``.
     """
-    from .meta import format_meta, load_items, meta_evaluate
+    from .meta import format_meta, load_items, meta_evaluate, rename_human
 
     try:
         items = load_items(args.predictions, args.human, args.human_field)
+        for pair in args.human_aspect or []:
+            pred, sep, human = pair.partition("=")
+            if not sep or not pred.strip() or not human.strip():
+                raise ValueError(f"--human-aspect wants PREDICTED=HUMAN, got {pair!r}")
+            items = rename_human(items, human.strip(), pred.strip())
         result = meta_evaluate(items, args.aspects, n_boot=args.bootstrap, seed=args.seed,
                                progress=False if args.no_progress else None)
     except (ValueError, OSError, KeyError) as exc:
@@ -514,7 +526,7 @@ _REPORT_FLAGS = {
     "section_questions": ("--section-question", ("autoeval",), "section_questions"),
     "instructions": ("--instruction", ("autoeval",), "instructions"),
     "categorical": ("--categorical", ("autoeval",), "categorical"),
-    "consistency_task": ("--consistency-task", ("rating", "summ", "autoeval"), "consistency_task"),
+    "consistency_aspect": ("--consistency-aspect", ("rating", "summ", "autoeval"), "consistency_aspect"),
 }
 
 

@@ -247,6 +247,12 @@ def meta_evaluate(items: Sequence[Item], aspects: Sequence[str] | None = None, *
     common = [a for a in items[0].pred if all(a in it.pred and a in it.human for it in items)]
     if aspects is None:
         aspects = common
+    if not aspects:
+        pred = sorted(items[0].pred)
+        human = sorted(items[0].human)
+        raise ValueError(f"no aspect has both predicted and human scores: predicted {pred}, human {human}; "
+                         f"pair two names with --human-aspect PREDICTED=HUMAN (e.g. {pred[0]}={human[0]})"
+                         if pred and human else "no aspect has both predicted and human scores")
     unknown = [a for a in aspects if a not in common]
     if unknown:
         raise ValueError(f"aspect(s) {unknown} have no predicted and human scores on every example; "
@@ -456,6 +462,22 @@ def load_items(predictions: str | Path, human: str | Path | None = None,
             pred["overall"] = r["aspect_mean"]
         items.append(Item(r["key"], pred, hum, r.get("doc_id", h.get("doc_id")), r.get("system_id", h.get("system_id"))))
     return items
+
+
+def rename_human(items: Sequence[Item], human_aspect: str, as_aspect: str) -> list[Item]:
+    """The items with human score ``human_aspect`` also available as ``as_aspect``, so a
+    predicted aspect of another name can be compared with it (MiniCheck's ``support`` with
+    QAGS's human ``consistency``).
+
+    Raises:
+        ValueError: an item has no human ``human_aspect`` (the message names its key).
+    """
+    out = []
+    for it in items:
+        if human_aspect not in it.human:
+            raise ValueError(f"record {it.key!r} has no human score {human_aspect!r}; it has {sorted(it.human)}")
+        out.append(Item(it.key, it.pred, {**it.human, as_aspect: it.human[human_aspect]}, it.doc_id, it.system_id))
+    return out
 
 
 # ----------------------------------------------------------------------------- paired comparison

@@ -95,7 +95,7 @@ def make_report(
                ": a summary sentence, key point or instruction alone is too long") + ")",
             UserWarning, stacklevel=2)
     settings = ReportSettings(
-        package=config.package, checkpoints=engine.checkpoint_identities(), consistency_task=options.consistency_task,
+        package=config.package, checkpoints=engine.checkpoint_identities(), consistency_aspect=options.consistency_aspect,
         run=config.as_dict(), options=options.model_dump(mode="json", exclude={"templates"}))
     n_err = sum(r.error is not None for r in rows)
     return ReportFile[report_model](

@@ -36,15 +36,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..engine import Engine, Job, RunStats
 from ..keypoints import content_words, source_sentence_spans
 from ..schema import UniEvalData
 from .common import (
+    DEFAULT_CONSISTENCY_ASPECT,
+    check_consistency_aspect,
+    migrate_consistency_task,
+    resolve_consistency_aspect,
     NA,
     Claims,
     ClaimWindow,
@@ -84,7 +88,8 @@ class AutoevalOptions(BaseModel):
             question, the most related first (default 10).
         min_content_words: a transcript sentence needs this many content words
             to be asked about (default 3; drops "Okay." turns).
-        consistency_task: ``summarization`` (unieval-sum) or ``fact`` (unieval-fact)
+        consistency_aspect: ``task/aspect`` answering accuracy points and support checks
+            (``summarization/consistency`` by default; ``fact/support`` for MiniCheck)
             answers the accuracy and support queries.
 
     Raises:
@@ -103,7 +108,17 @@ class AutoevalOptions(BaseModel):
     addressed_threshold: float = Field(default=0.5, ge=0, le=1)
     max_items_per_question: int = Field(default=10, ge=1)
     min_content_words: int = Field(default=3, ge=0)
-    consistency_task: Literal["summarization", "fact"] = "summarization"
+    consistency_aspect: str = DEFAULT_CONSISTENCY_ASPECT
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_key(cls, data: Any) -> Any:
+        return migrate_consistency_task(data)
+
+    @field_validator("consistency_aspect")
+    @classmethod
+    def _checker(cls, v: str) -> str:
+        return check_consistency_aspect(v)
 
     @field_validator("section_questions", "instructions")
     @classmethod
@@ -274,7 +289,7 @@ def autoeval_rows(records: Sequence[Any], engine: Engine, options: AutoevalOptio
     """
     parsed, errors = parse_records(records)
     reg = engine.registry
-    cons = reg.get_aspect(options.consistency_task, "consistency")
+    cons = resolve_consistency_aspect(reg, options.consistency_aspect)
     claims = Claims()
     questions: dict[str, int] = {}  # question text -> aspect number
     related: dict[int, Flat] = {}  # aspect number -> source sentences asked about

@@ -23,6 +23,54 @@ from ..schema import Evidence, UniEvalData
 from ..tasks import Aspect, PromptField
 
 NA = "N/A"
+
+#: The default checker of consistency-like queries (claims, key points, support).
+DEFAULT_CONSISTENCY_ASPECT = "summarization/consistency"
+
+
+def consistency_aspects() -> list[str]:
+    """The registry's claim-vs-document aspects, ``task/aspect``: those whose fields are the
+    target (the claim) and the source (the document) and that take the max over windows of
+    a long document (a claim is supported if some passage supports it), e.g.
+    ``summarization/consistency``, ``fact/consistency``, ``fact/support`` (MiniCheck)."""
+    from ..tasks import DEFAULT_REGISTRY
+
+    return [f"{t.name}/{a.name}" for t in DEFAULT_REGISTRY.tasks.values() for a in t.aspects.values()
+            if a.required_fields == ("target", "source") and a.window_reduction == "max"]
+
+
+def check_consistency_aspect(v: str) -> str:
+    """``v`` unchanged when it names a claim-vs-document aspect (:func:`consistency_aspects`).
+
+    Raises:
+        ValueError: not ``TASK/ASPECT``, unknown, or not a claim-vs-document aspect
+            (the message lists the valid ones).
+    """
+    valid = consistency_aspects()
+    if not isinstance(v, str) or v not in valid:
+        raise ValueError(f"must be one of {', '.join(valid)} (TASK/ASPECT), got {v!r}")
+    return v
+
+
+def resolve_consistency_aspect(registry, name: str) -> Aspect:
+    """The :class:`~unieval_local.tasks.Aspect` ``task/aspect`` from ``registry``."""
+    task, _, aspect = name.partition("/")
+    return registry.get_aspect(task, aspect)
+
+
+def migrate_consistency_task(data: Any) -> Any:
+    """Options written before ``consistency_aspect``: ``consistency_task: fact`` becomes
+    ``consistency_aspect: fact/consistency`` (with a DeprecationWarning)."""
+    if isinstance(data, dict) and "consistency_task" in data:
+        import warnings
+
+        data = dict(data)
+        task = data.pop("consistency_task")
+        warnings.warn("the option consistency_task is replaced by consistency_aspect (TASK/ASPECT); "
+                      f"consistency_task: {task} reads as consistency_aspect: {task}/consistency",
+                      DeprecationWarning, stacklevel=2)
+        data.setdefault("consistency_aspect", f"{task}/consistency")
+    return data
 #: A percentage in [0, 100], or "N/A" where the inputs do not allow the metric.
 Percent = float | Literal["N/A"]
 
@@ -131,8 +179,8 @@ class ReportSettings(BaseModel):
     Attributes:
         package: unieval-local version.
         checkpoints: checkpoint name -> :class:`CheckpointIdentity` of each checkpoint used.
-        consistency_task: ``summarization`` (unieval-sum) or ``fact`` (unieval-fact):
-            which checkpoint answered the consistency-like queries.
+        consistency_aspect: ``task/aspect`` that answered the consistency-like queries
+            (claims, key points, support), e.g. ``fact/support`` for MiniCheck.
         run: the engine's :class:`~unieval_local.config.RunConfig` (``as_dict()``): every
             setting that can change a score (max_length, long_input, window_overlap,
             reference_reduction, splitter, dtype, device, forward path) and the library versions.
@@ -143,7 +191,7 @@ class ReportSettings(BaseModel):
 
     package: str
     checkpoints: dict[str, CheckpointIdentity]
-    consistency_task: str
+    consistency_aspect: str
     run: dict[str, Any]
     options: dict[str, Any]
 

@@ -2,7 +2,7 @@
 
 Per enabled metric (coherence, consistency, relevance, fluency) the UniEval
 score p in [0, 1] (summarization aspects; consistency from unieval-fact when
-``consistency_task="fact"``) becomes a rating by the metric's cut points
+``consistency_aspect``, e.g. ``fact/consistency`` or MiniCheck's ``fact/support``) becomes a rating by the metric's cut points
 ``(low, high)``: 1 if p < low, 2 if low <= p < high, 3 if p >= high. Without a
 reference, relevance is the key-point coverage share of the ``summ`` report
 (key points supported by the summary / key points) with its own cut points
@@ -32,6 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..engine import Engine, Job, RunStats, jobs_by_checkpoint
 from ..cutpoints import to_rating
 from .common import (
+    DEFAULT_CONSISTENCY_ASPECT,
+    check_consistency_aspect,
+    migrate_consistency_task,
+    resolve_consistency_aspect,
     Coverage,
     ReportRow,
     RowError,
@@ -131,8 +135,9 @@ class RatingConfig(BaseModel):
         coverage_threshold: a key point counts as covered at this probability.
         n_key_points: key points to extract (None: from the source length,
             :func:`~unieval_local.keypoints.default_n_key_points`).
-        consistency_task: ``summarization`` (unieval-sum) or ``fact`` (unieval-fact)
-            answers the consistency queries.
+        consistency_aspect: ``task/aspect`` that answers the consistency queries (a
+            claim-vs-document aspect: ``summarization/consistency`` (default),
+            ``fact/consistency`` (unieval-fact), ``fact/support`` (MiniCheck) ...).
         language: the template set for explanations (a key of ``templates``).
         templates: language -> template name -> ``str.format`` text.
 
@@ -150,7 +155,7 @@ class RatingConfig(BaseModel):
     sentence_threshold: float = Field(default=0.5, ge=0, le=1)
     coverage_threshold: float = Field(default=0.5, ge=0, le=1)
     n_key_points: int | None = Field(default=None, ge=1)
-    consistency_task: Literal["summarization", "fact"] = "summarization"
+    consistency_aspect: str = DEFAULT_CONSISTENCY_ASPECT
     language: str = "en"
     templates: dict[str, dict[str, str]] = Field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_TEMPLATES.items()})
 
@@ -162,7 +167,7 @@ class RatingConfig(BaseModel):
         language (and within a language, one template) at a time."""
         if not isinstance(data, dict):
             return data
-        data = dict(data)
+        data = dict(migrate_consistency_task(data))
         if isinstance(data.get("cut_points"), dict):
             data["cut_points"] = {**DEFAULT_CUT_POINTS, **data["cut_points"]}
         if isinstance(data.get("good_rules"), dict):
@@ -178,6 +183,11 @@ class RatingConfig(BaseModel):
     @classmethod
     def _unique(cls, v: list[str]) -> list[str]:
         return list(dict.fromkeys(v))
+
+    @field_validator("consistency_aspect")
+    @classmethod
+    def _checker(cls, v: str) -> str:
+        return check_consistency_aspect(v)
 
     @field_validator("cut_points")
     @classmethod
@@ -381,7 +391,7 @@ def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
     reg = engine.registry
     uni = {m: reg.get_aspect("summarization", m) for m in ("coherence", "fluency", "relevance") if m in enabled}
     if "consistency" in enabled:
-        uni["consistency"] = reg.get_aspect(config.consistency_task, "consistency")
+        uni["consistency"] = resolve_consistency_aspect(reg, config.consistency_aspect)
     needs_source = bool({"coherence", "consistency"} & set(enabled))
     coverage, with_refs = Coverage(), []
     for i, rec in enumerate(parsed):
@@ -407,7 +417,7 @@ def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
         jobs["relevance"] = Job((uni["relevance"],), with_refs)
     on_records = list(jobs)
     if coverage.flat.examples:
-        cons = reg.get_aspect(config.consistency_task, "consistency")
+        cons = resolve_consistency_aspect(reg, config.consistency_aspect)
         jobs["coverage"] = Job((support_aspect(cons, "key_point_coverage"),), coverage.flat.examples)
     results, stats = engine.run(jobs, evidence=True)
     values, evidence = {}, {}
@@ -446,18 +456,18 @@ def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
                 method_name, method = "key_point_coverage", "key_point_coverage"
                 key_points = [key_point_json(kp, v, config.coverage_threshold) for kp, v in zip(points, vals)]
             else:
-                p = float(values[m][i])
+                p = float(values[uni[m].name][i])  # the metric's aspect (consistency may be fact/support)
                 if not np.isfinite(p):
                     failed = m
                     break
                 cuts = tuple(config.cut_points[m])
                 a = uni[m]
-                method_name = f"unieval:{a.task}/{a.name}"
+                method_name = f"{a.checkpoint.split('-')[0]}:{a.task}/{a.name}"  # unieval:..., minicheck:...
                 if m == "relevance":
                     method = "reference"
                     detail = config.t("whole_references", n=len(rec.references))
                 elif a.granularity == "sentence":
-                    detail = _sentence_detail(config, evidence[m][i])
+                    detail = _sentence_detail(config, evidence[uni[m].name][i])
                 else:
                     detail = config.t("whole_document")
             score = to_rating(p, cuts)

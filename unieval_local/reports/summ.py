@@ -5,7 +5,8 @@ Per summary (all Boolean-QA queries in one engine pass):
 * Claims: the summary's first ``max_n_claims`` sentences (each line on its own,
   then Punkt; list markers dropped). Each gets the consistency query against the
   source (UniEval's summarization consistency question, or unieval-fact's with
-  ``consistency_task="fact"``; long sources are read in windows with the
+  ``consistency_aspect``: unieval-fact's ``fact/consistency``, or MiniCheck's ``fact/support``,
+  which reads the source in its own 500-word chunks; long sources are read in windows with the
   engine's ``long_input="chunk"``, max over windows).
   ``alignment = #claims with P(Yes) >= alignment_threshold / #claims``.
 * Key points: ``key_points`` of the record, or the ``n_key_points`` most
@@ -34,11 +35,15 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..engine import Engine, Job, RunStats
 from ..keypoints import redundant_sentences
 from .common import (
+    DEFAULT_CONSISTENCY_ASPECT,
+    check_consistency_aspect,
+    migrate_consistency_task,
+    resolve_consistency_aspect,
     Claims,
     ClaimWindow,
     Coverage,
@@ -71,7 +76,8 @@ class SummOptions(BaseModel):
             maximum in points (default 20).
         max_words: summary words above which the length penalty starts
             (default None: no length penalty); length_weight: its maximum (default 10).
-        consistency_task: ``summarization`` (unieval-sum) or ``fact`` (unieval-fact).
+        consistency_aspect: ``task/aspect`` answering claims and key points
+            (``summarization/consistency`` by default; ``fact/support`` for MiniCheck).
 
     Raises:
         pydantic.ValidationError: out-of-range values, or weights not summing to 1.
@@ -92,7 +98,17 @@ class SummOptions(BaseModel):
     compression_weight: float = Field(default=20.0, ge=0, le=100)
     max_words: int | None = Field(default=None, ge=1)
     length_weight: float = Field(default=10.0, ge=0, le=100)
-    consistency_task: Literal["summarization", "fact"] = "summarization"
+    consistency_aspect: str = DEFAULT_CONSISTENCY_ASPECT
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_key(cls, data: Any) -> Any:
+        return migrate_consistency_task(data)
+
+    @field_validator("consistency_aspect")
+    @classmethod
+    def _checker(cls, v: str) -> str:
+        return check_consistency_aspect(v)
 
     @model_validator(mode="after")
     def _weights(self) -> "SummOptions":
@@ -216,7 +232,7 @@ def summ_rows(records: Sequence[Any], engine: Engine, options: SummOptions,
         bad record; the others are scored) and the engine pass's counts.
     """
     parsed, errors = parse_records(records)
-    cons = engine.registry.get_aspect(options.consistency_task, "consistency")
+    cons = resolve_consistency_aspect(engine.registry, options.consistency_aspect)
     claims, coverage = Claims(), Coverage()
     for i, rec in enumerate(parsed):
         if rec is None:
