@@ -281,3 +281,29 @@ def test_meta_compares_support_with_the_human_consistency_of_qags(minicheck_ckpt
     human = [r["scores"]["consistency"] for r in qags[:30]]
     table = json.loads((tmp_path / "m.json").read_text())["table"]
     assert table["sample"]["support"]["spearman"][0] == pytest.approx(stats.spearmanr(pred, human)[0], abs=1e-12)
+
+
+def test_a_user_defined_aspect_may_name_the_minicheck_evaluator(minicheck_ckpt, mc_reference, qags, tmp_path):
+    cfg = tmp_path / "aspects.yaml"
+    cfg.write_text("aspects:\n  - task: summarization\n    name: summary_support\n"
+                   "    question: unused by MiniCheck's format\n"
+                   "    fields: [{label: document, field: source}, {label: claim, field: target}]\n"
+                   "    evaluator: minicheck-flan-t5-large\n    window_reduction: max\n")
+    s = Scorer(model={"minicheck-flan-t5-large": str(minicheck_ckpt)}, aspects_config=cfg)
+    rec = {"target": qags[1]["system_output"], "source": qags[1]["source"]}
+    got = s.score([rec], task="summarization", aspect="summary_support").examples[0].value
+    assert abs(got - mc_reference.support(rec["source"], rec["target"])) < TOL
+
+
+def test_the_cache_key_includes_the_evaluator_spec(tmp_path):
+    from unieval_local.cache import CachedRunner, ScoreCache
+    from unieval_local.config import RunConfig
+
+    from conftest import FakeRunner
+
+    cache, config = ScoreCache(tmp_path / "c"), RunConfig()
+    a = CachedRunner(FakeRunner(), cache, config, EVALUATORS["unieval-sum"])
+    b = CachedRunner(FakeRunner(), cache, config, EVALUATORS["minicheck-flan-t5-large"])
+    c = CachedRunner(FakeRunner(), cache, config, Evaluator("unieval-sum", None, answers=("No", "Yes")))
+    keys = {r.key("the same prompt", 1024) for r in (a, b, c)}
+    assert len(keys) == 3
