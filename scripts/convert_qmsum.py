@@ -5,13 +5,15 @@ One record per meeting (35 in the test split)::
 
     {"id": "qmsum-test-<i>", "doc_id": "qmsum-test-<i>", "source": "<Speaker>: <text>\\n...",
      "target": <the whole-meeting summary>, "query": "Summarize the whole meeting.",
-     "instructions": [<query>], "section_questions": [<topic>, ...]}
+     "instructions": [<query>],
+     "section_definitions": [{"name": <topic>, "instruction": "Summarize the discussion of <topic>",
+                              "topic": <topic>}, ...]}
 
 ``target`` is the reference answer to the general query (``general_query_list[0].answer``);
 ``source`` is the whole transcript, one ``Speaker: text`` line per turn (thousands of
 tokens: use ``--long-input chunk``). ``instructions`` (the general query) and
-``section_questions`` (the annotated topics, ``topic_list``) feed ``unieval-local report
---format autoeval``. QMSum is MIT (transcripts: AMI/ICSI CC BY 4.0,
+``section_definitions`` (one free-text section per annotated topic, ``topic_list``) feed
+``unieval-local report --format autoeval``. QMSum is MIT (transcripts: AMI/ICSI CC BY 4.0,
 parliamentary records).
 
 Usage:
@@ -40,7 +42,8 @@ def convert(rows: list[dict]) -> list[dict]:
         out.append({"id": f"qmsum-test-{i}", "doc_id": f"qmsum-test-{i}", "source": source,
                     "target": general["answer"], "query": general["query"],
                     "instructions": [general["query"]],
-                    "section_questions": [t["topic"] for t in row.get("topic_list", [])]})
+                    "section_definitions": [{"name": t["topic"], "instruction": f"Summarize the discussion of {t['topic']}",
+                                             "topic": t["topic"]} for t in row.get("topic_list", [])]})
     return out
 
 

@@ -205,3 +205,33 @@ def fake_scorer(fake_ckpt):
         runner = FakeRunner(answer, table=table, default=default)
         return Scorer(model=fake_ckpt, runner_factory=fake_factory(runner), **kw), runner
     return make
+
+
+def documented_shape(name: str):
+    """The documented example output of report format ``name`` (tests/data/formats/NAME.json)."""
+    import json
+
+    return json.loads((ROOT / "tests" / "data" / "formats" / f"{name}.json").read_text())
+
+
+def assert_same_shape(actual, documented, path: str = "$", allow_extra: bool = False) -> None:
+    """``actual`` has the documented example's keys (the same ones, in the same order; with
+    ``allow_extra``, at least them) and, value by value, the same JSON types (bool, int,
+    float and str are told apart; each list item is checked against the example's first item)."""
+    if isinstance(documented, dict):
+        assert isinstance(actual, dict), f"{path}: {type(actual).__name__}, documented an object"
+        missing = [k for k in documented if k not in actual]
+        extra = [k for k in actual if k not in documented]
+        assert not missing, f"{path}: missing keys {missing}"
+        assert allow_extra or not extra, f"{path}: keys not in the documented shape {extra}"
+        if not allow_extra:
+            assert list(actual) == list(documented), f"{path}: key order {list(actual)} != {list(documented)}"
+        for k in documented:
+            assert_same_shape(actual[k], documented[k], f"{path}.{k}", allow_extra)
+    elif isinstance(documented, list):
+        assert isinstance(actual, list), f"{path}: {type(actual).__name__}, documented a list"
+        for i, item in enumerate(actual if documented else []):
+            assert_same_shape(item, documented[0], f"{path}[{i}]", allow_extra)
+    else:
+        assert type(actual) is type(documented), \
+            f"{path}: {type(actual).__name__} {actual!r}, documented {type(documented).__name__} {documented!r}"

@@ -251,13 +251,14 @@ def test_reports_can_check_claims_with_minicheck(fmt, minicheck_ckpt, tiny_ckpt,
     out = tmp_path / "r.json"
     assert main(["report", "--format", fmt, str(src), "--consistency-aspect", "fact/support",
                  "--model", f"unieval-sum={tiny_ckpt}", "--model", f"minicheck-flan-t5-large={minicheck_ckpt}",
-                 "-o", str(out), "--no-progress"]) == 0, capsys.readouterr().err
+                 "-o", str(out), "--no-progress"] + (["--details"] if fmt == "rating" else [])) == 0, \
+        capsys.readouterr().err
     doc = json.loads(out.read_text())
     assert doc["settings"]["consistency_aspect"] == "fact/support" and doc["n_reported"] == 1
     assert "minicheck-flan-t5-large" in doc["settings"]["checkpoints"]
     rep = doc["reports"][0]["report"]
     if fmt == "rating":
-        assert rep["metrics"]["consistency"]["method"] == "minicheck:fact/support"
+        assert rep["details"]["metrics"]["consistency"]["method"] == "minicheck:fact/support"
     elif fmt == "summ":
         assert rep["n_claims"] > 0 and all(0 <= c["score"] <= 1 for c in rep["claims"])
     else:

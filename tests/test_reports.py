@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 
 import numpy as np
@@ -24,13 +25,14 @@ from unieval_local.reports import (
     apply_rules,
     load_rating_config,
     make_report,
+    normalized_score,
     to_rating,
 )
 from unieval_local.cutpoints import fit_cut_points, human_to_rating
 from unieval_local.schema import UniEvalData
 from unieval_local.tasks import get_aspect
 
-from conftest import ROOT, FakeRunner, fake_factory
+from conftest import ROOT, FakeRunner, assert_same_shape, documented_shape, fake_factory
 
 # ---------------------------------------------------------------- fake runner
 
@@ -79,27 +81,36 @@ REL = "Is this summary relevant to the reference?"
 
 
 @pytest.mark.parametrize("ratings, rating, score, binary, avg, n_failed", [
-    ({"coherence": 3, "consistency": 3, "relevance": 3, "fluency": 3}, "good", 1.0, 1, 1.0, 0),
-    ({"coherence": 2, "consistency": 3, "relevance": 3, "fluency": 2}, "good", 1.0, 1, 0.75, 0),
-    ({"coherence": 2, "consistency": 2, "relevance": 3, "fluency": 2}, "incomplete", 0.5, 0, 0.625, 1),
-    ({"coherence": 3, "consistency": 3, "relevance": 2, "fluency": 3}, "incomplete", 0.5, 0, 0.875, 1),
-    ({"coherence": 2, "consistency": 2, "relevance": 2, "fluency": 2}, "incomplete", 0.5, 0, 0.5, 2),
-    ({"coherence": 1, "consistency": 3, "relevance": 3, "fluency": 3}, "bad", 0.0, 0, 0.75, 1),
-    ({"coherence": 3, "consistency": 3, "relevance": 3, "fluency": 1}, "bad", 0.0, 0, 0.75, 1),
-    ({"coherence": 1, "consistency": 1, "relevance": 1, "fluency": 1}, "bad", 0.0, 0, 0.0, 4),
+    # avg_score: mean of rating / 3 (the rating format's normalized_score), computed by hand
+    ({"coherence": 3, "consistency": 3, "relevance": 3, "fluency": 3}, "good", 1.0, 1, 12 / 12, 0),
+    ({"coherence": 2, "consistency": 3, "relevance": 3, "fluency": 2}, "good", 1.0, 1, 10 / 12, 0),
+    ({"coherence": 2, "consistency": 2, "relevance": 3, "fluency": 2}, "incomplete", 0.5, 0, 9 / 12, 1),
+    ({"coherence": 3, "consistency": 3, "relevance": 2, "fluency": 3}, "incomplete", 0.5, 0, 11 / 12, 1),
+    ({"coherence": 2, "consistency": 2, "relevance": 2, "fluency": 2}, "incomplete", 0.5, 0, 8 / 12, 2),
+    ({"coherence": 1, "consistency": 3, "relevance": 3, "fluency": 3}, "bad", 0.0, 0, 10 / 12, 1),
+    ({"coherence": 3, "consistency": 3, "relevance": 3, "fluency": 1}, "bad", 0.0, 0, 10 / 12, 1),
+    ({"coherence": 1, "consistency": 1, "relevance": 1, "fluency": 1}, "bad", 0.0, 0, 4 / 12, 4),
     # subsets: only the enabled metrics' rules apply
-    ({"coherence": 2}, "good", 1.0, 1, 0.5, 0),
-    ({"consistency": 2}, "incomplete", 0.5, 0, 0.5, 1),
-    ({"fluency": 1}, "bad", 0.0, 0, 0.0, 1),
-    ({"coherence": 2, "fluency": 2}, "good", 1.0, 1, 0.5, 0),
-    ({"relevance": 2, "fluency": 3}, "incomplete", 0.5, 0, 0.75, 1),
-    ({"consistency": 3, "relevance": 3}, "good", 1.0, 1, 1.0, 0),
-    ({"consistency": 1, "relevance": 2}, "bad", 0.0, 0, 0.25, 2),
+    ({"coherence": 2}, "good", 1.0, 1, 2 / 3, 0),
+    ({"consistency": 2}, "incomplete", 0.5, 0, 2 / 3, 1),
+    ({"fluency": 1}, "bad", 0.0, 0, 1 / 3, 1),
+    ({"coherence": 2, "fluency": 2}, "good", 1.0, 1, 4 / 6, 0),
+    ({"relevance": 2, "fluency": 3}, "incomplete", 0.5, 0, 5 / 6, 1),
+    ({"consistency": 3, "relevance": 3}, "good", 1.0, 1, 6 / 6, 0),
+    ({"consistency": 1, "relevance": 2}, "bad", 0.0, 0, 3 / 6, 2),
 ])
 def test_rule_engine_table(ratings, rating, score, binary, avg, n_failed):
     out = apply_rules(ratings)
-    assert (out.rating, out.score, out.binary_score, out.avg_score, len(out.failed)) == \
-        (rating, score, binary, avg, n_failed)
+    assert (out.rating, out.score, out.binary_score, len(out.failed)) == (rating, score, binary, n_failed)
+    assert out.avg_score == pytest.approx(avg, abs=1e-15)
+
+
+def test_rating_formulas_of_the_documented_example():
+    """The rating format's own example: 3 -> 1.0, 2 -> 0.67; ratings 3, 3, 3, 2 average 0.92."""
+    assert [normalized_score(r) for r in (1, 2, 3)] == [1 / 3, 2 / 3, 1.0]
+    assert round(normalized_score(2), 4) == 0.6667
+    out = apply_rules({"coherence": 3, "consistency": 3, "relevance": 3, "fluency": 2})
+    assert round(out.avg_score, 4) == 0.9167 and out.rating == "good"
 
 
 def test_rule_engine_custom_rules_and_bad_input():
@@ -171,66 +182,110 @@ def test_rating_report_exact_json(fake_ckpt):
         {"id": "c", "target": "Alpha rose."},  # no source: coherence and consistency cannot be rated
         {"id": "d", "target": "   ", "source": SOURCE},
     ]
-    out = make_report(records, "rating", engine=scorer)
-    cuts = [0.3333, 0.6667]
+    with pytest.warns(UserWarning, match="placeholders") as caught:
+        out = make_report(records, "rating", engine=scorer)
+    assert sum("placeholders" in str(w.message) for w in caught) == 1  # once per run, not per record
+    assert out.notes and "fit_rating_cutpoints" in out.notes[0]
     a = out.reports[0].model_dump(mode="json")
-    assert_json_close(a, {"index": 0, "id": "a", "error": None, "report": {
-        "relevancy_rating": "bad", "score": 0.0, "binary_score": 0, "avg_score": 0.5,
-        "metrics": {
-            "coherence": {"score": 2, "normalized_score": 0.5, "probability": 0.5, "cut_points": cuts,
-                          "method": "unieval:summarization/coherence",
-                          "explanation": "Coherence: 2/3 (probability 0.50). Scored on the whole summary against "
-                                         "the source."},
-            "consistency": {"score": 3, "normalized_score": 1.0, "probability": 0.7, "cut_points": cuts,
-                            "method": "unieval:summarization/consistency",
-                            "explanation": "Consistency: 3/3 (probability 0.70). All 2 sentences scored at least "
-                                           "0.50; the lowest is \"Beta fell.\" (0.50)."},
-            "relevance": {"score": 1, "normalized_score": 0.0, "probability": 0.3, "cut_points": cuts,
-                          "method": "unieval:summarization/relevance",
-                          "explanation": "Relevance: 1/3 (probability 0.30). Scored on the whole summary against "
-                                         "1 reference(s) (mean over references)."},
-            "fluency": {"score": 2, "normalized_score": 0.5, "probability": 0.5, "cut_points": cuts,
-                        "method": "unieval:summarization/fluency",
-                        "explanation": "Fluency: 2/3 (probability 0.50). 1 of 2 sentences scored below 0.50; the "
-                                       "lowest is \"Beta fell.\" (0.40)."},
-        },
-        "relevance_method": "reference", "key_points": None,
+    # coherence 2, consistency 3, relevance 1, fluency 2: avg (2 + 3 + 1 + 2) / 3 / 4
+    assert_json_close(a, {"index": 0, "id": "a", "error": None, "notes": [], "report": {"summary": {
+        "global_explanation": "Bad: 1 metric(s) at the lowest rating (mean normalized score 0.67).",
+        "relevancy_rating": "bad", "score": 0.0,
         "possible_issues": ["Relevance is 1/3, at most 1: the summary is rated bad."],
-        "global_explanation": "Bad: 1 metric(s) at the lowest rating (mean normalized score 0.50).",
-    }})
-    b = out.reports[1].report
-    assert b.relevance_method == "key_point_coverage"
-    assert b.metrics["relevance"].model_dump(mode="json") == {
-        "score": 2, "normalized_score": 0.5, "probability": 0.5, "cut_points": cuts, "method": "key_point_coverage",
-        "explanation": "Relevance: 2/3 (share of key points covered 0.50). No reference was given, so relevance is key-point "
-                       "coverage: 1 of 2 key points of the source are supported by the summary. Least supported: "
-                       "\"Gamma stayed flat.\" (0.10)."}
-    assert b.key_points == [
-        {"key_point": "Alpha rose sharply today.", "score": 0.8, "covered": True, "start": None, "end": None},
-        {"key_point": "Gamma stayed flat.", "score": 0.1, "covered": False, "start": None, "end": None}]
+        "binary_score": 0, "avg_score": 8 / 12,
+        "coherence": {"score": 2, "explanation": "Coherence: 2/3 (probability 0.50). Scored on the whole summary "
+                                                 "against the source.", "normalized_score": 2 / 3},
+        "consistency": {"score": 3, "explanation": "Consistency: 3/3 (probability 0.70). All 2 sentences scored at "
+                                                   "least 0.50; the lowest is \"Beta fell.\" (0.50).",
+                        "normalized_score": 1.0},
+        "relevance": {"score": 1, "explanation": "Relevance: 1/3 (probability 0.30). Scored on the whole summary "
+                                                 "against 1 reference(s) (mean over references).",
+                      "normalized_score": 1 / 3},
+        "fluency": {"score": 2, "explanation": "Fluency: 2/3 (probability 0.50). 1 of 2 sentences scored below 0.50; "
+                                               "the lowest is \"Beta fell.\" (0.40).", "normalized_score": 2 / 3},
+    }}})
+    assert_same_shape(a["report"], documented_shape("rating"))
+    b = out.reports[1].report.summary
+    assert b.relevance.model_dump(mode="json") == {
+        "score": 2, "explanation": "Relevance: 2/3 (share of key points covered 0.50). No reference was given, so "
+        "relevance is key-point coverage: 1 of 2 key points of the source are supported by the summary. Least "
+        "supported: \"Gamma stayed flat.\" (0.10).", "normalized_score": 2 / 3}
     # coherence 2, consistency 3, relevance 2, fluency 2: relevance misses good (needs 3) -> incomplete
-    assert (b.relevancy_rating, b.score, b.binary_score, b.avg_score) == ("incomplete", 0.5, 0, 0.625)
+    assert (b.relevancy_rating, b.score, b.binary_score) == ("incomplete", 0.5, 0)
+    assert b.avg_score == pytest.approx(9 / 12)
     assert b.possible_issues == ["Relevance is 2/3; a good summary needs at least 3."]
+    assert out.reports[1].report.details is None and "details" not in out.reports[1].model_dump()["report"]
     assert out.reports[2].error.field == "source" and out.reports[2].report is None
     assert out.reports[3].error.field == "target"
     assert (out.n_records, out.n_reported, out.n_errors) == (4, 2, 2)
     assert out.aggregate["share_bad"] == 0.5 and out.aggregate["mean_relevance"] == 1.5
+    assert out.aggregate["avg_score"] == pytest.approx((8 / 12 + 9 / 12) / 2)
     ReportFile[RatingReport].model_validate_json(out.model_dump_json())
     # all queries (4 aspects, key-point coverage) went to the model in one pass
     assert len(runner.calls) == 1 and len(set(runner.prompts)) == 8
 
 
+def test_rating_details_option_and_fitted_cut_points(fake_ckpt):
+    scorer, _ = fake_scorer(fake_ckpt, rating_answer)
+    rec = {"id": "b", "target": "Alpha rose. Beta fell.", "source": SOURCE,
+           "key_points": ["Alpha rose sharply today.", "Gamma stayed flat."]}
+    fitted = {"coherence": [0.2, 0.4], "consistency": [0.2, 0.6], "relevance": [0.2, 0.6],
+              "fluency": [0.2, 0.45], "relevance_coverage": [0.2, 0.5]}
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # fitted cut points: no placeholder warning
+        out = make_report([rec], "rating", engine=scorer, options={"details": True, "cut_points": fitted})
+    assert out.notes == []
+    r = out.reports[0].report
+    assert [m for m, v in r.summary.metrics.items()] == ["coherence", "consistency", "relevance", "fluency"]
+    assert all(v.score == 3 for v in r.summary.metrics.values()) and r.summary.relevancy_rating == "good"
+    assert_json_close(r.details.model_dump(mode="json"), {
+        "metrics": {
+            "coherence": {"probability": 0.5, "cut_points": [0.2, 0.4], "placeholder_cut_points": False,
+                          "method": "unieval:summarization/coherence"},
+            "consistency": {"probability": 0.7, "cut_points": [0.2, 0.6], "placeholder_cut_points": False,
+                            "method": "unieval:summarization/consistency"},
+            "relevance": {"probability": 0.5, "cut_points": [0.2, 0.5], "placeholder_cut_points": False,
+                          "method": "key_point_coverage"},
+            "fluency": {"probability": 0.5, "cut_points": [0.2, 0.45], "placeholder_cut_points": False,
+                        "method": "unieval:summarization/fluency"}},
+        "relevance_method": "key_point_coverage",
+        "key_points": [
+            {"key_point": "Alpha rose sharply today.", "score": 0.8, "covered": True, "start": None, "end": None},
+            {"key_point": "Gamma stayed flat.", "score": 0.1, "covered": False, "start": None, "end": None}]})
+    # partly fitted: the note names only the metrics still on placeholders
+    with pytest.warns(UserWarning, match="cut points of fluency are the built-in placeholders"):
+        make_report([rec], "rating", engine=scorer, options={
+            "enabled_metrics": ["coherence", "fluency"], "cut_points": {"coherence": [0.2, 0.4]}})
+
+
+def test_rating_reads_the_rating_formats_input_names(fake_ckpt):
+    scorer, _ = fake_scorer(fake_ckpt, rating_answer)
+    ours = make_report([{"target": "Alpha rose. Beta fell.", "source": SOURCE}], "rating", engine=scorer,
+                       options={"enabled_metrics": ["coherence", "consistency"]}, warn=False)
+    theirs = make_report([{"summary": "Alpha rose. Beta fell.", "input": SOURCE}], "rating", engine=scorer,
+                         options={"enabled_metrics": ["coherence", "consistency"]}, warn=False)
+    assert theirs.reports[0].report == ours.reports[0].report and theirs.reports[0].report is not None
+    bad = make_report([{"summary": "Alpha rose.", "target": "Beta fell.", "input": SOURCE}], "rating", engine=scorer,
+                      options={"enabled_metrics": ["coherence"]}, warn=False)
+    assert "both 'target' and 'summary'" in bad.reports[0].error.message
+
+
 def test_rating_subset_language_and_fact_checkpoint(fake_ckpt):
     scorer, runner = fake_scorer(fake_ckpt, rating_answer)
     rec = {"target": "Alpha rose. Beta fell.", "source": SOURCE}
-    out = make_report([rec], "rating", engine=scorer,
+    out = make_report([rec], "rating", engine=scorer, warn=False,
                       options={"enabled_metrics": ["consistency", "fluency"], "language": "fr",
-                               "consistency_aspect": "fact/consistency"})
+                               "consistency_aspect": "fact/consistency", "details": True})
     r = out.reports[0].report
-    assert list(r.metrics) == ["consistency", "fluency"] and r.relevance_method is None
-    assert r.metrics["consistency"].method == "unieval:fact/consistency"
-    assert r.relevancy_rating == "good" and r.global_explanation.startswith("Bon : chaque métrique")
-    assert r.metrics["fluency"].explanation.startswith("Fluidité : 2/3 (probabilité 0.50). 1 phrase(s) sur 2")
+    assert list(r.summary.metrics) == ["consistency", "fluency"] and r.details.relevance_method is None
+    assert list(out.reports[0].model_dump()["report"]["summary"]) == [
+        "global_explanation", "relevancy_rating", "score", "possible_issues", "binary_score", "avg_score",
+        "consistency", "fluency"]  # only the enabled metrics, no null entries
+    assert r.details.metrics["consistency"].method == "unieval:fact/consistency"
+    assert r.summary.relevancy_rating == "good" and r.summary.global_explanation.startswith("Bon : chaque métrique")
+    assert r.summary.fluency.explanation.startswith("Fluidité : 2/3 (probabilité 0.50). 1 phrase(s) sur 2")
     assert out.settings.consistency_aspect == "fact/consistency"
     assert set(out.settings.checkpoints) == {"unieval-fact", "unieval-sum"}
     assert not any(p.startswith(f"question: {COH}") for p in runner.prompts)
@@ -269,11 +324,103 @@ def test_summ_report_exact_json(fake_ckpt):
             {"key_point": "Gamma stayed flat.", "score": 0.1, "covered": False, "start": None, "end": None}],
         "redundant_sentences": [{"sentence": 2, "repeats": 0}],
         "eval_metadata": {
-            "missing_details": [{"key_point": "Gamma stayed flat.", "score": 0.1, "start": None, "end": None}],
-            "misaligned_details": [{"claim": "Beta fell.", "score": 0.3, "best_source_window": None}]},
+            "missing_details": ["The summary does not cover the key point \"Gamma stayed flat.\" "
+                                "(coverage P(Yes) = 0.10 < 0.50)."],
+            "misaligned_details": ["The claim \"Beta fell.\" is not supported by the source "
+                                   "(P(Yes) = 0.30 < 0.50)."],
+            "missing_key_points": [{"key_point": "Gamma stayed flat.", "score": 0.1, "start": None, "end": None}],
+            "misaligned_claims": [{"claim": "Beta fell.", "score": 0.3, "best_source_window": None}]},
     })
+    assert_same_shape(out.reports[0].model_dump(mode="json")["report"], documented_shape("summ"), allow_extra=True)
     assert out.reports[1].error.field == "source"
     ReportFile[SummReport].model_validate_json(out.model_dump_json())
+
+
+def test_summ_reads_input_output_rows_and_per_record_settings(fake_ckpt):
+    scorer, runner = fake_scorer(fake_ckpt, summ_answer)
+    base = {"source": SUMM_SOURCE, "key_points": ["Alpha rose sharply today.", "Gamma stayed flat."]}
+    ours = make_report([{**base, "target": "Alpha rose. Beta fell. Alpha rose."}], "summ", engine=scorer)
+    theirs = make_report([{"input": SUMM_SOURCE, "output": "Alpha rose. Beta fell. Alpha rose.",
+                           "key_points": base["key_points"]}], "summ", engine=scorer)
+    assert theirs.reports[0].report == ours.reports[0].report
+    # a record's own max_n_claims and threshold win over the options
+    out = make_report([{**base, "target": "Alpha rose. Beta fell. Alpha rose.", "max_n_claims": 1, "threshold": 40},
+                       {**base, "target": "Alpha rose. Beta fell. Alpha rose."}], "summ", engine=scorer,
+                      options={"max_n_claims": 2, "threshold": 90})
+    one, two = (r.report for r in out.reports)
+    assert (one.n_claims, one.threshold, two.n_claims, two.threshold) == (1, 40, 2, 90)
+    assert one.alignment_score == 1.0 and two.alignment_score == 0.5
+    # 1 aligned claim of 1, 1 covered key point of 2, redundancy 1/3 of the 3 sentences: 75 - 20/3 >= 40
+    assert one.score == pytest.approx(100 * (0.5 * 1 + 0.5 * 0.5) - 20 / 3) and one.passed
+
+
+def test_summ_note_when_more_key_points_are_asked_than_the_source_has(fake_ckpt):
+    scorer, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9)
+    source = "Alpha rose sharply today. Beta fell hard after lunch. Gamma stayed flat all week."
+    out = make_report([{"target": "Alpha rose.", "source": source, "n_key_points": 7}], "summ", engine=scorer)
+    row = out.reports[0]
+    assert len(row.report.key_points) == 3
+    assert row.notes == ["n_key_points is 7, but the source has only 3 candidate sentence(s) (sentences with at "
+                         "least 3 content words, or 2 with a number or date), so 3 key point(s) are checked"]
+
+
+CUSTOM_RUN = {
+    "threshold": 50, "model_slug": "gpt-4o-mini",
+    "evaluations": [
+        {"metrics": [{"metric": "summ", "metric_args": {"n_key_points": 2, "max_n_claims": 1}}], "threshold": 70,
+         "data": [{"input": SUMM_SOURCE, "output": "Alpha rose. Beta fell."},
+                  {"input": SUMM_SOURCE, "output": "Alpha rose.", "id": "mine"}]},
+        {"metrics": [{"metric": "summ"}],
+         "data": [{"input": SUMM_SOURCE, "output": "Alpha rose. Beta fell.", "max_n_claims": 2}]},
+    ],
+}
+
+
+def test_summ_reads_a_custom_run_request_body(fake_ckpt, tmp_path, tiny_ckpt, capsys):
+    from unieval_local.reports import read_custom_run
+
+    records, notes = read_custom_run(CUSTOM_RUN)
+    assert [r.get("id") for r in records] == ["evaluations[0].data[0]", "mine", "evaluations[1].data[0]"]
+    assert [(r.get("n_key_points"), r.get("max_n_claims"), r.get("threshold")) for r in records] == [
+        (2, 1, 70), (2, 1, 70), (None, 2, 50)]
+    assert notes == ["model_slug 'gpt-4o-mini' is ignored: claims and key points are checked by the local "
+                     "checkpoint of consistency_aspect (settings.checkpoints)"]
+
+    def answer(q, f):
+        if f["document"] == SUMM_SOURCE:
+            return {"Alpha rose.": 0.9, "Beta fell.": 0.3}[f["claim"]]
+        return 0.9 if f["claim"].startswith("Alpha") else 0.1
+
+    scorer, _ = fake_scorer(fake_ckpt, answer)
+    with pytest.warns(UserWarning, match="model_slug"):
+        out = make_report(CUSTOM_RUN, "summ", engine=scorer)
+    reps = [r.report for r in out.reports]
+    assert [r.n_claims for r in reps] == [1, 1, 2] and [r.threshold for r in reps] == [70, 70, 50]
+    assert [len(r.key_points) for r in reps[:2]] == [2, 2]
+    assert [r.id for r in out.reports] == ["evaluations[0].data[0]", "mine", "evaluations[1].data[0]"]
+    for bad, match in [({"evaluations": {}}, "'evaluations': a list"),
+                       ({"evaluations": [{"data": [], "metrics": [{"metric": "faithfulness"}]}]},
+                        r"evaluations\[0\]\.metrics\[0\]: metric 'faithfulness' is not summ"),
+                       ({"evaluations": [{"data": [], "metrics": [{"metric": "summ", "metric_args": {"n": 2}}]}]},
+                        "unknown key 'n'"),
+                       ({"evaluations": [{"data": [], "threshold": 130}]}, "a number in"),
+                       ({"evaluations": [{"rows": []}]}, r"evaluations\[0\]: an evaluation needs 'data'")]:
+        with pytest.raises(ValueError, match=match):
+            read_custom_run(bad)
+    _, notes = read_custom_run({"evaluations": [{"data": [], "threshold": 0.8}], "name": "x"})
+    assert notes == ["request body keys ignored: name",
+                     "evaluations[0]: threshold 0.8 is read on the 0-100 scale of the summ score (did you mean 80?)"]
+    # the CLI reads the body as it is
+    body = tmp_path / "run.json"
+    body.write_text(json.dumps(CUSTOM_RUN))
+    out_path = tmp_path / "summ.json"
+    assert main(["report", "--format", "summ", str(body), "--model", str(tiny_ckpt), "--device", "cpu",
+                 "-o", str(out_path), "--no-progress"]) == 0
+    doc = ReportFile[SummReport].model_validate_json(out_path.read_text())
+    assert doc.n_reported == 3 and [r.report.threshold for r in doc.reports] == [70, 70, 50]
+    assert "note: model_slug 'gpt-4o-mini' is ignored" in capsys.readouterr().err
+    assert main(["report", "--format", "rating", str(body), "--model", str(tiny_ckpt), "-o", str(out_path)]) == 2
+    assert "read by --format summ, not rating" in capsys.readouterr().err
 
 
 def test_summ_penalties_claim_cap_and_options(fake_ckpt):
@@ -304,7 +451,7 @@ def test_summ_long_source_best_window(fake_ckpt):
                         "key_points": ["Delta closed the deal."]}], "summ", engine=scorer)
     r = out.reports[0].report
     assert [c.aligned for c in r.claims] == [True, False]
-    (mis,) = r.eval_metadata.misaligned_details
+    (mis,) = r.eval_metadata.misaligned_claims
     assert mis.claim == "Zeta vanished." and mis.best_source_window is not None
     assert mis.best_source_window.text == source[mis.best_source_window.start:mis.best_source_window.end]
     assert max(len(p.split()) + 1 for p in runner.prompts) <= 60
@@ -312,78 +459,166 @@ def test_summ_long_source_best_window(fake_ckpt):
 
 # ---------------------------------------------------------------- autoeval: exact JSON
 
-AUTO_SOURCE = "Speaker A: Alpha rose sharply on Monday morning.\nSpeaker B: Beta fell after lunch today.\nSpeaker A: Okay."
-DATES, WEATHER = "Is this sentence about the dates mentioned?", "Is this sentence about the weather?"
+CALL = ("Customer: I was charged twice on March 3.\nAgent: I can see both charges.\n"
+        "Agent: The refund will arrive by March 10.\nCustomer: Okay.\nAgent: I will email you a receipt today.")
+CALL_SUMMARY = ("Dates: The customer was charged twice on March 3. A refund is due by March 10.\n"
+                "Call reason: billing\nNext steps: The agent will email a receipt.")
+DATES_INSTRUCTION = "Identify any dates explicitly mentioned by the agent or the customer"
+CALL_SECTIONS = [
+    {"name": "Dates", "instruction": DATES_INSTRUCTION, "type": "free_text"},
+    {"name": "Call reason", "instruction": "Classify the reason for the call", "type": "categorical",
+     "allowed_values": ["Billing", "Technical", "Other"]},
+    {"name": "Next steps", "instruction": "Summarize the agreed next steps", "prebuilt": True},
+]
+DATES_Q = "Is this sentence about dates explicitly mentioned by the agent or the customer?"
+STEPS_Q = "Is this sentence about the agreed next steps?"
+S1, S2, S3 = "I was charged twice on March 3.", "The refund will arrive by March 10.", "I will email you a receipt today."
+P1, P2, P3 = "The customer was charged twice on March 3.", "A refund is due by March 10.", "The agent will email a receipt."
 
 
-def auto_answer(question, f):
-    if question == CONS and f["document"] == AUTO_SOURCE:
-        return {"Alpha rose on Monday.": 0.9, "Beta fell.": 0.45}[f["claim"]]
-    if question == CONS:  # a transcript sentence against one summary sentence
-        return {("Alpha rose sharply on Monday morning.", "Alpha rose on Monday."): 0.8,
-                ("Alpha rose sharply on Monday morning.", "Beta fell."): 0.2,
-                ("Beta fell after lunch today.", "Alpha rose on Monday."): 0.3,
-                ("Beta fell after lunch today.", "Beta fell."): 0.4}[(f["claim"], f["document"])]
-    if question == DATES:
-        return {"Alpha rose sharply on Monday morning.": 0.9, "Beta fell after lunch today.": 0.6}[f["sentence"]]
-    if question == WEATHER:
-        return 0.1
+def call_answer(question, f):
+    if question == CONS and f["document"] == CALL:  # accuracy: a summary sentence against the transcript
+        return {P1: 0.9, P2: 0.4, P3: 0.8}[f["claim"]]
+    if question == CONS:  # support: a transcript sentence against one summary sentence
+        return {(S1, P1): 0.85, (S2, P2): 0.45, (S3, P3): 0.7}.get((f["claim"], f["document"]), 0.1)
+    if question == DATES_Q:
+        return {S1: 0.9, S2: 0.7, S3: 0.2}[f["sentence"]]
+    if question == STEPS_Q:
+        return {S1: 0.1, S2: 0.3, S3: 0.95}[f["sentence"]]
     if question == "Does this summary follow the instruction?":
-        assert f["summary"] == "Alpha rose on Monday. Beta fell."
-        return {"Mention the dates.": 0.7}[f["instruction"]]
+        assert (f["summary"], f["instruction"]) == (f"{P1} {P2}", DATES_INSTRUCTION)  # the Dates section only
+        return 0.8
     raise AssertionError((question, f))
 
 
 def test_autoeval_report_exact_json(fake_ckpt):
-    scorer, runner = fake_scorer(fake_ckpt, auto_answer)
-    rec = {"id": "m", "target": "Alpha rose on Monday. Beta fell.", "source": AUTO_SOURCE,
-           "section_questions": ["the dates mentioned", "the weather?"], "instructions": ["Mention the dates."],
-           "categorical": {"tone": ["neutral", "positive"], "outcome": ["resolved"]},
-           "sections": {"tone": "neutral"}}
-    out = make_report([rec, {"id": "n", "target": "Just a summary."}], "autoeval", engine=scorer)
-    assert_json_close(out.reports[0].model_dump(mode="json")["report"], {
-        "accuracy": {"score": 50.0, "decomposition": [
-            {"point": "Alpha rose on Monday.", "is_accurate": True, "score": 0.9, "source_window": None,
-             "accuracy": "Supported by the source (P(Yes) = 0.90 >= 0.50)."},
-            {"point": "Beta fell.", "is_accurate": False, "score": 0.45, "source_window": None,
-             "accuracy": "Not supported by the source (P(Yes) = 0.45 < 0.50)."}]},
-        "completeness": {"score": 50.0, "sections": [
-            {"question": "the dates mentioned", "n_related": 2, "content_list": [
-                {"transcript_content": "Alpha rose sharply on Monday morning.", "start": 11, "end": 48,
-                 "relatedness": 0.9, "related_content_from_summary": "Alpha rose on Monday.", "support": 0.8,
-                 "is_covered": True},
-                {"transcript_content": "Beta fell after lunch today.", "start": 60, "end": 88,
-                 "relatedness": 0.6, "related_content_from_summary": "", "support": 0.4, "is_covered": False}]},
-            {"question": "the weather?", "n_related": 0, "content_list": []}]},
-        "adherence": {"score": 200 / 3, "instructions": [
-            {"instruction": "Mention the dates.", "is_addressed": True, "score": 0.7,
-             "reason": "Rubric question \"Does this summary follow the instruction?\": P(Yes) = 0.70 >= 0.50."}],
-            "categorical": [
-                {"section": "tone", "value": "neutral", "allowed": ["neutral", "positive"], "is_addressed": True,
-                 "reason": "'neutral' is one of the allowed values"},
-                {"section": "outcome", "value": None, "allowed": ["resolved"], "is_addressed": False,
-                 "reason": "no section 'outcome' in the summary"}]},
+    scorer, runner = fake_scorer(fake_ckpt, call_answer)
+    out = make_report([{"id": "call", "transcript": CALL, "summary": CALL_SUMMARY,
+                        "section_definitions": CALL_SECTIONS}], "autoeval", engine=scorer)
+    report = out.reports[0].model_dump(mode="json")["report"]
+    assert_json_close(report, {
+        "accuracy": {"decomposition": [
+            {"point": P1, "accuracy": "Supported by the source (P(Yes) = 0.90 >= 0.50).", "is_accurate": True},
+            {"point": P2, "accuracy": "Not supported by the source (P(Yes) = 0.40 < 0.50).", "is_accurate": False},
+            {"point": P3, "accuracy": "Supported by the source (P(Yes) = 0.80 >= 0.50).", "is_accurate": True}]},
+        "accuracy_score": 200 / 3,
+        "adherence": {"rubrics": [
+            {"question": f"Does the summary follow the instruction '{DATES_INSTRUCTION}'?",
+             "reasoning": "Rubric query \"Does this summary follow the instruction?\" on the 'Dates' section: "
+                          "P(Yes) = 0.80 >= 0.50.", "is_addressed": "True"},
+            {"question": "Does the summary follow the instruction and return only one of the allowed categorical "
+                         "values?",
+             "reasoning": "The 'Call reason' section is 'billing', one of the allowed values (Billing, Technical, "
+                          "Other).", "is_addressed": "True"}]},  # the prebuilt Next steps has no rubric
+        "adherence_score": 100.0,
+        "completeness": [
+            {"question": f"Does the summary follow '{DATES_INSTRUCTION}'?", "score": 50.0, "content_list": [
+                {"transcript_content": S1, "related_content_from_summary": P1, "is_covered": "True"},
+                {"transcript_content": S2, "related_content_from_summary": "", "is_covered": "False"}]},
+            {"question": "Does the summary follow 'Summarize the agreed next steps'?", "score": 100.0,
+             "content_list": [{"transcript_content": S3, "related_content_from_summary": P3, "is_covered": "True"}]}],
+        "completeness_score": 200 / 3,
     })
-    assert AUTO_SOURCE[11:48] == "Alpha rose sharply on Monday morning."
-    n = out.reports[1].report  # no source, no instruction, no categorical: every score N/A
-    assert (n.accuracy.score, n.completeness.score, n.adherence.score) == ("N/A", "N/A", "N/A")
-    assert out.aggregate["accuracy"] == 50.0 and out.aggregate["n_accuracy"] == 1.0
+    assert_same_shape(report, documented_shape("autoeval"))
+    assert isinstance(report["accuracy"]["decomposition"][0]["is_accurate"], bool)
+    # the relatedness query is derived from the instruction, not the instruction pasted in
+    asked = {p.split(" </s> ")[0] for p in runner.prompts}
+    assert f"question: {DATES_Q}" in asked and not any("about Identify" in q for q in asked)
+    assert not any(p.endswith(("sentence: Okay.", "sentence: I can see both charges.")) for p in runner.prompts)
+    assert out.aggregate == {"accuracy": 200 / 3, "n_accuracy": 1, "completeness": 200 / 3, "n_completeness": 1,
+                             "adherence": 100.0, "n_adherence": 1}
     ReportFile[AutoevalReport].model_validate_json(out.model_dump_json())
-    assert not any(p.endswith("sentence: Okay.") for p in runner.prompts)  # under min_content_words: not asked
 
 
-def test_autoeval_categorical_from_target_line_and_caps(fake_ckpt):
+def test_autoeval_details_and_plain_booleans(fake_ckpt):
+    scorer, _ = fake_scorer(fake_ckpt, call_answer)
+    out = make_report([{"source": CALL, "target": CALL_SUMMARY, "section_definitions": CALL_SECTIONS}], "autoeval",
+                      engine=scorer, options={"details": True, "plain_booleans": True})
+    r = out.reports[0].report
+    assert [x.is_addressed for x in r.adherence.rubrics] == [True, True]
+    assert [c.is_covered for e in r.completeness for c in e.content_list] == [True, False, True]
+    d = r.details
+    assert [(p.point, p.score) for p in d.accuracy] == [(P1, 0.9), (P2, 0.4), (P3, 0.8)]
+    assert [(x.kind, x.section, x.score, x.value) for x in d.adherence] == [
+        ("free_text", "Dates", 0.8, None), ("categorical", "Call reason", None, "billing")]
+    assert [(c.relatedness_query, c.n_related) for c in d.completeness] == [(DATES_Q, 2), (STEPS_Q, 1)]
+    item = d.completeness[0].items[1]
+    assert (item.transcript_content, item.relatedness, item.support) == (S2, 0.7, 0.45)
+    assert CALL[item.start:item.end] == S2
+
+
+def test_autoeval_na_rules(fake_ckpt):
+    scorer, runner = fake_scorer(fake_ckpt, lambda q, f: 0.9)
+    prebuilt = [{"name": "Summary", "instruction": "Summarize the call", "prebuilt": True}]
+    cat = [{"name": "Call reason", "type": "categorical", "allowed_values": ["Billing", "Technical"]}]
+    out = make_report([
+        {"source": CALL, "target": "Summary: The customer was charged twice.", "section_definitions": prebuilt},
+        # a categorical summary with section questions: completeness is N/A, not 0
+        {"source": CALL, "target": "Call reason:  technical ", "section_definitions": cat,
+         "section_questions": ["the dates mentioned"]},
+        {"source": CALL, "target": "Call reason: Refund", "section_definitions": cat},
+        {"target": "Just a summary."},
+    ], "autoeval", engine=scorer)
+    only_prebuilt, categorical, wrong_value, no_source = (row.report for row in out.reports)
+    assert only_prebuilt.adherence_score == "N/A" and only_prebuilt.adherence.rubrics == []
+    assert only_prebuilt.completeness_score == 100.0 and only_prebuilt.accuracy_score == 100.0
+    assert categorical.completeness == [] and categorical.completeness_score == "N/A"
+    assert categorical.accuracy_score == "N/A" and categorical.adherence_score == 100.0  # case and spaces ignored
+    assert wrong_value.adherence_score == 0.0 and wrong_value.adherence.rubrics[0].reasoning == (
+        "The 'Call reason' section is 'Refund', not one of the allowed values (Billing, Technical).")
+    assert (no_source.accuracy_score, no_source.completeness_score, no_source.adherence_score) == ("N/A",) * 3
+    # the aggregate leaves N/A out instead of counting it as 0
+    assert out.aggregate["completeness"] == 100.0 and out.aggregate["n_completeness"] == 1
+    assert not any("Call reason" in p for p in runner.prompts)  # categorical lines are not accuracy points
+
+
+def test_autoeval_legacy_fields_and_caps(fake_ckpt):
     scorer, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9)
     source = "\n".join(f"Speaker: Item {i} was shipped on day {i} to the client." for i in range(30))
-    rec = {"target": "Items shipped.\nOutcome: Resolved", "source": source, "section_questions": ["the dates"]}
-    r = make_report([rec], "autoeval", engine=scorer,
-                    options={"categorical": {"outcome": ["Resolved", "Open"]}, "max_items_per_question": 4}
-                    ).reports[0].report
-    assert r.adherence.categorical[0].value == "Resolved" and r.adherence.categorical[0].is_addressed
-    assert r.adherence.score == 100.0
-    sec = r.completeness.sections[0]
-    assert sec.n_related == 30 and len(sec.content_list) == 4
-    assert [c.start for c in sec.content_list] == sorted(c.start for c in sec.content_list)
+    rec = {"target": "Items shipped.\nOutcome: Resolved", "source": source, "section_questions": ["the dates"],
+           "instructions": ["Be brief."]}
+    r = make_report([rec], "autoeval", engine=scorer, options={
+        "categorical": {"outcome": ["resolved", "Open"]}, "max_items_per_question": 4, "details": True}
+    ).reports[0].report
+    assert [x.question for x in r.adherence.rubrics] == [
+        "Does the summary follow the instruction and return only one of the allowed categorical values?",
+        "Does the summary follow the instruction 'Be brief.'?"]
+    assert r.adherence_score == 100.0
+    (entry,) = r.completeness
+    assert entry.question == "Does the summary cover the dates?" and len(entry.content_list) == 4
+    assert r.details.completeness[0].n_related == 30
+    starts = [i.start for i in r.details.completeness[0].items]
+    assert starts == sorted(starts)
+
+
+@pytest.mark.parametrize("instruction, query", [
+    (DATES_INSTRUCTION, DATES_Q),
+    ("List and describe all action items, if any.", "Is this sentence about action items?"),
+    ("Summarize the customer's main complaint.", "Is this sentence about the customer's main complaint?"),
+    ("Please note whether the customer agreed to the refund",
+     "Is this sentence about whether the customer agreed to the refund?"),
+    ("Extract all product names mentioned (if any)", "Is this sentence about product names mentioned?"),
+    ("Identify any NPS scores given", "Is this sentence about NPS scores given?"),
+    ("Next steps agreed on the call", "Is this sentence about next steps agreed on the call?"),
+    ("What did the customer ask for?", "Does this sentence answer the question: what did the customer ask for?"),
+])
+def test_relatedness_query_from_an_instruction(instruction, query):
+    from unieval_local.reports.autoeval import relatedness_question
+
+    assert relatedness_question(instruction) == query
+
+
+def test_section_definition_errors(fake_ckpt):
+    scorer, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9)
+    for defs, match in [([{"name": "Tone", "type": "categorical"}], "needs non-empty allowed_values"),
+                        ([{"name": "Dates", "allowed_values": ["x"]}], "give type: categorical"),
+                        ([{"name": "Dates"}], "needs an instruction"),
+                        ([{"name": "A", "topic": "x"}, {"name": "a", "topic": "y"}], "defined twice"),
+                        ([{"name": "A", "topic": "x", "kind": "y"}], "not permitted")]:
+        row = make_report([{"source": CALL, "target": "x y.", "section_definitions": defs}], "autoeval",
+                          engine=scorer).reports[0]
+        assert row.error is not None and row.error.field.startswith("section_definitions"), row
+        assert re.search(match, row.error.message), row.error.message
 
 
 # ---------------------------------------------------------------- engine, key points
@@ -407,7 +642,8 @@ def test_engine_run_one_pass_dedups_and_equals_separate_runs(fake_ckpt):
     assert r2.values["consistency"].tolist() == [answer(CONS, {"claim": "Three."}), answer(CONS, {"claim": "Five six."})]
 
 
-@pytest.mark.parametrize("n, expected", [(0, 0), (1, 1), (2, 2), (9, 3), (25, 5), (100, 10), (400, 15), (5000, 15)])
+@pytest.mark.parametrize("n, expected", [(0, 0), (1, 1), (2, 2), (5, 5), (9, 5), (25, 5), (49, 7), (100, 10),
+                                         (400, 15), (5000, 15)])
 def test_default_n_key_points(n, expected):
     assert default_n_key_points(n) == expected
 
@@ -433,10 +669,9 @@ def test_key_points_are_the_lexrank_top_sentences(shared_data):
     for p in points:
         assert source[p.start:p.end] == p.text and ":" not in p.text[:3]
     # the same choice from a plain PageRank over the same similarity matrix
-    from unieval_local.keypoints import MIN_KEY_POINT_WORDS, content_words, source_sentence_spans
+    from unieval_local.keypoints import is_informative, source_sentence_spans
 
-    spans = [s for s in source_sentence_spans(source, strip_speakers=True)
-             if len(content_words(source[s[0]:s[1]])) >= MIN_KEY_POINT_WORDS]
+    spans = [s for s in source_sentence_spans(source, strip_speakers=True) if is_informative(source[s[0]:s[1]])]
     texts = [source[a:b] for a, b in spans]
     sim = similarity_matrix(texts)
     rank = _pagerank_plain(sim)
@@ -446,6 +681,46 @@ def test_key_points_are_the_lexrank_top_sentences(shared_data):
         if len(chosen) < 5 and all(sim[i, j] < 0.5 for j in chosen):
             chosen.append(i)
     assert [p.text for p in points] == [texts[i] for i in sorted(chosen)]
+
+
+SHORT_MEETING = """Project Manager: Okay, let's start.
+Marketing: Yeah.
+Project Manager: So the launch date was the main open point.
+Industrial Designer: The launch date depends on the payment service.
+Marketing: The payment bug blocked the launch last week.
+Project Manager: Payment bug fixed.
+Industrial Designer: Launch on the 15th.
+Marketing: Okay, sounds good.
+Project Manager: Right.
+User Interface: Mm, yeah, I think so."""
+
+
+@pytest.mark.parametrize("text, informative", [
+    ("Payment bug fixed.", True), ("Launch on the 15th.", True), ("Ship it on Friday.", True),
+    ("Budget is 12 euros.", True), ("The new remote buttons look fine.", True),
+    ("Okay, sounds good.", False), ("Yeah, I think so.", False), ("Mm.", False), ("Right.", False),
+    ("Let's start.", False)])
+def test_informative_sentences(text, informative):
+    from unieval_local.keypoints import is_informative
+
+    assert is_informative(text) is informative
+
+
+def test_short_meeting_decisions_are_key_points(fake_ckpt):
+    """The two decisions of a short meeting ("Payment bug fixed.", "Launch on the 15th.") are
+    key points: they were never candidates under a five-content-word rule."""
+    points = [p.text for p in extract_key_points(SHORT_MEETING)]
+    assert points == ["So the launch date was the main open point.",
+                      "The launch date depends on the payment service.",
+                      "The payment bug blocked the launch last week.", "Payment bug fixed.", "Launch on the 15th."]
+    old_rule = [p.text for p in extract_key_points(SHORT_MEETING, min_words=5)]
+    assert "Payment bug fixed." not in old_rule and len(old_rule) == 3
+    scorer, runner = fake_scorer(fake_ckpt, lambda q, f: 0.9)
+    r = make_report([{"target": "The launch is on the 15th.", "source": SHORT_MEETING}], "summ",
+                    engine=scorer).reports[0].report
+    assert [k["key_point"] for k in r.key_points] == points
+    assert any(p.endswith("claim: Launch on the 15th. </s> document: The launch is on the 15th.")
+               for p in runner.prompts)
 
 
 def test_redundant_sentences_and_empty_vocabulary():
@@ -518,7 +793,7 @@ def qmsum_input(tmp_path_factory, shared_data):
 def test_cli_reports_on_qmsum_meeting(fmt, model, qmsum_input, tiny_ckpt, tmp_path, capsys):
     out = tmp_path / f"{fmt}.json"
     code = main(["report", "--format", fmt, str(qmsum_input), "--model", str(tiny_ckpt), "--device", "cpu",
-                 "-o", str(out), "--no-progress"])
+                 "-o", str(out), "--no-progress"] + (["--details"] if fmt != "summ" else []))
     assert code == 0, capsys.readouterr().err
     doc = ReportFile[model].model_validate_json(out.read_text())
     assert doc.n_reported == 1 and doc.n_truncated == 0 and doc.settings.run["long_input"] == "chunk"
@@ -535,10 +810,16 @@ def test_cli_reports_on_qmsum_meeting(fmt, model, qmsum_input, tiny_ckpt, tmp_pa
         assert all(source[k["start"]:k["end"]] == k["key_point"] for k in rep.key_points)
         assert 0 <= rep.score <= 100
     if fmt == "autoeval":
-        assert len(rep.completeness.sections) == 6 and rep.adherence.instructions[0].instruction.startswith("Summarize")
-        assert rep.accuracy.decomposition and all(p.source_window is not None for p in rep.accuracy.decomposition)
+        topics = [d["topic"] for d in json.loads(qmsum_input.read_text())["section_definitions"]]
+        assert [e.question for e in rep.completeness] == [
+            f"Does the summary follow 'Summarize the discussion of {t}'?" for t in topics] and len(topics) == 6
+        assert [c.relatedness_query for c in rep.details.completeness] == [
+            f"Is this sentence about {t}?" for t in topics]
+        assert len(rep.adherence.rubrics) == 7 and rep.adherence.rubrics[-1].question.startswith(
+            "Does the summary follow the instruction 'Summarize")
+        assert rep.accuracy.decomposition and all(p.source_window is not None for p in rep.details.accuracy)
     if fmt == "rating":
-        assert rep.relevance_method == "key_point_coverage" and set(rep.metrics) == {
+        assert rep.details.relevance_method == "key_point_coverage" and set(rep.summary.metrics) == {
             "coherence", "consistency", "relevance", "fluency"}
 
 
@@ -560,7 +841,8 @@ def test_cli_reports_on_summeval_with_bad_rows(summeval_records, tiny_ckpt, tmp_
         assert "record 3: record: line 4 of the file is not valid JSON" in err
     # relevance uses the reference: SummEval records have one
     doc = json.loads((tmp_path / "rating.json").read_text())
-    assert doc["reports"][0]["report"]["relevance_method"] == "reference"
+    rel = doc["reports"][0]["report"]["summary"]["relevance"]
+    assert "against 1 reference(s)" in rel["explanation"] and "details" not in doc["reports"][0]["report"]
     assert doc["reports"][4]["error"]["field"] == "source"
 
 
@@ -588,7 +870,7 @@ def test_report_rows_fail_alone_when_a_target_is_too_long_for_chunking(fake_ckpt
                {"id": "ok", "target": "Alpha rose.", "instructions": ["Be brief."]}]
     out = make_report(records, "autoeval", engine=scorer)
     assert out.reports[0].error.field == "target" and "too long" in out.reports[0].error.message
-    assert out.reports[1].report.adherence.score == 100.0 and out.n_errors == 1
+    assert out.reports[1].report.adherence_score == 100.0 and out.n_errors == 1
 
 
 # ---------------------------------------------------------------- findings of the fresh-user trial
@@ -628,7 +910,7 @@ def test_summary_lines_and_bullets_are_separate_claims(fake_ckpt):
             "categorical": {"sentiment": ["positive", "negative"]}}
     a = make_report([auto], "autoeval", engine=scorer).reports[0].report
     assert [p.point for p in a.accuracy.decomposition] == ["The council met."]
-    assert a.adherence.categorical[0].value == "positive" and a.adherence.score == 100.0
+    assert a.adherence.rubrics[0].is_addressed == "True" and a.adherence_score == 100.0
     assert "Sentiment: positive" not in seen
 
 

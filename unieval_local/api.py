@@ -23,13 +23,20 @@ from .engine import DEFAULT_ATTENTION_MIB, DEFAULT_BATCH_TOKENS, Engine, JobResu
 from .errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, RequestTooLargeError
 from .fold import ReferenceReduction
 from .planning import LongInput
-from .schema import EvaluationResult, ExampleScores, Signature, UniEvalData, UniEvalResult, UniEvalStats
+from .schema import (EvaluationResult, ExampleScores, Signature, UniEvalConfig, UniEvalData, UniEvalResult,
+                     UniEvalStats)
 from .sentences import SentenceSplitter
 from .tasks import Registry
 from .validate import non_latin_share, validate_examples, warn_input_hints
 
 #: Examples planned and run together inside :meth:`Scorer.evaluate` (bounds prompt memory).
 ENGINE_PASS_EXAMPLES = 1000
+
+#: The task and aspect scored when none is named (the hosted metric's defaults, UniEvalConfig's).
+DEFAULT_TASK, DEFAULT_ASPECT = "summarization", "coherence"
+
+#: The keys a ``config`` dict may hold (UniEvalConfig's fields; ``aspect`` is its alias).
+_CONFIG_KEYS = ("task", "evaluation_aspect", "aspect")
 
 
 class Scorer:
@@ -280,19 +287,35 @@ class Scorer:
                 for i in range(len(examples))]
         return EvaluationResult(task=task, aspects=names, examples=rows, per_aspect=per_aspect)
 
-    def score(self, data: Any = None, *, task: str = "summarization", aspect: str = "coherence",
+    def score(self, data: Any = None, *, task: str | None = None, aspect: str | None = None,
+              evaluation_aspect: str | None = None, config: UniEvalConfig | Mapping[str, Any] | None = None,
               evidence: bool = False, targets: Sequence[str] | None = None, sources: Sequence[str] | None = None,
               references: Sequence[Sequence[str] | str] | None = None,
               contexts: Sequence[str] | None = None) -> UniEvalResult:
         """Score any number of examples for one (task, aspect).
+
+        The (task, aspect) may be named as here (``task=``, ``aspect=``) or with the hosted
+        metric's names (``evaluation_aspect=``, ``config=UniEvalConfig(...)`` or a dict of
+        it), so that code written for the hosted metric runs unchanged; see
+        :func:`resolve_task_aspect`. ``None`` means "not given": with nothing given the task
+        is ``summarization`` and the aspect ``coherence``.
 
         Args:
             data: examples as dicts or :class:`UniEvalData` (``target`` plus the
                 fields the aspect needs; UniEval's ``system_output`` and
                 ``reference`` names are accepted), or a pandas DataFrame with those
                 columns; or None with the parallel lists below.
-            task: task name (see ``unieval-local tasks`` / README table).
-            aspect: aspect name of the task.
+            task: task name (see ``unieval-local tasks`` / README table); ``None``: the
+                ``config``'s task, else ``summarization``.
+            aspect: aspect name of the task; ``None``: ``evaluation_aspect``, else the
+                ``config``'s aspect, else ``coherence``.
+            evaluation_aspect: the hosted metric's name for ``aspect`` (an alias: give
+                either, or both with the same value).
+            config: the hosted metric's :class:`~unieval_local.schema.UniEvalConfig`, or a
+                dict of it (``{"task": ..., "evaluation_aspect": ...}``; ``aspect`` is read
+                too), validated against this scorer's registry so user-defined aspects
+                (``aspects_config``) are accepted. ``task`` / ``aspect`` given beside it
+                must agree with it.
             evidence: also return each example's sentences and queries
                 (``examples[i].evidence``); off by default, as in the hosted schema.
             targets, sources, references, contexts: parallel lists instead of ``data``,
@@ -305,14 +328,19 @@ class Scorer:
 
         Raises:
             UnknownTaskError: unknown task or aspect (a ``ValueError``).
-            ValueError: both ``data`` and lists given, lists of different lengths, or
-                ``data`` of an unusable type.
+            ValueError: ``aspect`` and ``evaluation_aspect`` differ; ``config`` and an
+                explicit ``task`` / ``aspect`` differ; ``config`` of another type, with
+                unknown keys, or naming an unknown task or aspect (a pydantic
+                ``ValidationError``); both ``data`` and lists given, lists of different
+                lengths, or ``data`` of an unusable type.
             InvalidExampleError: one or more bad examples, all listed with
                 index, aspect and field (a ``ValueError``); nothing is scored.
             CheckpointNotFoundError, CheckpointError: no usable checkpoint.
             NonFiniteScoreError: the model produced NaN/inf for some examples.
             ModelRuntimeError: the model failed at runtime (e.g. out of memory on one query).
         """
+        task, aspect = resolve_task_aspect(self.registry, task=task, aspect=aspect,
+                                           evaluation_aspect=evaluation_aspect, config=config)
         return self._score(data, task=task, aspect=aspect, evidence=evidence, targets=targets, sources=sources,
                            references=references, contexts=contexts)
 
@@ -336,8 +364,10 @@ def _model_key(model: ModelSpec) -> str:
 def score(
     data: Any = None,
     *,
-    task: str = "summarization",
-    aspect: str = "coherence",
+    task: str | None = None,
+    aspect: str | None = None,
+    evaluation_aspect: str | None = None,
+    config: UniEvalConfig | Mapping[str, Any] | None = None,
     model: ModelSpec = None,
     device: str | None = None,
     targets: Sequence[str] | None = None,
@@ -349,25 +379,90 @@ def score(
 
     The hosted-metric form: a one-shot wrapper over a cached default :class:`Scorer`
     per ``(model, device)``, so checkpoints load once per process. Arguments, result
-    and errors are those of :meth:`Scorer.score`, plus:
+    and errors are those of :meth:`Scorer.score` (``task``, ``aspect``,
+    ``evaluation_aspect`` and ``config`` included: the hosted metric's
+    ``score(data, config=UniEvalConfig(task=..., evaluation_aspect=...))`` and
+    ``score(data, task=..., evaluation_aspect=...)`` work as they are), plus:
+
+    Args:
+        model: a checkpoint folder, hub id, or ``{checkpoint name: folder}``; default
+            ``$UNIEVAL_LOCAL_HOME``, the HF cache, the hub.
+        device: ``cpu``, ``cuda`` or ``cuda:N``; default CUDA when available.
 
     Raises:
         RequestTooLargeError: more than 250 examples (a ``ValueError``); a
             :class:`Scorer` takes any number.
 
     Example:
-        >>> from unieval_local import score  # doctest: +SKIP
+        >>> from unieval_local import UniEvalConfig, score  # doctest: +SKIP
         >>> r = score([{"target": "Elizabeth was hospitalized.", "source": "..."}],
         ...           task="summarization", aspect="consistency")  # doctest: +SKIP
         >>> r.overall.value, [e.value for e in r.examples]  # doctest: +SKIP
+        >>> score(data, config=UniEvalConfig(task="summarization",
+        ...                                  evaluation_aspect="consistency"))  # doctest: +SKIP
     """
     key = _model_key(model) + "|" + str(device)
     with _DEFAULT_LOCK:
         scorer = _DEFAULT_SCORERS.get(key)
         if scorer is None:
             scorer = _DEFAULT_SCORERS[key] = Scorer(model=model, device=device)
+    task, aspect = resolve_task_aspect(scorer.registry, task=task, aspect=aspect,
+                                       evaluation_aspect=evaluation_aspect, config=config)
     return scorer._score(data, task=task, aspect=aspect, evidence=False, max_examples=MAX_EXAMPLES_PER_REQUEST,
                          targets=targets, sources=sources, references=references, contexts=contexts)
+
+
+
+def resolve_task_aspect(registry: Registry, *, task: str | None = None, aspect: str | None = None,
+                        evaluation_aspect: str | None = None,
+                        config: UniEvalConfig | Mapping[str, Any] | None = None) -> tuple[str, str]:
+    """The ``(task, aspect)`` a call names, from our names or the hosted metric's.
+
+    ``None`` means "not given" for every argument. ``evaluation_aspect`` is an alias of
+    ``aspect``; ``config`` is a :class:`~unieval_local.schema.UniEvalConfig` or a dict of
+    it, whose ``task`` / ``evaluation_aspect`` apply where the keywords are not given.
+    With nothing given: :data:`DEFAULT_TASK`, :data:`DEFAULT_ASPECT`. The names are not
+    looked up here unless ``config`` is a dict (the scorer checks them when it scores).
+
+    Args:
+        registry: validates a ``config`` dict (user-defined aspects included).
+        task, aspect, evaluation_aspect, config: as in :meth:`Scorer.score`.
+
+    Returns:
+        ``(task, aspect)``.
+
+    Raises:
+        ValueError: ``aspect`` and ``evaluation_aspect`` given with different values;
+            ``task`` or the aspect given beside ``config`` with a value other than its
+            own (the message names both); a dict ``config`` with keys other than
+            ``task``, ``evaluation_aspect``, ``aspect``, or with ``aspect`` and
+            ``evaluation_aspect`` that differ; ``config`` of another type.
+        pydantic.ValidationError: a dict ``config`` naming an unknown task or aspect (a
+            ``ValueError``; the message lists the valid names).
+    """
+    if aspect is not None and evaluation_aspect is not None and aspect != evaluation_aspect:
+        raise ValueError(f"aspect={aspect!r} and evaluation_aspect={evaluation_aspect!r} differ; "
+                         "they are two names of one argument: give one of them")
+    name, given_as = (aspect, "aspect") if aspect is not None else (evaluation_aspect, "evaluation_aspect")
+    if config is None:
+        return (task if task is not None else DEFAULT_TASK), (name if name is not None else DEFAULT_ASPECT)
+    if isinstance(config, Mapping):
+        unknown = [str(k) for k in config if k not in _CONFIG_KEYS]
+        if unknown:
+            raise ValueError(f"config has unknown key(s) {', '.join(map(repr, unknown))}; a UniEvalConfig holds "
+                             "'task' and 'evaluation_aspect' (or 'aspect')")
+        if "aspect" in config and "evaluation_aspect" in config and config["aspect"] != config["evaluation_aspect"]:
+            raise ValueError(f"config['aspect']={config['aspect']!r} and config['evaluation_aspect']="
+                             f"{config['evaluation_aspect']!r} differ; give one of them")
+        config = UniEvalConfig.model_validate(dict(config), context={"registry": registry})
+    elif not isinstance(config, UniEvalConfig):
+        raise ValueError(f"config must be a UniEvalConfig or a dict, got {type(config).__name__}")
+    if task is not None and task != config.task:
+        raise ValueError(f"task={task!r} and config.task={config.task!r} differ; give the task once")
+    if name is not None and name != config.evaluation_aspect:
+        raise ValueError(f"{given_as}={name!r} and config.evaluation_aspect={config.evaluation_aspect!r} differ; "
+                         "give the aspect once")
+    return config.task, config.evaluation_aspect
 
 
 def as_examples(data: Any = None, *, targets: Sequence[str] | None = None, sources: Sequence[str] | None = None,

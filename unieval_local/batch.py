@@ -12,6 +12,9 @@ request the output records are appended to OUT, flushed and fsynced, and a sidec
   or ``ray`` (one Ray Data pipeline over the whole run: a pool of actors, each loading
   the model once); the driver still reads the input and writes OUT itself, so resume,
   error records and repair are this same code.
+- ``output_format="hosted"`` writes one line per request instead of one per record, in
+  the hosted UniEval metric's result schema (:func:`hosted_line`), for one aspect; the
+  requests are scored by the same code. Such an output has no sidecar and no resume.
 
 Keys: the record's ``id`` when present, else its 0-based record index in INPUT.
 """
@@ -35,7 +38,8 @@ import numpy as np
 
 from .config import MAX_EXAMPLES_PER_REQUEST
 from .engine import Engine, RunStats, jobs_by_checkpoint
-from .errors import CheckpointError, CheckpointNotFoundError, ModelRuntimeError, Terminated, UniEvalError
+from .errors import (CheckpointError, CheckpointNotFoundError, ExampleProblem, ModelRuntimeError, Terminated,
+                     UniEvalError)
 from .hashing import sha256_file, sha256_text
 from .validate import input_hint_counts, input_hint_message, validate_examples
 from .records import InputFileError, Record, iter_records, write_jsonl
@@ -97,21 +101,34 @@ def _error(message: str, kind: str) -> dict[str, str]:
     return {"type": kind, "message": message}
 
 
+#: Output formats of a batch run (``--output-format``): one line per record (``records``,
+#: the default) or one line per request in the hosted metric's schema (``hosted``).
+OUTPUT_FORMATS: tuple[str, ...] = ("records", "hosted")
+
+
 @dataclass
 class ChunkResult:
-    """One request's output lines (in record order) and its engine counters."""
+    """One request's output lines (in record order) and its engine counters.
+
+    Attributes:
+        lines: one output record per input record (see :func:`score_records`).
+        stats: the engine counters of the request.
+        reasons: per line, ``"<field>: <message>"`` when it is an error record (the
+            hosted form's ``error``, :func:`hosted_line`), else None.
+    """
 
     lines: list[dict[str, Any]]
     stats: RunStats = field(default_factory=RunStats)
+    reasons: list[str | None] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (the Ray engine sends results between processes)."""
-        return {"lines": self.lines, "stats": self.stats.to_dict()}
+        return {"lines": self.lines, "stats": self.stats.to_dict(), "reasons": self.reasons}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "ChunkResult":
         """The inverse of :meth:`to_dict`."""
-        return cls(list(d["lines"]), RunStats.from_dict(d["stats"]))
+        return cls(list(d["lines"]), RunStats.from_dict(d["stats"]), list(d.get("reasons") or []))
 
 
 def score_records(engine: Engine, chunk: Sequence[Record], task: str, aspects: Sequence[str],
@@ -128,7 +145,8 @@ def score_records(engine: Engine, chunk: Sequence[Record], task: str, aspects: S
     Returns:
         :class:`ChunkResult`: one output dict per record, in order: ``{index, key, [doc_id,
         system_id], scores, [aspect_mean], [evidence]}`` or ``{index, key, ..., error: {type,
-        message}}``, and the pass's :class:`~unieval_local.engine.RunStats` (input hints included).
+        message}}``, the pass's :class:`~unieval_local.engine.RunStats` (input hints included),
+        and per record the ``"<field>: <message>"`` of its error (None when scored).
     """
     registry = engine.registry
     resolved = [registry.get_aspect(task, a) for a in aspects]
@@ -138,25 +156,31 @@ def score_records(engine: Engine, chunk: Sequence[Record], task: str, aspects: S
     stats.hints = hints
     values = {a: v for r in results.values() for a, v in r.values.items()}
     ev = {a: v for r in results.values() for a, v in r.evidence.items()}
-    errors: dict[int, list[str]] = defaultdict(list)
+    errors: dict[int, list[ExampleProblem]] = defaultdict(list)
     for p in problems + [p for r in results.values() for p in r.problems]:
-        errors[p.index].append(p.describe())
-    lines = []
+        errors[p.index].append(p)
+    lines, reasons = [], []
     for i, rec in enumerate(chunk):
         line: dict[str, Any] = {"index": rec.index, "key": rec.key}
+        reason = None
         if isinstance(rec.data, dict):
             for meta in ("doc_id", "system_id"):
                 if meta in rec.data:
                     line[meta] = rec.data[meta]
         if rec.error is not None:
-            line["error"] = _error(rec.error, "DuplicateKey" if rec.error.startswith("duplicate id") else "InvalidJSON")
+            duplicate = rec.error.startswith("duplicate id")
+            line["error"] = _error(rec.error, "DuplicateKey" if duplicate else "InvalidJSON")
+            reason = f"{'id' if duplicate else 'record'}: {rec.error}"
         elif i in errors:
-            line["error"] = _error("; ".join(errors[i]), "InvalidExample")
+            line["error"] = _error("; ".join(p.describe() for p in errors[i]), "InvalidExample")
+            reason = "; ".join(f"{p.field}: {p.message}" for p in errors[i])
         else:
             row = {a: float(values[a][i]) for a in aspects}
             bad = [a for a, v in row.items() if not np.isfinite(v)]
             if bad:
-                line["error"] = _error(f"the model gave non-finite logits for {', '.join(bad)}", "NonFiniteScore")
+                message = f"the model gave non-finite logits for {', '.join(bad)}"
+                line["error"] = _error(message, "NonFiniteScore")
+                reason = f"value: {message}"
             else:
                 line["scores"] = row
                 if len(aspects) > 1:
@@ -164,7 +188,32 @@ def score_records(engine: Engine, chunk: Sequence[Record], task: str, aspects: S
                 if evidence:
                     line["evidence"] = {a: ev[a][i].model_dump(exclude_none=True) for a in aspects}
         lines.append(line)
-    return ChunkResult(lines, stats)
+        reasons.append(reason)
+    return ChunkResult(lines, stats, reasons)
+
+
+def hosted_line(result: ChunkResult, aspect: str) -> dict[str, Any]:
+    """One request's result in the hosted UniEval metric's schema (``--output-format hosted``).
+
+    Args:
+        result: the request's :class:`ChunkResult` (from :func:`score_records`).
+        aspect: the one aspect scored.
+
+    Returns:
+        ``{"overall": {"value": mean}, "examples": [{"value": v}, ...]}``, one example per
+        record of the request in input order. A record that could not be scored is
+        ``{"value": None, "error": "<field>: <message>"}`` and is left out of the mean;
+        ``overall.value`` is None when no record of the request was scored.
+    """
+    examples: list[dict[str, Any]] = []
+    for i, line in enumerate(result.lines):
+        if "scores" in line:
+            examples.append({"value": float(line["scores"][aspect])})
+        else:
+            reason = result.reasons[i] if i < len(result.reasons) else None
+            examples.append({"value": None, "error": reason or f"record: {line['error']['message']}"})
+    values = [e["value"] for e in examples if e["value"] is not None]
+    return {"overall": {"value": float(np.mean(values)) if values else None}, "examples": examples}
 
 
 # ----------------------------------------------------------------------------- output files
@@ -198,12 +247,19 @@ def read_output(path: str | os.PathLike, repair: bool = False) -> tuple[list[dic
 class OutputWriter:
     """Appends JSON lines; flushes and fsyncs after each request.
 
+    Args:
+        path: the output file (None: ``stream``, default stdout).
+        stream: where to write without ``path``.
+        resumable: whether the output can be continued with ``--resume`` (the write error's
+            advice; False for ``--output-format hosted``).
+
     Raises:
         OutputWriteError: on any write failure (disk full, ...); earlier lines stay intact.
     """
 
-    def __init__(self, path: str | os.PathLike | None, stream: TextIO | None = None):
+    def __init__(self, path: str | os.PathLike | None, stream: TextIO | None = None, resumable: bool = True):
         self.path = Path(path) if path else None
+        self.resumable = resumable
         try:
             self._fh = open(self.path, "a", encoding="utf-8") if self.path else (stream or sys.stdout)
         except OSError as exc:
@@ -216,9 +272,12 @@ class OutputWriter:
             if self.path:
                 os.fsync(self._fh.fileno())
         except OSError as exc:
+            advice = ("free space and rerun with --resume" if self.resumable else
+                      "free space and score the records after them in a new run (--output-format hosted does "
+                      "not resume)")
             raise OutputWriteError(
                 exc.errno, f"writing {self.path or 'stdout'} failed: {exc.strerror or exc}; the records "
-                "written before are intact; free space and rerun with --resume") from exc
+                f"written before are intact; {advice}") from exc
 
     def close(self) -> None:
         if self.path and not self._fh.closed:
@@ -507,16 +566,24 @@ class RunInterrupted(UniEvalError):
     Attributes:
         cause: the ``KeyboardInterrupt`` (:class:`~unieval_local.errors.Terminated` for SIGTERM)
             or :class:`~unieval_local.errors.ModelRuntimeError`.
-        written: output records in OUT (those kept from earlier runs included).
+        written: output records in OUT (those kept from earlier runs included); with
+            ``--output-format hosted``, the records of the request lines written.
         total: records to write in this run's shard (None when unknown, e.g. stdin).
         output: the output path (None for stdout).
+        resumable: False for ``--output-format hosted`` (no ``--resume``: the records written
+            are the first ``written`` of the input).
     """
 
-    def __init__(self, cause: BaseException, written: int, total: int | None, output: Path | None):
+    def __init__(self, cause: BaseException, written: int, total: int | None, output: Path | None,
+                 resumable: bool = True):
         self.cause, self.written, self.total, self.output = cause, written, total, output
+        self.resumable = resumable
         where = str(output) if output is not None else "stdout"
         of = f" of {total}" if total is not None else ""
         hint = "; rerun with --resume" if output is not None else ""
+        if not resumable:
+            hint = (f" (the first {written} records of the input); --output-format hosted does not resume: score "
+                    "the others in a new run, or use --output-format records for batch runs")
         what = ("terminated (SIGTERM)" if isinstance(cause, Terminated) else "interrupted"
                 if isinstance(cause, KeyboardInterrupt) else f"stopped: {cause}")
         super().__init__(f"{what}: {written}{of} records written to {where}{hint}")
@@ -657,6 +724,7 @@ def run_batch(
     evidence: bool = False,
     progress: bool | None = None,
     stream: TextIO | None = None,
+    output_format: str = "records",
 ) -> BatchSummary:
     """Score every record of ``input`` and write one output line per record (the CLI's ``score``).
 
@@ -676,16 +744,23 @@ def run_batch(
         progress: progress bar on a terminal, log lines every 30 s otherwise (``None``);
             True always a bar; False nothing.
         stream: where to write when ``output`` is None (default stdout).
+        output_format: ``records`` (default: one line per record, as above) or ``hosted``:
+            one line per request of at most 250 records, as the hosted UniEval metric answers
+            it (:func:`hosted_line`), written and flushed as each request finishes. ``hosted``
+            needs exactly one aspect, named (``aspects`` not None nor expanding to several),
+            and takes no ``resume``, ``shard``, ``evidence`` nor engine other than ``local``;
+            it writes no sidecar and never appends to an existing ``output``.
 
     Returns:
-        A :class:`BatchSummary` over every record in the output.
+        A :class:`BatchSummary` over every record in the output (per record, in both formats).
 
     Raises:
-        InputFileError, ValueError: unreadable input, bad options, unknown aspects.
+        InputFileError, ValueError: unreadable input, bad options, unknown aspects, an
+            option ``output_format="hosted"`` does not take (the message names the flag).
         NothingToScoreError: no record can be scored for the aspects (a ValueError; before
             any model is loaded).
-        ResumeError: the output exists without ``resume``, or belongs to another
-            run (signature or input fingerprint differ).
+        ResumeError: the output exists without ``resume`` (or at all, with ``hosted``), or
+            belongs to another run (signature or input fingerprint differ).
         OutputWriteError: a write failed (disk full); earlier records are intact.
         RunInterrupted: Ctrl-C, SIGTERM (through the CLI) or a runtime failure of the
             model stopped the run; what was written is intact.
@@ -693,14 +768,24 @@ def run_batch(
     """
     t0 = time.perf_counter()
     shard = parse_shard(shard) if isinstance(shard, str) else shard
+    if output_format not in OUTPUT_FORMATS:
+        raise ValueError(f"output_format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}")
+    hosted = output_format == "hosted"
+    if hosted:
+        _check_hosted_options(resume=resume, shard=shard, engine=engine, evidence=evidence)
     core = Engine(**{**dict(settings or {}), "progress": False})
     registry = core.registry
     expand_all = aspects == "all" or aspects == ["all"]
     names = registry.aspect_names(task, aspects if aspects is not None else
                                   [next(iter(registry.get_task(task).aspects))])
+    if hosted:
+        _check_hosted_aspects(aspects, names)
     input_path = str(input)
     if output is not None and str(output) == "-":
         output = None
+    if hosted and output is not None and Path(output).exists() and Path(output).stat().st_size > 0:
+        raise ResumeError(f"{output} already exists; remove it or write to a new output (--output-format hosted "
+                          "does not resume)")
     if resume and output is None:
         raise ResumeError("--resume needs --output")
     if resume and input_path == "-":
@@ -744,16 +829,21 @@ def run_batch(
     done: set = set()
     kept: list[dict] = []
     out_path = Path(output) if output is not None else None
-    if out_path is not None:
+    sidecar = out_path is not None and not hosted  # a hosted output is not resumable: no sidecar
+    if sidecar:
         try:
             kept, done = _resumable(out_path, resume, run_id, input_fp, shard)
         except BaseException:
             eng.close()
             raise
-    writer = OutputWriter(out_path, stream)
+    try:
+        writer = OutputWriter(out_path, stream, resumable=not hosted)
+    except BaseException:
+        eng.close()
+        raise
     meta = {"run": run_id, "input": input_fp, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
             "progress": {"records_seen": 0, "records_in_shard": 0, "written": len(kept), "complete": False}}
-    if out_path is not None:
+    if sidecar:
         _write_sidecar(out_path, meta)
     written = list(kept)
     skipped = 0
@@ -793,27 +883,29 @@ def run_batch(
 
     try:
         for res in eng.map(requests(), task, names, evidence, on_batch):
-            writer.write(res.lines)
+            writer.write([hosted_line(res, names[0])] if hosted else res.lines)
             written.extend(res.lines)
             stats += res.stats
             meta["progress"]["written"] = len(written)
             bar.set(len(written))
-            if out_path is not None:
+            if sidecar:
                 _write_sidecar(out_path, meta)
         meta["progress"]["complete"] = True
-        if out_path is not None:
+        if sidecar:
             _write_sidecar(out_path, meta)
     except (KeyboardInterrupt, ModelRuntimeError) as exc:
         n_done = len(written)
         if out_path is not None:
             writer.close()
             try:  # count what is in the file: the signal may have come between a write and its bookkeeping
-                n_done = len(read_output(out_path)[0])
+                in_file = read_output(out_path)[0]
+                n_done = sum(len(x["examples"]) for x in in_file) if hosted else len(in_file)
                 meta["progress"]["written"] = n_done
-                _write_sidecar(out_path, meta)
-            except (OSError, ResumeError):
+                if sidecar:
+                    _write_sidecar(out_path, meta)
+            except (OSError, ResumeError, KeyError, TypeError):
                 pass
-        raise RunInterrupted(exc, n_done, total, out_path) from exc
+        raise RunInterrupted(exc, n_done, total, out_path, resumable=not hosted) from exc
     finally:
         bar.close()
         writer.close()
@@ -829,6 +921,40 @@ def run_batch(
     if stats.hints:
         summary.hint_message = input_hint_message([registry.get_aspect(task, a) for a in names], stats.hints)
     return summary
+
+
+def _check_hosted_options(*, resume: bool, shard: tuple[int, int] | None, engine: str, evidence: bool) -> None:
+    """Refuse the batch options ``--output-format hosted`` does not take (one line per request:
+    nothing to resume, shard or merge, and no place for evidence).
+
+    Raises:
+        ValueError: one of them is set; the message names each and points to ``records``.
+    """
+    given = [flag for flag, on in (("--resume", resume), ("--shard", shard is not None),
+                                   (f"--engine {engine}", engine != "local"), ("--evidence", evidence)) if on]
+    if given:
+        raise ValueError(f"--output-format hosted writes one line per request (at most "
+                         f"{MAX_EXAMPLES_PER_REQUEST} records) and does not take {' or '.join(given)}; use "
+                         "--output-format records for batch runs (resume, shards, Ray, evidence)")
+
+
+def _check_hosted_aspects(aspects: Sequence[str] | str | None, names: Sequence[str]) -> None:
+    """``--output-format hosted`` answers for one aspect, named (the hosted metric's ``evaluation_aspect``).
+
+    Raises:
+        ValueError: no aspect named, or several (given, or ``all`` / an aspects config resolving to several).
+    """
+    why = None
+    if aspects is None:
+        why = "no --aspect was given"
+    elif len(names) != 1:
+        asked = [aspects] if isinstance(aspects, str) else list(aspects)
+        why = (f"--aspect all resolves to {len(names)} aspects ({', '.join(names)})" if "all" in asked
+               else f"{len(names)} aspects were given ({', '.join(names)})")
+    if why:
+        raise ValueError(f"--output-format hosted scores exactly one aspect per run (the hosted metric's "
+                         f"evaluation_aspect), but {why}; give one --aspect, or use --output-format records "
+                         "for several")
 
 
 def _chain_first(first: Record, rest: Iterator[Record]) -> Iterator[Record]:

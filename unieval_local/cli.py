@@ -8,8 +8,9 @@ report formats, see :mod:`unieval_local.reports`). Each command's ``--help`` giv
 
 Exit status of ``unieval-local score``:
     0  every record was scored;
-    1  some records failed: each has an error record in the output, the others
-       are scored;
+    1  some records failed: each has an error record in the output (with
+       --output-format hosted, an example {"value": null, "error": ...}), the
+       others are scored;
     2  usage error, unreadable or empty input, no record scorable for the aspects
        (wrong field names), unwritable output or cache folder, unavailable device
        (nothing scored);
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import warnings
 from collections.abc import Sequence
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT, EXIT_WRITE, EXIT_MODEL = 0, 1, 2, 3, 4, 5
@@ -113,8 +113,8 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from .batch import BATCH_ENGINES
-    from .config import LONG_INPUT_MODES, REFERENCE_REDUCTIONS
+    from .batch import BATCH_ENGINES, OUTPUT_FORMATS
+    from .config import LONG_INPUT_MODES, MAX_EXAMPLES_PER_REQUEST, REFERENCE_REDUCTIONS
     from .evaluators import EVALUATORS
     from .reports import FORMATS
     from .reports.common import consistency_aspects
@@ -142,7 +142,9 @@ def _build_parser() -> argparse.ArgumentParser:
             "cache, device or resume error, or no record scorable for the aspects, 3 checkpoint not found "
             "or not loadable, 4 output write failed, 5 the model failed while scoring (out of memory, CUDA "
             "error), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM); after 4, 5, 130 and 143 the records "
-            "written are intact: rerun with --resume."
+            "written are intact: rerun with --resume. --output-format hosted writes instead one line per "
+            "request, {overall: {value}, examples: [{value} | {value: null, error}]}, as the hosted UniEval "
+            "metric answers it (one aspect; no --resume, --shard, --engine ray or --evidence)."
         ),
     )
     sc.add_argument("input", help="records: .jsonl (streamed; '-' for stdin) or a .json list")
@@ -168,6 +170,12 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="run the model's own forward instead of our exact single-step forward "
                     "(slower; for checking)")
     sc.add_argument("--output", "-o", default=None, help="output .jsonl (default, or '-': stdout)")
+    sc.add_argument("--output-format", default="records", choices=list(OUTPUT_FORMATS),
+                    help="records (default): one line per record; hosted: one line per request of at most "
+                    f"{MAX_EXAMPLES_PER_REQUEST} records in the hosted UniEval metric's schema, "
+                    '{"overall": {"value": mean}, "examples": [{"value": v}, ...]}, a failed record being '
+                    '{"value": null, "error": "FIELD: MESSAGE"}; exactly one --aspect, and no --resume, '
+                    "--shard, --engine ray or --evidence (use records for batch runs)")
     sc.add_argument("--resume", action="store_true",
                     help="continue OUTPUT: skip records already in it (refused if the run or input differ)")
     sc.add_argument("--shard", default=None, metavar="K/N",
@@ -281,7 +289,7 @@ def _build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--language", default=None, help="rating: explanation template set (default en; fr built in)")
     rp.add_argument("--threshold", type=float, default=None, help="summ: pass mark on the 0-100 score (default 80)")
     rp.add_argument("--n-key-points", type=int, default=None,
-                    help="summ, rating: key points to extract (default clamp(round(sqrt(candidate sentences)), 3, 15))")
+                    help="summ, rating: key points to extract (default clamp(round(sqrt(candidate sentences)), 5, 15))")
     rp.add_argument("--max-n-claims", type=int, default=None,
                     help="summ, autoeval: summary sentences checked (default 50)")
     rp.add_argument("--section-question", action="append", default=None, dest="section_questions", metavar="Q",
@@ -291,6 +299,11 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="autoeval: an instruction the summary should follow (repeatable)")
     rp.add_argument("--categorical", action="append", default=None, metavar="NAME=V1|V2",
                     help="autoeval: a categorical section and its allowed values (repeatable)")
+    rp.add_argument("--details", action="store_const", const=True, default=None,
+                    help="rating, autoeval: also write each report's details (probabilities, cut points, windows, "
+                    "offsets) beside the documented fields")
+    rp.add_argument("--plain-booleans", action="store_const", const=True, default=None,
+                    help="autoeval: is_addressed / is_covered as JSON booleans instead of the strings \"True\"/\"False\"")
     rp.add_argument("--consistency-aspect", default=None, choices=consistency_aspects(), metavar="TASK/ASPECT",
                     help="the aspect that answers consistency-like queries (claims, key points, support): "
                     "summarization/consistency (unieval-sum, default), fact/consistency (unieval-fact), "
@@ -321,7 +334,13 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    """``unieval-local score``: see the module docstring for output and exit status."""
+    """``unieval-local score``: see the module docstring for output and exit status.
+
+    ``--output-format records`` (default) writes one line per record; ``hosted`` one line per
+    request in the hosted metric's schema (:func:`unieval_local.batch.hosted_line`), with the
+    same exit statuses (1 when some records failed; 2 for a hosted run with zero or several
+    aspects, ``--resume``, ``--shard``, ``--engine ray`` or ``--evidence``). The summary goes to
+    stderr in both formats."""
     from .batch import OutputWriteError, ResumeError, RunInterrupted, format_summary, parse_shard, run_batch
     from .errors import CheckpointError, CheckpointNotFoundError
     from .records import InputFileError
@@ -355,7 +374,7 @@ def cmd_score(args: argparse.Namespace) -> int:
             args.input, args.output, task=args.task, aspects=aspects, settings=settings,
             resume=args.resume, shard=parse_shard(args.shard), engine=args.engine, engine_options=engine_options,
             evidence=args.evidence,
-            progress=False if args.no_progress else None,
+            progress=False if args.no_progress else None, output_format=args.output_format,
         )
     except RunInterrupted as exc:
         print(f"unieval-local: {exc}", file=sys.stderr)
@@ -527,6 +546,8 @@ _REPORT_FLAGS = {
     "instructions": ("--instruction", ("autoeval",), "instructions"),
     "categorical": ("--categorical", ("autoeval",), "categorical"),
     "consistency_aspect": ("--consistency-aspect", ("rating", "summ", "autoeval"), "consistency_aspect"),
+    "details": ("--details", ("rating", "autoeval"), "details"),
+    "plain_booleans": ("--plain-booleans", ("autoeval",), "plain_booleans"),
 }
 
 
@@ -605,13 +626,32 @@ def _check_writable(path: str) -> None:
         raise ValueError(f"cannot write --output {path!r}: permission denied")
 
 
+def _report_input(path: str, report_format: str):
+    """The report's records: JSONL or a JSON list (bad lines become error rows), or, for
+    summ, a hosted custom-run request body (a .json object with ``evaluations``) as a mapping."""
+    from .records import InputFileError, iter_records
+    from .reports.common import BadRecord
+
+    if path != "-" and path.endswith(".json"):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except (OSError, ValueError):
+            data = None  # iter_records says what is wrong
+        if isinstance(data, dict) and "evaluations" in data:
+            if report_format != "summ":
+                raise InputFileError(f"{path} is a custom-run request body ('evaluations'); it is read by "
+                                     f"--format summ, not {report_format}")
+            return data
+    return [r.data if r.error is None else BadRecord(r.error) for r in iter_records(path)]
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """``unieval-local report``: build rating/summ/autoeval reports; exit 0, 1 (error rows), 2 or 3."""
     from .engine import Engine
     from .errors import CheckpointError, CheckpointNotFoundError
-    from .records import InputFileError, iter_records
+    from .records import InputFileError
     from .reports import make_report
-    from .reports.common import BadRecord
 
     try:
         options = _report_options(args)
@@ -620,14 +660,12 @@ def cmd_report(args: argparse.Namespace) -> int:
                         chunk_words=args.chunk_words,
                         cache_dir=args.cache_dir, long_input=args.long_input,
                         progress=False if args.no_progress else None)
-        records = [r.data if r.error is None else BadRecord(r.error) for r in iter_records(args.input)]
+        records = _report_input(args.input, args.report_format)
         if not records:
             raise InputFileError(f"{args.input} holds no records")
         if args.output:  # fail before scoring when the output cannot be written
             _check_writable(args.output)
-        with warnings.catch_warnings():  # the CLI prints its own truncation line
-            warnings.simplefilter("ignore", UserWarning)
-            result = make_report(records, args.report_format, engine=engine, options=options)
+        result = make_report(records, args.report_format, engine=engine, options=options, warn=False)
     except (CheckpointNotFoundError, CheckpointError) as exc:
         print(f"unieval-local: error: {exc}", file=sys.stderr)
         return EXIT_CHECKPOINT
@@ -650,10 +688,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.cache_dir:
         hits, misses = engine.cache_counts()
         print(f"score cache: {hits} queries reused, {misses} scored", file=sys.stderr)
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
     for row in result.reports:
+        where = f"  record {row.index}{f' ({row.id})' if row.id else ''}"
         if row.error is not None:
-            print(f"  record {row.index}{f' ({row.id})' if row.id else ''}: {row.error.field}: {row.error.message}",
-                  file=sys.stderr)
+            print(f"{where}: {row.error.field}: {row.error.message}", file=sys.stderr)
+        for note in row.notes:
+            print(f"{where}: note: {note}", file=sys.stderr)
     if result.n_truncated:
         print(f"warning: {result.n_truncated} queries were longer than {_max_length_words(args)} and lost "
               f"their end (--long-input {args.long_input}"

@@ -27,13 +27,24 @@ import numpy as np
 from .extras import require
 from .sentences import DEFAULT_SPLITTER, SentenceSplitter, field_spans
 
-#: Default of :func:`extract_key_points`: a candidate key point has at least this many content words.
-MIN_KEY_POINT_WORDS = 5
+#: Default of :func:`extract_key_points`: a candidate key point has at least this many content
+#: words, or one fewer when one of them is a number or a date ("launch on the 15th").
+MIN_KEY_POINT_WORDS = 3
 
 _SPEAKER = re.compile(r"[^\s:][^:\n]{0,40}:\s+")  # "Project Manager: " at the start of a turn
 _BULLET = re.compile(r"\s*(?:[-*\u2022\u2013]|\d{1,3}[.)])\s+")  # "- ", "* ", "• ", "1. ", "2) "
 _MARKUP = re.compile(r"\{[a-z_]+\}")  # transcript annotations: {vocalsound}, {disfmarker}
 _WORD = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token pattern
+#: Conversation fillers that scikit-learn's stop-word list lacks; they carry no content
+#: ("Okay, yeah, sounds good." is not a key fact).
+FILLERS = frozenset(
+    "okay ok yeah yep yes yup nope um umm uh uhm hmm mm mhm mmm ah oh alright right sure like just really "
+    "actually basically think know mean gonna wanna guess good great fine cool sounds thanks thank "
+    "let lets maybe kind sort things thing stuff got get".split())
+_DATE_WORD = re.compile(
+    r"\d|^(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|june?|july?|aug(?:ust)?|sept?(?:ember)?|oct(?:ober)?"
+    r"|nov(?:ember)?|dec(?:ember)?|monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|tomorrow"
+    r"|tonight|yesterday|weekend|week|month|quarter|year|deadline|q[1-4])$")
 
 
 def content_words(text: str) -> list[str]:
@@ -43,6 +54,23 @@ def content_words(text: str) -> list[str]:
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
     return [w for w in _WORD.findall(_MARKUP.sub(" ", text).lower()) if w not in ENGLISH_STOP_WORDS]
+
+
+def is_informative(text: str, min_words: int = MIN_KEY_POINT_WORDS) -> bool:
+    """Whether ``text`` says enough to be a key point or a completeness item.
+
+    True when it has at least ``min_words`` content words (:func:`content_words` less the
+    conversation :data:`FILLERS`), or ``min_words - 1`` of them with one a number or a date
+    word (a digit, a month or weekday name, ``today``, ``week``, ``q3`` ...). With the
+    default 3: "Payment bug fixed." and "Launch on the 15th." are informative; "Okay, sounds
+    good." and "Yeah, I think so." are not. ``min_words`` 0 accepts every text.
+    """
+    if min_words <= 0:
+        return True
+    words = [w for w in content_words(text) if w not in FILLERS]
+    if len(words) >= min_words:
+        return True
+    return len(words) >= min_words - 1 > 0 and any(_DATE_WORD.search(w) for w in words)
 
 
 @dataclass(frozen=True)
@@ -87,13 +115,14 @@ def source_sentence_spans(text: str, splitter: SentenceSplitter = DEFAULT_SPLITT
 def default_n_key_points(n_candidates: int) -> int:
     """Key points to extract from a source with ``n_candidates`` candidate sentences.
 
-    ``clamp(round(sqrt(n_candidates)), 3, 15)``, and never more than there are:
-    a 25-sentence news article gives 5, a 1,500-sentence meeting 15. The square
-    root grows with the source but keeps a short summary's task feasible.
+    ``clamp(round(sqrt(n_candidates)), 5, 15)``, and never more than there are: a
+    short meeting with 7 candidate sentences gives 5, a 25-sentence news article 5, a
+    1,500-sentence meeting 15. The square root grows with the source but keeps a short
+    summary's task feasible; the floor of 5 keeps a short meeting's few decisions checked.
     """
     if n_candidates <= 0:
         return 0
-    return min(n_candidates, max(3, min(15, round(math.sqrt(n_candidates)))))
+    return min(n_candidates, max(5, min(15, round(math.sqrt(n_candidates)))))
 
 
 def _tfidf(texts: Sequence[str]):
@@ -127,9 +156,10 @@ def extract_key_points(
         text: the source (a document, or a transcript with one turn per line).
         n: how many; ``None``: :func:`default_n_key_points` of the candidate count.
         splitter: sentence splitter (default NLTK English Punkt).
-        min_words: candidates have at least this many :func:`content_words`
-            (drops "Okay." and "Yeah, I think so." turns); when none has, every
-            sentence is a candidate. Speaker labels (``Name: `` at the start of a
+        min_words: candidates are :func:`is_informative` with this many words (default 3,
+            or 2 with a number or date: "Payment bug fixed.", "Launch on the 15th." are
+            candidates; "Okay." and "Yeah, I think so." turns are not); when no sentence
+            is, every sentence is a candidate. Speaker labels (``Name: `` at the start of a
             line) are not part of a key point.
         similarity_threshold: graph edges below this cosine similarity are dropped
             (LexRank's threshold; 0.1 as in Erkan & Radev's experiments).
@@ -144,7 +174,7 @@ def extract_key_points(
     if n is not None and n < 0:
         raise ValueError(f"n_key_points must be >= 0, got {n}")
     spans = source_sentence_spans(text, splitter, strip_speakers=True)
-    candidates = [s for s in spans if len(content_words(text[s[0]:s[1]])) >= min_words] or spans
+    candidates = [s for s in spans if is_informative(text[s[0]:s[1]], min_words)] or spans
     if not candidates:
         return []
     n = default_n_key_points(len(candidates)) if n is None else min(n, len(candidates))

@@ -21,8 +21,18 @@ from ..config import MAX_EXAMPLES_PER_REQUEST
 from ..engine import Engine, RunStats
 from .autoeval import AutoevalOptions, AutoevalReport, autoeval_aggregate, autoeval_rows
 from .common import BadRecord, ReportFile, ReportRecord, ReportRow, ReportSettings, RowError
-from .rating import RatingConfig, RatingReport, apply_rules, load_rating_config, rating_aggregate, rating_rows, to_rating
-from .summ import SummOptions, SummReport, summ_aggregate, summ_rows
+from .rating import (
+    RatingConfig,
+    RatingReport,
+    apply_rules,
+    load_rating_config,
+    normalized_score,
+    placeholder_note,
+    rating_aggregate,
+    rating_rows,
+    to_rating,
+)
+from .summ import SummOptions, SummReport, is_custom_run, read_custom_run, summ_aggregate, summ_rows
 
 #: format -> (options model, rows function, aggregate function, report model)
 FORMATS = {
@@ -33,15 +43,18 @@ FORMATS = {
 
 
 def make_report(
-    records: Sequence[Mapping[str, Any]], format: str = "rating", *, engine: Engine | None = None,
-    options: Any = None, model: Any = None, device: str | None = None,
-    request_size: int = MAX_EXAMPLES_PER_REQUEST,
+    records: Sequence[Mapping[str, Any]] | Mapping[str, Any], format: str = "rating", *,
+    engine: Engine | None = None, options: Any = None, model: Any = None, device: str | None = None,
+    request_size: int = MAX_EXAMPLES_PER_REQUEST, warn: bool = True,
 ) -> ReportFile:
     """Build one report per record, in input order.
 
     Args:
-        records: dicts with ``target`` (the summary), usually ``source``, and the
-            report inputs of :class:`~unieval_local.reports.common.ReportRecord`.
+        records: dicts with ``target`` (the summary; also read from ``summary`` or
+            ``output``), usually ``source`` (also ``input`` or ``transcript``), and the
+            report inputs of :class:`~unieval_local.reports.common.ReportRecord`. For
+            ``summ``, also a hosted custom-run request body ``{"threshold", "model_slug",
+            "evaluations": [...]}`` (:func:`~unieval_local.reports.summ.read_custom_run`).
         format: ``rating``, ``summ`` or ``autoeval``.
         engine: the :class:`~unieval_local.engine.Engine` to use (a ``Scorer``'s is
             ``scorer.engine``); default ``Engine(model=model, device=device,
@@ -52,6 +65,9 @@ def make_report(
         request_size: records planned and run together (default 250, the
             request cap of ``score``); each request is one engine pass
             (autoeval: two).
+        warn: give each run-level note (``ReportFile.notes``: placeholder rating cut
+            points, an ignored ``model_slug`` ...) and the truncation count as a
+            ``UserWarning``; False leaves them in the result only.
 
     Returns:
         :class:`~unieval_local.reports.common.ReportFile`: ``reports[i]`` has the
@@ -61,7 +77,8 @@ def make_report(
         lost their end (``n_truncated``), if any.
 
     Raises:
-        ValueError: unknown format, invalid options, ``request_size`` < 1.
+        ValueError: unknown format, invalid options, ``request_size`` < 1, a request
+            body given to a format other than summ or of the wrong shape.
         CheckpointNotFoundError, CheckpointError: no usable checkpoint.
     """
     if format not in FORMATS:
@@ -77,6 +94,14 @@ def make_report(
     elif not isinstance(options, options_model):
         raise ValueError(f"options for {format!r} must be {options_model.__name__}, a dict or None, "
                          f"got {type(options).__name__}")
+    notes: list[str] = []
+    if isinstance(records, Mapping):
+        if format != "summ" or not is_custom_run(dict(records)):
+            raise ValueError("records must be a list of records (a mapping is read only as a custom-run request "
+                             "body {'evaluations': [...]} by the summ format)")
+        records, notes = read_custom_run(records)
+    if format == "rating" and (note := placeholder_note(options)):
+        notes.insert(0, note)
     engine = engine or Engine(model=model, device=device, long_input="chunk")
     config = engine.config
     records = _mark_duplicate_ids(list(records))
@@ -86,7 +111,9 @@ def make_report(
         part, st = rows_fn(records[at:at + request_size], engine, options, start=at)
         rows += part
         stats += st
-    if stats.n_truncated:
+    for note in notes if warn else ():
+        warnings.warn(note, UserWarning, stacklevel=2)
+    if stats.n_truncated and warn:
         warnings.warn(
             f"{stats.n_truncated} of {stats.n_queries} queries were longer than max_length="
             f"{config.max_length or 'the evaluator default'} "
@@ -101,7 +128,7 @@ def make_report(
     return ReportFile[report_model](
         format=format, n_records=len(rows), n_reported=len(rows) - n_err, n_errors=n_err,
         aggregate=aggregate_fn(rows), n_queries=stats.n_queries, n_truncated=stats.n_truncated,
-        settings=settings, reports=rows)
+        settings=settings, notes=notes, reports=rows)
 
 
 def _mark_duplicate_ids(records: list) -> list:
@@ -125,5 +152,5 @@ def _mark_duplicate_ids(records: list) -> list:
 __all__ = [
     "FORMATS", "AutoevalOptions", "AutoevalReport", "RatingConfig", "RatingReport", "ReportFile",
     "ReportRecord", "ReportRow", "ReportSettings", "RowError", "SummOptions", "SummReport", "apply_rules",
-    "load_rating_config", "make_report", "to_rating",
+    "load_rating_config", "make_report", "normalized_score", "read_custom_run", "to_rating",
 ]

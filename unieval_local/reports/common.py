@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ExampleProblem
 from ..validate import describe_value, is_text, parse_example
@@ -92,34 +92,146 @@ def check_categorical(v: dict[str, list[str]] | None) -> dict[str, list[str]] | 
     return v
 
 
+#: Input names of other evaluators, read as ours: ``input``/``transcript`` (the source a
+#: summary was made from) and ``summary``/``output`` (the summary under evaluation).
+FIELD_ALIASES: dict[str, tuple[str, ...]] = {"source": ("input", "transcript"), "target": ("summary", "output")}
+
+
+def accept_aliases(data: Any) -> Any:
+    """``data`` with :data:`FIELD_ALIASES` renamed to ``source`` / ``target``.
+
+    Raises:
+        ValueError: two names of one field given with different values (e.g. ``summary`` and ``target``).
+    """
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    for field_name, aliases in FIELD_ALIASES.items():
+        for alias in aliases:
+            if alias in data:
+                value = data.pop(alias)
+                if field_name in data and data[field_name] != value:
+                    raise ValueError(f"both {field_name!r} and {alias!r} given, with different values; "
+                                     f"{alias!r} is read as {field_name!r}, give one")
+                data[field_name] = value
+    return data
+
+
+class SectionDefinition(BaseModel):
+    """One section a summary should have (autoeval's section definitions).
+
+    Attributes:
+        name: the section's name, e.g. ``"Dates"``, ``"Call reason"``; the summary's
+            content for it is the record's ``sections[name]``, else the target's lines
+            from a heading ``<name>:`` to the next section's heading.
+        instruction: what the section should hold, e.g. ``"Identify any dates explicitly
+            mentioned by the agent or the customer"``; asked as an adherence rubric and,
+            for a free-text section, turned into the completeness relatedness query
+            (:func:`~unieval_local.reports.autoeval.relatedness_question`).
+        type: ``free_text`` (default) or ``categorical`` (one of ``allowed_values``).
+        allowed_values: the categorical section's values (matched case-insensitively, trimmed).
+        prebuilt: a built-in section of the summary template, not defined by the user;
+            prebuilt sections have no adherence rubric (a summary of prebuilt sections
+            only has adherence N/A) but count for completeness.
+        topic: what a transcript sentence must be about to be related to the section
+            (a noun phrase, e.g. ``"dates"``); default: derived from the instruction.
+
+    Raises:
+        pydantic.ValidationError: no name; a categorical section without allowed values,
+            a free-text one with them, or one with neither an instruction nor a topic.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1)
+    instruction: str | None = None
+    type: Literal["free_text", "categorical"] = "free_text"
+    allowed_values: list[str] | None = None
+    prebuilt: bool = False
+    topic: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _spellings(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("type"), str):
+            data = {**data, "type": data["type"].strip().lower().replace("-", "_").replace(" ", "_")}
+            if data["type"] in ("freetext", "text"):
+                data["type"] = "free_text"
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "SectionDefinition":
+        if not self.name.strip():
+            raise ValueError("a section needs a non-empty name")
+        for key in ("instruction", "topic"):
+            value = getattr(self, key)
+            if value is not None and not value.strip():
+                raise ValueError(f"section {self.name!r}: {key} is empty")
+        if self.type == "categorical":
+            if not self.allowed_values or any(not isinstance(v, str) or not v.strip() for v in self.allowed_values):
+                raise ValueError(f"categorical section {self.name!r} needs non-empty allowed_values")
+        elif self.allowed_values:
+            raise ValueError(f"section {self.name!r} has allowed_values but type free_text; "
+                             "give type: categorical")
+        elif self.instruction is None and self.topic is None:
+            raise ValueError(f"free-text section {self.name!r} needs an instruction (or a topic)")
+        return self
+
+
+def check_sections(v: list[SectionDefinition] | None) -> list[SectionDefinition] | None:
+    """``v`` unchanged; ValueError when two sections share a name (case-insensitive)."""
+    seen: set[str] = set()
+    for d in v or []:
+        key = d.name.strip().lower()
+        if key in seen:
+            raise ValueError(f"section {d.name!r} is defined twice")
+        seen.add(key)
+    return v
+
+
 class ReportRecord(UniEvalData):
     """One input record of ``unieval-local report``: the fields of ``score`` plus report inputs.
 
     Attributes:
         target, source, references, context: as in :class:`~unieval_local.schema.UniEvalData`
-            (``target`` is the summary; ``source`` the document or transcript).
+            (``target`` is the summary; ``source`` the document or transcript). The names
+            other evaluators use are read too (:data:`FIELD_ALIASES`): ``input`` or
+            ``transcript`` for the source, ``summary`` or ``output`` for the target.
         key_points: (summ, rating relevance without reference) the source's key
             points, instead of extracting them.
         n_key_points: how many key points to extract for this record.
-        section_questions: (autoeval completeness) what the summary should cover,
+        max_n_claims: (summ, autoeval) summary sentences checked for this record.
+        threshold: (summ) this record's pass mark on the 0-100 score.
+        section_definitions: (autoeval) the sections the summary should have
+            (:class:`SectionDefinition`), for adherence and completeness.
+        section_questions: (autoeval completeness) topics the summary should cover,
             as noun phrases, e.g. ``"the dates mentioned"``.
         instructions: (autoeval adherence) instructions the summary should follow.
         categorical: (autoeval adherence) section name -> allowed values.
-        sections: (autoeval adherence) section name -> the summary's value for
-            it; when absent, a line ``<name>: <value>`` of the target is used.
+        sections: (autoeval) section name -> the summary's content for it; when
+            absent, the target's ``<name>: ...`` lines are used.
 
-    A record's own ``key_points`` / ``section_questions`` / ``instructions`` /
-    ``categorical`` take precedence over the report options, even when empty
-    (except ``key_points: []``, which means "extract them"). Other fields (``id``,
+    A record's own ``key_points`` / ``section_definitions`` / ``section_questions`` /
+    ``instructions`` / ``categorical`` / ``n_key_points`` / ``max_n_claims`` /
+    ``threshold`` take precedence over the report options, even when empty (except
+    ``key_points: []``, which means "extract them"). Other fields (``id``,
     ``doc_id``, ``system_id``...) are kept.
     """
 
     key_points: list[str] | None = None
     n_key_points: int | None = Field(default=None, ge=0)
+    max_n_claims: int | None = Field(default=None, ge=1)
+    threshold: float | None = Field(default=None, ge=0, le=100, allow_inf_nan=False)
+    section_definitions: list[SectionDefinition] | None = None
     section_questions: list[str] | None = None
     instructions: list[str] | None = None
     categorical: dict[str, list[str]] | None = None
     sections: dict[str, str] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _other_names(cls, data: Any) -> Any:
+        return accept_aliases(data)
 
     @field_validator("key_points", "section_questions", "instructions")
     @classmethod
@@ -130,6 +242,11 @@ class ReportRecord(UniEvalData):
     @classmethod
     def _allowed_values(cls, v: dict[str, list[str]] | None) -> dict[str, list[str]] | None:
         return check_categorical(v)
+
+    @field_validator("section_definitions")
+    @classmethod
+    def _unique_sections(cls, v: list[SectionDefinition] | None) -> list[SectionDefinition] | None:
+        return check_sections(v)
 
 
 class RowError(BaseModel):
@@ -152,6 +269,8 @@ class ReportRow(BaseModel, Generic[R]):
         id: the record's ``id`` if it has one, else None.
         report: the report (None when ``error`` is set).
         error: why there is no report.
+        notes: what the reader should know about this record's report, e.g. fewer key
+            points than asked for because the source has fewer candidate sentences.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -160,6 +279,7 @@ class ReportRow(BaseModel, Generic[R]):
     id: str | None = None
     report: R | None = None
     error: RowError | None = None
+    notes: list[str] = Field(default_factory=list)
 
 
 class CheckpointIdentity(BaseModel):
@@ -207,6 +327,8 @@ class ReportFile(BaseModel, Generic[R]):
         n_queries: distinct Boolean-QA queries run; ``n_truncated`` of them were
             longer than ``max_length`` and lost their end.
         settings: :class:`ReportSettings`.
+        notes: run-level notes (also given as ``UserWarning``): placeholder cut points
+            in use, input keys that were ignored ...
         reports: one :class:`ReportRow` per input record, in input order.
     """
 
@@ -218,6 +340,7 @@ class ReportFile(BaseModel, Generic[R]):
     n_queries: int
     n_truncated: int
     settings: ReportSettings
+    notes: list[str] = Field(default_factory=list)
     reports: list[ReportRow[R]]
 
 
@@ -397,11 +520,13 @@ class Claims:
     flat: Flat = field(default_factory=Flat)
     sentences: dict[int, list[str]] = field(default_factory=dict)
 
-    def plan(self, i: int, rec: ReportRecord, splitter, max_n_claims: int, skip=None) -> RowError | None:
-        """Add record ``i``'s first ``max_n_claims`` sentences (those ``skip(start, end)``
-        does not exclude); ``sentences[i]`` keeps all of them. An error when there is none."""
-        self.sentences[i] = [rec.target[a:b] for a, b in summary_sentence_spans(rec.target, splitter)
-                             if skip is None or not skip(a, b)]
+    def plan(self, i: int, rec: ReportRecord, splitter, max_n_claims: int, skip=None,
+             spans: Sequence[tuple[int, int]] | None = None) -> RowError | None:
+        """Add record ``i``'s first ``max_n_claims`` sentences (``spans`` into the target,
+        default :func:`summary_sentence_spans`; those ``skip(start, end)`` does not
+        exclude); ``sentences[i]`` keeps all of them. An error when there is none."""
+        spans = summary_sentence_spans(rec.target, splitter) if spans is None else spans
+        self.sentences[i] = [rec.target[a:b] for a, b in spans if skip is None or not skip(a, b)]
         if not self.sentences[i]:
             return RowError(field="target", message="the summary has no sentence to check")
         for claim in self.sentences[i][:max_n_claims]:
@@ -454,9 +579,12 @@ class Coverage:
     flat: Flat = field(default_factory=Flat)
     key_points: dict[int, list] = field(default_factory=dict)
     sources: dict[int, str] = field(default_factory=dict)
+    notes: dict[int, list[str]] = field(default_factory=dict)
 
     def plan(self, i: int, rec: ReportRecord, n_default: int | None, splitter) -> RowError | None:
-        """Add record ``i``'s key points (given, or extracted from its source); an error if none."""
+        """Add record ``i``'s key points (given, or extracted from its source); an error if none.
+        Asking for more key points than the source has candidate sentences adds a note
+        (``notes[i]``) and checks all of them."""
         from ..keypoints import KeyPoint, extract_key_points
 
         if rec.key_points:
@@ -464,6 +592,11 @@ class Coverage:
         else:
             n = rec.n_key_points if rec.n_key_points is not None else n_default
             points = extract_key_points(rec.source or "", n, splitter=splitter)
+            if n is not None and 0 < len(points) < n:
+                self.notes.setdefault(i, []).append(
+                    f"n_key_points is {n}, but the source has only {len(points)} candidate sentence(s) "
+                    f"(sentences with at least 3 content words, or 2 with a number or date), "
+                    f"so {len(points)} key point(s) are checked")
         if not points:
             return RowError(field="source", message="no key point: the source has no sentence "
                             "(give 'key_points' or a longer source)")

@@ -13,7 +13,15 @@ every metric meets its ``good_rules`` minimum (default coherence >= 2,
 consistency >= 3, relevance >= 3, fluency >= 2); ``bad`` when any metric is at
 most ``bad_at_most`` (default 1); otherwise ``incomplete``. ``score`` is 1 /
 0.5 / 0, ``binary_score`` 1 only for good, ``avg_score`` the mean of the
-normalized scores ``(score - 1) / 2``.
+normalized scores ``score / 3`` (the rating format's own definition: 3 -> 1.0,
+2 -> 0.67; ratings 3, 3, 3, 2 give 0.92).
+
+A report is ``{"summary": {global_explanation, relevancy_rating, score,
+possible_issues, binary_score, avg_score, <metric>: {score, explanation,
+normalized_score}}}`` with the enabled metrics only (:class:`RatingSummary`);
+the ``details`` option adds ``details`` (probabilities, cut points, method, key
+points). Input fields ``input`` and ``summary`` (the rating format's names) are
+read as ``source`` and ``target``.
 
 Defaults live in :class:`RatingConfig` and, identically, in ``configs/rating.yaml``;
 ``scripts/fit_rating_cutpoints.py`` fits cut points on data with human scores.
@@ -27,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from ..engine import Engine, Job, RunStats, jobs_by_checkpoint
 from ..cutpoints import to_rating
@@ -140,6 +148,8 @@ class RatingConfig(BaseModel):
             ``fact/consistency`` (unieval-fact), ``fact/support`` (MiniCheck) ...).
         language: the template set for explanations (a key of ``templates``).
         templates: language -> template name -> ``str.format`` text.
+        details: also write each report's ``details`` (probabilities, cut points, method,
+            key points); off by default, so a report is exactly ``{"summary": {...}}``.
 
     Raises:
         pydantic.ValidationError: an unknown metric, bad cut points, a missing
@@ -158,6 +168,7 @@ class RatingConfig(BaseModel):
     consistency_aspect: str = DEFAULT_CONSISTENCY_ASPECT
     language: str = "en"
     templates: dict[str, dict[str, str]] = Field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_TEMPLATES.items()})
+    details: bool = False
 
     @model_validator(mode="before")
     @classmethod
@@ -259,7 +270,8 @@ class RuleOutcome(BaseModel):
         rating: ``good``, ``incomplete`` or ``bad``.
         score: 1 (good), 0.5 (incomplete), 0 (bad).
         binary_score: 1 only for good.
-        avg_score: mean over the rated metrics of ``(score - 1) / 2``, in [0, 1].
+        avg_score: mean over the rated metrics of the normalized score ``score / 3``
+            (:func:`normalized_score`), in [1/3, 1].
         failed: per failed rule ``(metric, rating, needed, is_bad)``, in metric order.
     """
 
@@ -270,6 +282,12 @@ class RuleOutcome(BaseModel):
     binary_score: int
     avg_score: float
     failed: list[tuple[str, int, int, bool]]
+
+
+def normalized_score(rating: int) -> float:
+    """A 1-3 rating on [0, 1] as the rating format documents it: ``rating / 3``
+    (3 -> 1.0, 2 -> 0.6667, 1 -> 0.3333)."""
+    return rating / 3
 
 
 def apply_rules(ratings: Mapping[str, int], good_rules: Mapping[str, int] | None = None,
@@ -283,7 +301,8 @@ def apply_rules(ratings: Mapping[str, int], good_rules: Mapping[str, int] | None
         bad_at_most: any rating at most this is bad (default 1).
 
     Returns:
-        :class:`RuleOutcome`.
+        :class:`RuleOutcome`; ``avg_score`` is the mean of ``rating / 3`` (ratings 3, 3, 3, 2
+        give 0.9167).
 
     Raises:
         ValueError: no rating, or a rating outside {1, 2, 3}.
@@ -300,63 +319,129 @@ def apply_rules(ratings: Mapping[str, int], good_rules: Mapping[str, int] | None
         if r < needed or r <= bad_at_most:
             failed.append((m, r, needed, r <= bad_at_most))
     rating: RatingLabel = "bad" if any(f[3] for f in failed) else "incomplete" if failed else "good"
-    avg = float(np.mean([(r - 1) / 2 for r in ratings.values()]))
+    avg = float(np.mean([normalized_score(r) for r in ratings.values()]))
     return RuleOutcome(rating=rating, score=_RATING_SCORE[rating], binary_score=int(rating == "good"),
                        avg_score=avg, failed=failed)
 
 
 class MetricRating(BaseModel):
-    """One metric's rating.
+    """One metric's rating, as the rating format shows it.
 
     Attributes:
         score: 1, 2 or 3.
-        normalized_score: ``(score - 1) / 2``: 0, 0.5 or 1.
-        probability: what was mapped: the UniEval score in [0, 1], or the
-            key-point coverage share for relevance without a reference.
-        cut_points: the ``[low, high]`` used.
-        method: ``unieval:<task>/<aspect>`` or ``key_point_coverage``.
         explanation: from the evidence (lowest sentences, covered key points),
             in the chosen language.
+        normalized_score: ``score / 3``: 0.3333, 0.6667 or 1.0.
     """
 
     model_config = ConfigDict(frozen=True)
 
     score: int
-    normalized_score: float
-    probability: float
-    cut_points: tuple[float, float]
-    method: str
     explanation: str
+    normalized_score: float
 
 
-class RatingReport(BaseModel):
-    """The ``rating`` report of one summary.
+class MetricDetails(BaseModel):
+    """How one metric's rating was made (``details``, with the ``details`` option).
 
     Attributes:
-        relevancy_rating: ``good``, ``incomplete`` or ``bad`` (rule engine).
-        score: 1 (good), 0.5 (incomplete), 0 (bad).
-        binary_score: 1 only for good.
-        avg_score: mean of the enabled metrics' normalized scores, in [0, 1].
-        metrics: metric -> :class:`MetricRating`, enabled metrics only.
-        relevance_method: ``reference`` (UniEval relevance), ``key_point_coverage``
-            (no reference given) or None (relevance not enabled).
-        key_points: with ``key_point_coverage``, each key point with its
-            coverage probability (``score``), ``covered`` and source offsets.
-        possible_issues: one line per failed rule.
-        global_explanation: one line on the verdict.
+        probability: what was mapped: the UniEval score in [0, 1], or the
+            key-point coverage share for relevance without a reference.
+        cut_points: the ``[low, high]`` used.
+        placeholder_cut_points: True when those are the built-in, unfitted defaults.
+        method: ``unieval:<task>/<aspect>`` (``minicheck:fact/support`` ...) or ``key_point_coverage``.
     """
 
     model_config = ConfigDict(frozen=True)
 
-    relevancy_rating: RatingLabel
-    score: float
-    binary_score: int
-    avg_score: float
-    metrics: dict[str, MetricRating]
+    probability: float
+    cut_points: tuple[float, float]
+    placeholder_cut_points: bool
+    method: str
+
+
+class RatingDetails(BaseModel):
+    """What is behind a rating: per metric its :class:`MetricDetails`; how relevance was
+    measured (``reference``, ``key_point_coverage`` or None when not enabled); with
+    key-point coverage, each key point with its coverage probability (``score``),
+    ``covered`` and source offsets."""
+
+    model_config = ConfigDict(frozen=True)
+
+    metrics: dict[str, MetricDetails]
     relevance_method: Literal["reference", "key_point_coverage"] | None = None
     key_points: list[dict[str, Any]] | None = None
-    possible_issues: list[str]
+
+
+class RatingSummary(BaseModel):
+    """The ``summary`` object of the rating format: the verdict, then one entry per
+    enabled metric (absent metrics are left out of the JSON, not null).
+
+    Attributes:
+        global_explanation: one line on the verdict.
+        relevancy_rating: ``good``, ``incomplete`` or ``bad`` (rule engine).
+        score: 1 (good), 0.5 (incomplete), 0 (bad).
+        possible_issues: one line per failed rule.
+        binary_score: 1 only for good.
+        avg_score: mean of the enabled metrics' ``normalized_score``, in [1/3, 1].
+        coherence, consistency, relevance, fluency: :class:`MetricRating`, or None when not enabled.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
     global_explanation: str
+    relevancy_rating: RatingLabel
+    score: float
+    possible_issues: list[str]
+    binary_score: int
+    avg_score: float
+    coherence: MetricRating | None = None
+    consistency: MetricRating | None = None
+    relevance: MetricRating | None = None
+    fluency: MetricRating | None = None
+
+    @model_serializer(mode="wrap")
+    def _enabled_only(self, handler):
+        return {k: v for k, v in handler(self).items() if not (k in METRICS and v is None)}
+
+    @property
+    def metrics(self) -> dict[str, MetricRating]:
+        """The enabled metrics' ratings, metric -> :class:`MetricRating`."""
+        return {m: getattr(self, m) for m in METRICS if getattr(self, m) is not None}
+
+
+class RatingReport(BaseModel):
+    """The ``rating`` report of one summary: ``{"summary": {...}}`` exactly as the rating
+    format documents it, plus ``details`` (:class:`RatingDetails`) with the ``details`` option."""
+
+    model_config = ConfigDict(frozen=True)
+
+    summary: RatingSummary
+    details: RatingDetails | None = None
+
+    @model_serializer(mode="wrap")
+    def _details_when_asked(self, handler):
+        out = handler(self)
+        if out.get("details") is None:
+            out.pop("details", None)
+        return out
+
+
+def placeholder_metrics(config: RatingConfig) -> list[str]:
+    """The enabled metrics whose cut points are the built-in placeholders (thirds of the
+    probability range, not fitted); ``relevance_coverage`` is listed with relevance."""
+    names = [*config.enabled_metrics] + (["relevance_coverage"] if "relevance" in config.enabled_metrics else [])
+    return [m for m in names if tuple(config.cut_points[m]) == tuple(DEFAULT_CUT_POINTS[m])]
+
+
+def placeholder_note(config: RatingConfig) -> str | None:
+    """The run-level note when placeholder cut points are in use, else None."""
+    names = placeholder_metrics(config)
+    if not names:
+        return None
+    return (f"the rating cut points of {', '.join(names)} are the built-in placeholders (thirds of the "
+            "probability range), not fitted to human ratings: the 1-3 ratings are not calibrated. Fit them "
+            "on your data with scripts/fit_rating_cutpoints.py and pass the YAML with --config (README, rating)")
 
 
 def _sentence_detail(config: RatingConfig, ev) -> str:
@@ -429,12 +514,14 @@ def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
         problems_to_errors(results["coverage"].problems, coverage.flat.positions(), errors)
 
     rows: list[ReportRow[RatingReport]] = []
+    placeholders = set(placeholder_metrics(config))
     for i, rec in enumerate(parsed):
         rid = record_id(records[i])
         if i in errors or rec is None:
             rows.append(ReportRow[RatingReport](index=start + i, id=rid, error=errors[i]))
             continue
         metrics: dict[str, MetricRating] = {}
+        details: dict[str, MetricDetails] = {}
         key_points = None
         method = None
         failed = None
@@ -448,7 +535,7 @@ def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
                 points = coverage.key_points[i]
                 covered = [v >= config.coverage_threshold for v in vals]
                 p = float(np.mean(covered))
-                cuts = tuple(config.cut_points["relevance_coverage"])
+                cut_name = "relevance_coverage"
                 detail = config.t("coverage", covered=sum(covered), n=len(points))
                 if not all(covered):
                     low = int(np.argmin(vals))
@@ -460,7 +547,7 @@ def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
                 if not np.isfinite(p):
                     failed = m
                     break
-                cuts = tuple(config.cut_points[m])
+                cut_name = m
                 a = uni[m]
                 method_name = f"{a.checkpoint.split('-')[0]}:{a.task}/{a.name}"  # unieval:..., minicheck:...
                 if m == "relevance":
@@ -470,12 +557,15 @@ def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
                     detail = _sentence_detail(config, evidence[uni[m].name][i])
                 else:
                     detail = config.t("whole_document")
+            cuts = tuple(config.cut_points[cut_name])
             score = to_rating(p, cuts)
             label = config.t(f"label_{m}")
             template = "metric_coverage" if method_name == "key_point_coverage" else "metric"
             metrics[m] = MetricRating(
-                score=score, normalized_score=(score - 1) / 2, probability=p, cut_points=cuts, method=method_name,
-                explanation=config.t(template, label=label, score=score, probability=p, detail=detail))
+                score=score, explanation=config.t(template, label=label, score=score, probability=p, detail=detail),
+                normalized_score=normalized_score(score))
+            details[m] = MetricDetails(probability=p, cut_points=cuts, placeholder_cut_points=cut_name in placeholders,
+                                       method=method_name)
         if failed:
             rows.append(ReportRow[RatingReport](index=start + i, id=rid, error=RowError(
                 field=failed, message=f"the model gave a non-finite score for {failed}; try dtype float32")))
@@ -486,10 +576,13 @@ def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
         n_bad = sum(1 for f in outcome.failed if f[3])
         global_explanation = config.t(f"global_{outcome.rating}", avg_score=outcome.avg_score,
                                       n_issues=len(issues), n_bad=n_bad)
-        rows.append(ReportRow[RatingReport](index=start + i, id=rid, report=RatingReport(
-            relevancy_rating=outcome.rating, score=outcome.score, binary_score=outcome.binary_score,
-            avg_score=outcome.avg_score, metrics=metrics, relevance_method=method, key_points=key_points,
-            possible_issues=issues, global_explanation=global_explanation)))
+        summary = RatingSummary(
+            global_explanation=global_explanation, relevancy_rating=outcome.rating, score=outcome.score,
+            possible_issues=issues, binary_score=outcome.binary_score, avg_score=outcome.avg_score, **metrics)
+        extra = (RatingDetails(metrics=details, relevance_method=method, key_points=key_points)
+                 if config.details else None)
+        rows.append(ReportRow[RatingReport](index=start + i, id=rid, report=RatingReport(summary=summary, details=extra),
+                                            notes=coverage.notes.get(i, [])))
     return rows, stats
 
 
@@ -497,7 +590,7 @@ def rating_aggregate(rows: Sequence[ReportRow[RatingReport]]) -> dict[str, float
     """File-level means: ``score``, ``binary_score``, ``avg_score``, the share of
     ``good``/``incomplete``/``bad``, and ``mean_<metric>`` (mean rating); None where
     there is no report (or the metric was not enabled)."""
-    reps = [r.report for r in rows if r.report is not None]
+    reps = [r.report.summary for r in rows if r.report is not None]
 
     def mean(values: list) -> float | None:
         return float(np.mean(values)) if values else None

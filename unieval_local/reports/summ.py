@@ -31,7 +31,7 @@ key content by the summary); here each judgement is a UniEval query, not an LLM 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -54,6 +54,7 @@ from .common import (
     problems_to_errors,
     record_id,
     require_text,
+    short,
     support_aspect,
 )
 
@@ -152,12 +153,36 @@ class MisalignedDetail(BaseModel):
 
 
 class SummMetadata(BaseModel):
-    """``missing_details``: uncovered key points; ``misaligned_details``: unsupported claims."""
+    """Why the score is what it is.
+
+    Attributes:
+        missing_details: one sentence per key point the summary does not cover.
+        misaligned_details: one sentence per claim the source does not support.
+        missing_key_points: the same key points, structured (:class:`MissingDetail`).
+        misaligned_claims: the same claims, structured (:class:`MisalignedDetail`).
+    """
 
     model_config = ConfigDict(frozen=True)
 
-    missing_details: list[MissingDetail]
-    misaligned_details: list[MisalignedDetail]
+    missing_details: list[str]
+    misaligned_details: list[str]
+    missing_key_points: list[MissingDetail]
+    misaligned_claims: list[MisalignedDetail]
+
+
+def missing_sentence(d: MissingDetail, threshold: float) -> str:
+    """``missing_details`` text of one uncovered key point."""
+    return (f"The summary does not cover the key point \"{short(d.key_point, 200)}\" "
+            f"(coverage P(Yes) = {d.score:.2f} < {threshold:.2f}).")
+
+
+def misaligned_sentence(d: MisalignedDetail, threshold: float) -> str:
+    """``misaligned_details`` text of one unsupported claim."""
+    text = (f"The claim \"{short(d.claim, 200)}\" is not supported by the source "
+            f"(P(Yes) = {d.score:.2f} < {threshold:.2f})")
+    if d.best_source_window is not None:
+        text += f"; the closest passage is \"{short(d.best_source_window.text, 160)}\""
+    return text + "."
 
 
 class SummReport(BaseModel):
@@ -238,7 +263,7 @@ def summ_rows(records: Sequence[Any], engine: Engine, options: SummOptions,
         if rec is None:
             continue
         err = (require_text(rec, "source", "the summ report (claim alignment)")
-               or claims.plan(i, rec, engine.splitter, options.max_n_claims)
+               or claims.plan(i, rec, engine.splitter, rec.max_n_claims or options.max_n_claims)
                or coverage.plan(i, rec, options.n_key_points, engine.splitter))
         if err:
             errors[i], parsed[i] = err, None
@@ -270,13 +295,17 @@ def summ_rows(records: Sequence[Any], engine: Engine, options: SummOptions,
         raw = 100 * (options.alignment_weight * alignment + options.coverage_weight * covered)
         score = float(np.clip(raw - pen["redundancy_penalty"] - pen["compression_penalty"] - pen["length_penalty"],
                               0, 100))
+        missing = [MissingDetail(key_point=k["key_point"], score=k["score"], start=k["start"], end=k["end"])
+                   for k in kps if not k["covered"]]
+        misaligned = [MisalignedDetail(claim=t, score=v, best_source_window=w)
+                      for t, v, w in checked if v < options.alignment_threshold]
         meta = SummMetadata(
-            missing_details=[MissingDetail(key_point=k["key_point"], score=k["score"], start=k["start"], end=k["end"])
-                             for k in kps if not k["covered"]],
-            misaligned_details=[MisalignedDetail(claim=t, score=v, best_source_window=w)
-                                for t, v, w in checked if v < options.alignment_threshold])
-        rows.append(ReportRow[SummReport](index=start + i, id=rid, report=SummReport(
-            score=score, passed=score >= options.threshold, threshold=options.threshold,
+            missing_details=[missing_sentence(d, options.coverage_threshold) for d in missing],
+            misaligned_details=[misaligned_sentence(d, options.alignment_threshold) for d in misaligned],
+            missing_key_points=missing, misaligned_claims=misaligned)
+        threshold = rec.threshold if rec.threshold is not None else options.threshold
+        rows.append(ReportRow[SummReport](index=start + i, id=rid, notes=coverage.notes.get(i, []), report=SummReport(
+            score=score, passed=score >= threshold, threshold=threshold,
             alignment_score=alignment, coverage_score=covered,
             redundancy_penalty=pen["redundancy_penalty"], compression_penalty=pen["compression_penalty"],
             length_penalty=pen["length_penalty"], compression_ratio=pen["compression_ratio"],
@@ -293,3 +322,76 @@ def summ_aggregate(rows: Sequence[ReportRow[SummReport]]) -> dict[str, float | N
     return {name: float(np.mean([getattr(r, field) for r in reps])) if reps else None
             for name, field in (("score", "score"), ("pass_rate", "passed"), ("alignment_score", "alignment_score"),
                                 ("coverage_score", "coverage_score"))}
+
+
+def is_custom_run(data: Any) -> bool:
+    """Whether ``data`` is a hosted custom-run request body (a mapping with ``evaluations``)."""
+    return isinstance(data, dict) and "evaluations" in data
+
+
+def read_custom_run(body: Mapping[str, Any]) -> tuple[list[Any], list[str]]:
+    """The records of a hosted custom-run request body, as the summ report reads them.
+
+    The body is ``{"threshold", "model_slug", "evaluations": [{"metrics": [{"metric":
+    "summ", "metric_args": {"n_key_points", "max_n_claims"}}], "threshold", "data":
+    [{"input", "output", ...}]}]}``. Each data row becomes one record, in order; it takes
+    its evaluation's ``n_key_points``, ``max_n_claims`` and ``threshold`` (the
+    evaluation's, else the body's; on the 0-100 scale of the score) unless the row gives
+    its own, and the id ``evaluations[E].data[J]`` unless it has one. ``model_slug`` is
+    ignored (claims and key points are checked by the local checkpoint), with a note.
+
+    Returns:
+        ``(records, notes)``: the records (a row that is not an object stays as it is, and
+        becomes an error row), and notes for the report (ignored keys, a threshold that
+        looks like a fraction).
+
+    Raises:
+        ValueError: the body's shape is wrong (no ``evaluations`` list, an evaluation
+            without a ``data`` list, a metric other than ``summ``, bad metric_args); the
+            message names the place, e.g. ``evaluations[1].metrics[0]``.
+    """
+    if not isinstance(body, Mapping) or not isinstance(body.get("evaluations"), list):
+        raise ValueError("a custom-run request body needs 'evaluations': a list")
+    notes: list[str] = []
+    if body.get("model_slug") is not None:
+        notes.append(f"model_slug {body['model_slug']!r} is ignored: claims and key points are checked by the "
+                     "local checkpoint of consistency_aspect (settings.checkpoints)")
+    ignored = sorted(set(body) - {"threshold", "model_slug", "evaluations"})
+    if ignored:
+        notes.append(f"request body keys ignored: {', '.join(ignored)}")
+    records: list[Any] = []
+    for e, ev in enumerate(body["evaluations"]):
+        where = f"evaluations[{e}]"
+        if not isinstance(ev, Mapping) or not isinstance(ev.get("data"), list):
+            raise ValueError(f"{where}: an evaluation needs 'data': a list of rows")
+        args: dict[str, Any] = {}
+        for k, metric in enumerate(ev.get("metrics") or [{"metric": "summ"}]):
+            if not isinstance(metric, Mapping) or metric.get("metric") != "summ":
+                name = metric.get("metric") if isinstance(metric, Mapping) else metric
+                raise ValueError(f"{where}.metrics[{k}]: metric {name!r} is not summ; this reads the summ "
+                                 "metric only (report --format summ)")
+            margs = metric.get("metric_args") or {}
+            if not isinstance(margs, Mapping):
+                raise ValueError(f"{where}.metrics[{k}].metric_args: must be an object")
+            for key, value in margs.items():
+                if key not in ("n_key_points", "max_n_claims"):
+                    raise ValueError(f"{where}.metrics[{k}].metric_args: unknown key {key!r}; "
+                                     "summ takes n_key_points and max_n_claims")
+                if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                    raise ValueError(f"{where}.metrics[{k}].metric_args.{key}: a positive integer, got {value!r}")
+                if value is not None:
+                    args[key] = value
+        threshold = ev.get("threshold", body.get("threshold"))
+        if threshold is not None:
+            if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 100:
+                raise ValueError(f"{where}.threshold: a number in [0, 100] (the score's scale), got {threshold!r}")
+            if 0 < threshold < 1:
+                notes.append(f"{where}: threshold {threshold} is read on the 0-100 scale of the summ score "
+                             f"(did you mean {threshold * 100:g}?)")
+            args["threshold"] = threshold
+        for j, row in enumerate(ev["data"]):
+            if isinstance(row, Mapping):
+                row = {**args, **dict(row)}
+                row.setdefault("id", f"{where}.data[{j}]")
+            records.append(row)
+    return records, notes

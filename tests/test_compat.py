@@ -1,0 +1,95 @@
+"""The drop-in rating API (unieval_local.compat): the documented result shape exactly, the
+formulas (normalized = score / 3, avg of 3, 3, 3, 2 = 0.9167), dict and SummaryData input,
+one warning per evaluator, and bad items that do not lose the others."""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+
+import pytest
+
+from unieval_local import Scorer
+from unieval_local.compat import SummarizationEvaluator, SummaryData
+from unieval_local.errors import CheckpointNotFoundError, InvalidExampleError
+
+from conftest import ROOT, FakeRunner, assert_same_shape, documented_shape, fake_factory
+
+SOURCE = "Alpha rose sharply today. Beta fell after lunch. Gamma stayed flat all week."
+SUMMARY = "Alpha rose. Beta fell."
+KEY_POINTS = {"Alpha rose sharply today.": 0.9, "Beta fell after lunch.": 0.8, "Gamma stayed flat all week.": 0.7}
+
+
+def answer(prompt: str) -> float:
+    """Fixed answers: coherence 0.9, consistency 0.95, key-point coverage as above, fluency by sentence."""
+    q = prompt.split(" </s> ")[0].removeprefix("question: ")
+    if q.startswith("Is this a coherent summary"):
+        return 0.9
+    if q.startswith("Is this claim consistent"):
+        claim = prompt.split(" </s> claim: ")[1].split(" </s> ")[0]
+        return KEY_POINTS.get(claim, 0.95)
+    if q.startswith("Is this a fluent paragraph"):
+        return {"Alpha rose.": 0.9, "Beta fell.": 0.5}[prompt.split("paragraph: ")[1]]
+    raise AssertionError(prompt)
+
+
+@pytest.fixture()
+def engine(fake_ckpt):
+    runner = FakeRunner(answer)
+    return Scorer(model=fake_ckpt, runner_factory=fake_factory(runner), long_input="chunk").engine
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_evaluate_returns_exactly_the_documented_summary(engine):
+    ev = SummarizationEvaluator(enabled_metrics=["coherence", "consistency", "relevance", "fluency"], engine=engine,
+                                config={"cut_points": {"fluency": [0.3, 0.8]}})
+    with pytest.warns(UserWarning, match="placeholders"):
+        out = run(ev.evaluate(SummaryData(input=SOURCE, summary=SUMMARY)))
+    # coherence 0.9 -> 3, consistency 0.95 -> 3, relevance = 3 of 3 key points covered -> 3,
+    # fluency mean(0.9, 0.5) = 0.7 -> 2 (cut points 0.3, 0.8): the documented example 3, 3, 3, 2
+    assert_same_shape(out, documented_shape("rating"))
+    s = out["summary"]
+    assert [s[m]["score"] for m in ("coherence", "consistency", "relevance", "fluency")] == [3, 3, 3, 2]
+    assert [s[m]["normalized_score"] for m in ("coherence", "consistency", "relevance", "fluency")] == \
+        [1.0, 1.0, 1.0, 2 / 3]
+    assert round(s["fluency"]["normalized_score"], 4) == 0.6667 and round(s["avg_score"], 4) == 0.9167
+    assert (s["relevancy_rating"], s["score"], s["binary_score"], s["possible_issues"]) == ("good", 1.0, 1, [])
+    assert s["global_explanation"] == "Good: every enabled metric meets its rule (mean normalized score 0.92)."
+
+
+def test_only_enabled_metrics_dict_input_and_one_warning(engine):
+    ev = SummarizationEvaluator(model=None, enabled_metrics=["coherence", "fluency"], engine=engine)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        a = run(ev.evaluate(SummaryData(input=SOURCE, summary=SUMMARY)))
+        b = run(ev.evaluate({"input": SOURCE, "summary": SUMMARY}))
+    assert a == b and list(a) == ["summary"]
+    assert list(a["summary"]) == ["global_explanation", "relevancy_rating", "score", "possible_issues",
+                                  "binary_score", "avg_score", "coherence", "fluency"]
+    # coherence 0.9 -> 3, fluency 0.7 -> 3 with the placeholder thirds: avg 1.0
+    assert a["summary"]["avg_score"] == 1.0 and a["summary"]["relevancy_rating"] == "good"
+    assert sum("placeholders" in str(w.message) for w in caught) == 1  # once per evaluator
+
+
+def test_bad_items_name_the_field_and_do_not_lose_the_others(engine):
+    ev = SummarizationEvaluator(enabled_metrics=["coherence"], engine=engine, config=ROOT / "configs" / "rating.yaml")
+    with pytest.raises(InvalidExampleError, match="'summary'"):
+        run(ev.evaluate({"input": SOURCE, "summary": "   "}))
+    with pytest.raises(InvalidExampleError, match="'input'"):
+        run(ev.evaluate({"summary": SUMMARY}))
+    out = run(ev.evaluate_batch([{"input": SOURCE, "summary": SUMMARY}, {"input": SOURCE, "summary": ""}, 42,
+                                 SummaryData(input=SOURCE, summary=SUMMARY)]))
+    assert out[0] == out[3] and out[0]["summary"]["coherence"]["score"] == 3
+    assert out[1]["error"]["field"] == "summary" and out[2]["error"]["field"] == "record"
+    with pytest.raises(ValueError, match="enabled_metrics"):
+        SummarizationEvaluator(enabled_metrics=["coherence", "novelty"])
+
+
+def test_an_llm_name_is_not_a_checkpoint(monkeypatch, tmp_path):
+    monkeypatch.setenv("UNIEVAL_LOCAL_HOME", str(tmp_path))
+    ev = SummarizationEvaluator(model="gpt-4o", enabled_metrics=["coherence"], offline=True)
+    with pytest.raises(CheckpointNotFoundError, match="looks like an LLM name"):
+        run(ev.evaluate({"input": SOURCE, "summary": SUMMARY}))

@@ -1,0 +1,188 @@
+"""Drop-in Python API of the summary-rating evaluator our users switch from.
+
+Code written for that evaluator keeps working with one changed import::
+
+    from unieval_local.compat import SummarizationEvaluator, SummaryData
+
+    evaluator = SummarizationEvaluator(model=None, enabled_metrics=["coherence", "fluency"])
+    result = await evaluator.evaluate(SummaryData(input=transcript, summary=summary))
+    result["summary"]["relevancy_rating"], result["summary"]["coherence"]["score"]
+
+``evaluate`` returns exactly ``{"summary": {"global_explanation", "relevancy_rating",
+"score", "possible_issues", "binary_score", "avg_score", "<metric>": {"score",
+"explanation", "normalized_score"}, ...}}`` with only the enabled metrics: the ``rating``
+report of :mod:`unieval_local.reports.rating` (ratings 1-3 from local UniEval queries by
+cut points; ``normalized_score = score / 3``; ``avg_score`` their mean; the
+good/incomplete/bad rule engine). No LLM is called: ``model`` names a local checkpoint,
+not a judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import warnings
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, StrictStr
+
+from .errors import CheckpointNotFoundError, ExampleProblem, InvalidExampleError
+from .extras import require
+from .reports.common import BadRecord
+
+__all__ = ["SummarizationEvaluator", "SummaryData"]
+
+
+class SummaryData(BaseModel):
+    """One summary to rate, under the rating evaluator's field names.
+
+    Attributes:
+        input: the source the summary was made from (a document or a meeting transcript).
+        summary: the summary under evaluation.
+        references: optional reference summaries; relevance then uses UniEval's relevance
+            against them instead of key-point coverage of ``input``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    input: StrictStr
+    summary: StrictStr
+    references: list[StrictStr] | None = None
+
+
+class SummarizationEvaluator:
+    """Rates summaries 1-3 per metric with a rule engine, locally (the ``rating`` report).
+
+    Args:
+        model: the UniEval checkpoint(s): ``None`` (``unieval-sum`` from
+            ``$UNIEVAL_LOCAL_HOME``, the Hugging Face cache, or the hub when online), a
+            checkpoint folder or hub id, or a mapping checkpoint name -> folder. An LLM name
+            (``"gpt-4o"``) is not a checkpoint: a clear ``CheckpointNotFoundError`` says so.
+        enabled_metrics: a subset of coherence, consistency, relevance, fluency (default
+            all four); only their rules apply and only they appear in the result.
+        config: a :class:`~unieval_local.reports.RatingConfig`, a dict of its settings, or
+            the path of a rating YAML (e.g. fitted cut points,
+            ``scripts/fit_rating_cutpoints.py``); ``enabled_metrics`` overrides its own.
+        device: ``cpu``, ``cuda``, ``cuda:N`` (default: cuda when available).
+        engine: an existing :class:`~unieval_local.engine.Engine` to share (a
+            ``Scorer``'s ``scorer.engine``); then ``model`` and ``device`` are not used.
+        **engine_settings: other :class:`~unieval_local.engine.Engine` settings (``dtype``,
+            ``offline``, ``cache_dir`` ...); long sources are read in windows
+            (``long_input="chunk"``) unless set otherwise.
+
+    Raises:
+        ValueError: an unknown metric or an invalid config (raised here, before any model loads).
+
+    The model loads on the first ``evaluate``. The placeholder-cut-points warning (the
+    default cut points are not fitted) is given once per evaluator, on its first call.
+    """
+
+    def __init__(self, model: Any = None, enabled_metrics: Sequence[str] | None = None, *,
+                 config: Any = None, device: str | None = None, engine: Any = None, **engine_settings: Any):
+        require("reports")
+        from .reports.common import load_options
+        from .reports.rating import RatingConfig
+
+        overrides = {"enabled_metrics": list(enabled_metrics)} if enabled_metrics is not None else {}
+        if isinstance(config, RatingConfig):
+            self.config = RatingConfig.model_validate({**config.model_dump(), **overrides}) if overrides else config
+        elif isinstance(config, (str, os.PathLike)):
+            self.config = load_options(RatingConfig, config, overrides)
+        elif config is None or isinstance(config, Mapping):
+            self.config = load_options(RatingConfig, None, {**dict(config or {}), **overrides})
+        else:
+            raise ValueError(f"config must be a RatingConfig, a dict, a YAML path or None, got {type(config).__name__}")
+        self.model = model
+        self.device = device
+        self._engine = engine
+        self._settings = {"long_input": "chunk", **engine_settings}
+        self._lock = threading.Lock()
+        self._warned: set[str] = set()
+
+    @property
+    def enabled_metrics(self) -> list[str]:
+        """The metrics rated, in order."""
+        return list(self.config.enabled_metrics)
+
+    @property
+    def engine(self):
+        """The :class:`~unieval_local.engine.Engine` (made on first use)."""
+        if self._engine is None:
+            from .engine import Engine
+
+            self._engine = Engine(model=self.model, device=self.device, **self._settings)
+        return self._engine
+
+    async def evaluate(self, data: SummaryData | Mapping[str, Any]) -> dict[str, Any]:
+        """Rate one summary.
+
+        Args:
+            data: :class:`SummaryData`, or a dict with ``input`` and ``summary`` (also
+                ``source``/``target``; optional ``references``).
+
+        Returns:
+            ``{"summary": {...}}`` (module docstring): ``score`` 1 / 0.5 / 0 for good /
+            incomplete / bad, ``binary_score`` 1 only for good, ``avg_score`` in [1/3, 1],
+            per enabled metric ``score`` 1-3, ``normalized_score = score / 3`` and an
+            ``explanation``.
+
+        Raises:
+            InvalidExampleError: the input is unusable (the message names the field: an
+                empty summary, a missing input ...).
+            CheckpointNotFoundError, CheckpointError: no usable checkpoint.
+        """
+        (result,) = await self.evaluate_batch([data])
+        if "error" in result:
+            err = result["error"]
+            raise InvalidExampleError([ExampleProblem(0, err["field"], err["message"])])
+        return result
+
+    async def evaluate_batch(self, data: Sequence[SummaryData | Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Rate many summaries in one engine pass (much faster than one ``evaluate`` each).
+
+        Args:
+            data: :class:`SummaryData` items or dicts, as for :meth:`evaluate`.
+
+        Returns:
+            One result per item, in order: ``{"summary": {...}}``, or for an unusable item
+            ``{"error": {"field", "message"}}`` (the field in this API's names: ``input``,
+            ``summary``); a bad item never loses the others' results.
+
+        Raises:
+            CheckpointNotFoundError, CheckpointError: no usable checkpoint.
+        """
+        records = [self._record(i, item) for i, item in enumerate(data)]
+        return await asyncio.to_thread(self._rate, records)
+
+    def _record(self, i: int, item: Any) -> Any:
+        if isinstance(item, SummaryData):
+            return item.model_dump(exclude_none=True)
+        if isinstance(item, Mapping):
+            return dict(item)
+        return BadRecord(f"expected SummaryData or a dict, got {type(item).__name__}")
+
+    def _rate(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        from .reports import make_report
+
+        with self._lock:  # one model, one pass at a time
+            try:
+                out = make_report(records, "rating", engine=self.engine, options=self.config, warn=False)
+            except CheckpointNotFoundError as exc:
+                hint = ""
+                if isinstance(self.model, str) and "/" not in self.model and not os.path.exists(self.model):
+                    hint = (f" (model={self.model!r} looks like an LLM name: this evaluator rates with local "
+                            "UniEval checkpoints; pass model=None, a checkpoint folder or a hub id)")
+                raise CheckpointNotFoundError(f"{exc}{hint}") from None
+            for note in out.notes:
+                if note not in self._warned:
+                    self._warned.add(note)
+                    warnings.warn(note, UserWarning, stacklevel=4)
+        return [{"summary": r.report.model_dump(mode="json")["summary"]} if r.error is None else
+                {"error": {"field": _field_name(r.error.field), "message": r.error.message}} for r in out.reports]
+
+
+def _field_name(field: str) -> str:
+    """Our field name in the rating evaluator's words (``source`` -> ``input``, ``target`` -> ``summary``)."""
+    return {"source": "input", "target": "summary"}.get(field, field)
