@@ -17,7 +17,7 @@ from unieval_local.cli import EXIT_MODEL, EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE,
 from unieval_local.records import Record
 from unieval_local.runner import T5Runner
 
-from conftest import FakeRunner, fake_factory
+from conftest import FakeRunner, assert_same_shape, documented_shape, fake_factory
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,6 +158,7 @@ def test_hosted_lines_are_requests_of_250_with_the_records_values(tmp_path, tiny
     assert len(lines) == 2 and MAX_EXAMPLES_PER_REQUEST == 250
     assert [len(x["examples"]) for x in lines] == [250, 1]
     for line in lines:
+        assert_same_shape(line, documented_shape("hosted"))  # the hosted metric's example, key by key and type
         assert set(line) == {"overall", "examples"} and set(line["overall"]) == {"value"}
         assert all(set(e) == {"value"} and isinstance(e["value"], float) for e in line["examples"])
         mean = float(np.mean([e["value"] for e in line["examples"]]))

@@ -269,13 +269,20 @@ def _build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser(
         "report",
         help="rating / summ / autoeval reports from UniEval queries (no LLM)",
-        description="Build one report per record of INPUT (.jsonl or .json; fields of score plus report "
-        "inputs: key_points, section_questions, instructions, categorical, sections) and write one JSON "
-        "document {format, n_records, n_reported, n_errors, aggregate, n_queries, n_truncated, settings, "
-        "reports: [{index, id, report | error}]}. Formats: rating (1-3 per metric and a good/incomplete/bad "
-        "rule engine), summ (0-100 from claim alignment and key-point coverage), autoeval (accuracy "
-        "decomposition, completeness by section questions, adherence). Long sources are read in windows "
-        "(--long-input chunk by default). Exit status: 0 every record reported, 1 some records have an "
+        description="Build one report per record of INPUT (.jsonl or .json; fields of score, also under "
+        "the other evaluators' names: input/transcript for source, summary/output for target; plus report "
+        "inputs: key_points, n_key_points, max_n_claims, threshold, section_definitions, section_questions, "
+        "instructions, categorical, sections; for summ also a hosted custom-run request body "
+        "{threshold, model_slug, evaluations: [...]}) and write one JSON document {format, n_records, "
+        "n_reported, n_errors, aggregate, n_queries, n_truncated, settings, notes, reports: [{index, id, "
+        "report | error, notes}]}. Each report has the documented shape of its format: rating {summary: "
+        "{global_explanation, relevancy_rating, score, possible_issues, binary_score, avg_score, <metric>: "
+        "{score, explanation, normalized_score}}} (1-3 per metric, normalized = score/3, a good/incomplete/bad "
+        "rule engine); summ {score 0-100, passed, threshold, ..., eval_metadata: {missing_details, "
+        "misaligned_details, ...}} (claim alignment and key-point coverage); autoeval {accuracy, "
+        "accuracy_score, adherence: {rubrics}, adherence_score, completeness: [...], completeness_score}. "
+        "Long sources are read in windows (--long-input chunk by default). Exit status: 0 every record "
+        "reported, 1 some records have an "
         "error row (the rest are reported), 2 usage, input, option or output error, 3 checkpoint not found "
         "or not loadable, 4 writing the output failed.",
     )

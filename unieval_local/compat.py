@@ -154,7 +154,12 @@ class SummarizationEvaluator:
             CheckpointNotFoundError, CheckpointError: no usable checkpoint.
         """
         records = [self._record(i, item) for i, item in enumerate(data)]
-        return await asyncio.to_thread(self._rate, records)
+        results, notes = await asyncio.to_thread(self._rate, records)
+        for note in notes:  # warned here, in the caller's thread, once per evaluator
+            if note not in self._warned:
+                self._warned.add(note)
+                warnings.warn(note, UserWarning, stacklevel=2)
+        return results
 
     def _record(self, i: int, item: Any) -> Any:
         if isinstance(item, SummaryData):
@@ -163,7 +168,7 @@ class SummarizationEvaluator:
             return dict(item)
         return BadRecord(f"expected SummaryData or a dict, got {type(item).__name__}")
 
-    def _rate(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _rate(self, records: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
         from .reports import make_report
 
         with self._lock:  # one model, one pass at a time
@@ -175,12 +180,9 @@ class SummarizationEvaluator:
                     hint = (f" (model={self.model!r} looks like an LLM name: this evaluator rates with local "
                             "UniEval checkpoints; pass model=None, a checkpoint folder or a hub id)")
                 raise CheckpointNotFoundError(f"{exc}{hint}") from None
-            for note in out.notes:
-                if note not in self._warned:
-                    self._warned.add(note)
-                    warnings.warn(note, UserWarning, stacklevel=4)
         return [{"summary": r.report.model_dump(mode="json")["summary"]} if r.error is None else
-                {"error": {"field": _field_name(r.error.field), "message": r.error.message}} for r in out.reports]
+                {"error": {"field": _field_name(r.error.field), "message": r.error.message}}
+                for r in out.reports], out.notes
 
 
 def _field_name(field: str) -> str:

@@ -1,11 +1,12 @@
 """Report formats computed locally from UniEval Boolean-QA queries (no LLM judge).
 
 * ``rating`` (:mod:`.rating`): 1-3 per metric with cut points, and a
-  good/incomplete/bad rule engine.
+  good/incomplete/bad rule engine; each report ``{"summary": {...}}`` as the rating
+  evaluator writes it (its async API: :mod:`unieval_local.compat`).
 * ``summ`` (:mod:`.summ`): a 0-100 score from claim alignment and key-point
-  coverage, with missing and misaligned details.
-* ``autoeval`` (:mod:`.autoeval`): accuracy decomposition, completeness by
-  section questions, adherence to instructions.
+  coverage, with missing and misaligned details; reads the hosted custom-run body.
+* ``autoeval`` (:mod:`.autoeval`): accuracy decomposition, adherence rubrics and
+  completeness from section definitions, in the autoeval evaluator's shape.
 
 :func:`make_report` is the Python form of ``unieval-local report``.
 """

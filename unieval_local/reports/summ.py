@@ -24,6 +24,13 @@ Per summary (all Boolean-QA queries in one engine pass):
 * ``score = clip(100 * (alignment_weight * alignment + coverage_weight * coverage)
   - penalties, 0, 100)``; ``passed = score >= threshold`` (default 80).
 
+Inputs: records with ``target`` and ``source``, or the hosted summ metric's rows
+``{"input", "output"}``; a record's own ``n_key_points``, ``max_n_claims`` and
+``threshold`` win over the options; a hosted custom-run request body is read by
+:func:`read_custom_run`. ``eval_metadata`` gives ``missing_details`` and
+``misaligned_details`` as sentences (the hosted metric's ``list[str]``) and the same
+items structured under ``missing_key_points`` / ``misaligned_claims``.
+
 The claim/coverage decomposition follows the QAG-style summarization metrics that
 users know (alignment of summary claims with the source, coverage of the source's
 key content by the summary); here each judgement is a UniEval query, not an LLM call.
