@@ -272,11 +272,14 @@ def load_model(folder: str | Path, dtype: str = "float32"):
     # transformers' own report of a bad load is replaced by the CheckpointError below
     needles = ["LOAD REPORT", "checkpoint seem corrupted"] + ([] if tied else ["will NOT tie them"])
     quiet = _DropLogRecords(needles)
-    handlers = logging.getLogger("transformers").handlers
+    # on the emitting loggers themselves (a handler filter would not stop the record
+    # reaching handlers further up, e.g. the root logger's) and on transformers' handlers
+    filtered = [logging.getLogger(n) for n in ("transformers.modeling_utils", "transformers.utils.loading_report")]
+    filtered += logging.getLogger("transformers").handlers
     key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
-    for h in handlers:
+    for h in filtered:
         h.addFilter(quiet)
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
@@ -286,7 +289,7 @@ def load_model(folder: str | Path, dtype: str = "float32"):
     except Exception as exc:
         raise CheckpointError(f"cannot load checkpoint {str(folder)!r}: {type(exc).__name__}: {exc}") from exc
     finally:
-        for h in handlers:
+        for h in filtered:
             h.removeFilter(quiet)
         if bars:
             transformers.utils.logging.enable_progress_bar()

@@ -63,13 +63,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..engine import Engine, Job, RunStats
 from ..keypoints import MIN_KEY_POINT_WORDS, is_informative, source_sentence_spans
 from ..schema import UniEvalData
 from .common import (
-    DEFAULT_CONSISTENCY_ASPECT,
+    ConsistencyOption,
+    WithOptionalDetails,
     NA,
     Claims,
     ClaimWindow,
@@ -80,11 +81,9 @@ from .common import (
     RowError,
     SectionDefinition,
     check_categorical,
-    check_consistency_aspect,
     check_sections,
     check_texts,
     derived_aspect,
-    migrate_consistency_task,
     parse_records,
     problems_to_errors,
     record_id,
@@ -176,7 +175,7 @@ def free_text_rubric(instruction: str) -> str:
     return f"Does the summary follow the instruction '{instruction.strip()}'?"
 
 
-class AutoevalOptions(BaseModel):
+class AutoevalOptions(ConsistencyOption):
     """Settings of the ``autoeval`` report (what each does: module docstring).
 
     Attributes:
@@ -215,19 +214,8 @@ class AutoevalOptions(BaseModel):
     addressed_threshold: float = Field(default=0.5, ge=0, le=1)
     max_items_per_question: int = Field(default=10, ge=1)
     min_content_words: int = Field(default=MIN_KEY_POINT_WORDS, ge=0)
-    consistency_aspect: str = DEFAULT_CONSISTENCY_ASPECT
     plain_booleans: bool = False
     details: bool = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_key(cls, data: Any) -> Any:
-        return migrate_consistency_task(data)
-
-    @field_validator("consistency_aspect")
-    @classmethod
-    def _checker(cls, v: str) -> str:
-        return check_consistency_aspect(v)
 
     @field_validator("section_questions", "instructions")
     @classmethod
@@ -368,7 +356,7 @@ class AutoevalDetails(BaseModel):
     completeness: list[CompletenessDetails]
 
 
-class AutoevalReport(BaseModel):
+class AutoevalReport(WithOptionalDetails):
     """The ``autoeval`` report of one summary (shape in the module docstring)."""
 
     model_config = ConfigDict(frozen=True)
@@ -380,13 +368,6 @@ class AutoevalReport(BaseModel):
     completeness: list[CompletenessEntry]
     completeness_score: Percent
     details: AutoevalDetails | None = None
-
-    @model_serializer(mode="wrap")
-    def _details_when_asked(self, handler):
-        out = handler(self)
-        if out.get("details") is None:
-            out.pop("details", None)
-        return out
 
 
 # ---------------------------------------------------------------- the summary's sections

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
 
 from ..errors import ExampleProblem
 from ..validate import describe_value, is_text, parse_example
@@ -71,6 +71,38 @@ def migrate_consistency_task(data: Any) -> Any:
                       DeprecationWarning, stacklevel=2)
         data.setdefault("consistency_aspect", f"{task}/consistency")
     return data
+
+
+class ConsistencyOption(BaseModel):
+    """The option every report format has: ``consistency_aspect``, the ``task/aspect``
+    answering consistency-like queries (checked by :func:`check_consistency_aspect`; the
+    older ``consistency_task`` key migrates with a DeprecationWarning)."""
+
+    consistency_aspect: str = DEFAULT_CONSISTENCY_ASPECT
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_key(cls, data: Any) -> Any:
+        return migrate_consistency_task(data)
+
+    @field_validator("consistency_aspect")
+    @classmethod
+    def _checker(cls, v: str) -> str:
+        return check_consistency_aspect(v)
+
+
+class WithOptionalDetails(BaseModel):
+    """A report whose ``details`` field (None unless the ``details`` option asked for it)
+    is left out of the JSON when None, so the report has exactly the documented keys."""
+
+    @model_serializer(mode="wrap")
+    def _details_when_asked(self, handler):
+        out = handler(self)
+        if out.get("details") is None:
+            out.pop("details", None)
+        return out
+
+
 #: A percentage in [0, 100], or "N/A" where the inputs do not allow the metric.
 Percent = float | Literal["N/A"]
 

@@ -45,6 +45,7 @@ from .common import (
     migrate_consistency_task,
     resolve_consistency_aspect,
     Coverage,
+    WithOptionalDetails,
     ReportRow,
     RowError,
     key_point_json,
@@ -410,7 +411,7 @@ class RatingSummary(BaseModel):
         return {m: getattr(self, m) for m in METRICS if getattr(self, m) is not None}
 
 
-class RatingReport(BaseModel):
+class RatingReport(WithOptionalDetails):
     """The ``rating`` report of one summary: ``{"summary": {...}}`` exactly as the rating
     format documents it, plus ``details`` (:class:`RatingDetails`) with the ``details`` option."""
 
@@ -418,13 +419,6 @@ class RatingReport(BaseModel):
 
     summary: RatingSummary
     details: RatingDetails | None = None
-
-    @model_serializer(mode="wrap")
-    def _details_when_asked(self, handler):
-        out = handler(self)
-        if out.get("details") is None:
-            out.pop("details", None)
-        return out
 
 
 def placeholder_metrics(config: RatingConfig) -> list[str]:

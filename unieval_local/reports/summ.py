@@ -42,14 +42,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ..engine import Engine, Job, RunStats
 from ..keypoints import redundant_sentences
 from .common import (
-    DEFAULT_CONSISTENCY_ASPECT,
-    check_consistency_aspect,
-    migrate_consistency_task,
+    ConsistencyOption,
     resolve_consistency_aspect,
     Claims,
     ClaimWindow,
@@ -66,7 +64,7 @@ from .common import (
 )
 
 
-class SummOptions(BaseModel):
+class SummOptions(ConsistencyOption):
     """Settings of the ``summ`` report (formulas in the module docstring).
 
     Attributes:
@@ -106,17 +104,6 @@ class SummOptions(BaseModel):
     compression_weight: float = Field(default=20.0, ge=0, le=100)
     max_words: int | None = Field(default=None, ge=1)
     length_weight: float = Field(default=10.0, ge=0, le=100)
-    consistency_aspect: str = DEFAULT_CONSISTENCY_ASPECT
-
-    @model_validator(mode="before")
-    @classmethod
-    def _old_key(cls, data: Any) -> Any:
-        return migrate_consistency_task(data)
-
-    @field_validator("consistency_aspect")
-    @classmethod
-    def _checker(cls, v: str) -> str:
-        return check_consistency_aspect(v)
 
     @model_validator(mode="after")
     def _weights(self) -> "SummOptions":
