@@ -69,6 +69,21 @@ def training_sentences(data_dir: Path, n_docs: int = 40, answers: tuple[str, str
     return lines
 
 
+#: from_pretrained options that transformers writes back into tokenizer_config.json
+#: (``local_files_only`` is true under HF_HUB_OFFLINE=1): they would make the files, and so
+#: the checkpoint fingerprint, depend on the environment of the build.
+_LOAD_OPTIONS = ("local_files_only", "cache_dir", "token", "revision", "force_download", "proxies", "_commit_hash")
+
+
+def _without_load_options(path: Path) -> None:
+    """Drop :data:`_LOAD_OPTIONS` from the tokenizer config at ``path`` (rewritten as
+    transformers writes it, only when one was there)."""
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if any(k in config for k in _LOAD_OPTIONS):
+        kept = {k: v for k, v in config.items() if k not in _LOAD_OPTIONS}
+        path.write_text(json.dumps(kept, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def _without_paths(model: bytes) -> bytes:
     """The SentencePiece model with the training folder left out of its trainer spec: the
     trained pieces are deterministic, but ``model_prefix`` records the temporary path, which
@@ -145,6 +160,7 @@ def build_test_checkpoint(
             {"tokenizer_class": "T5Tokenizer", "extra_ids": 100, "model_max_length": 1024}))
         tokenizer = T5Tokenizer.from_pretrained(staging)
         tokenizer.save_pretrained(out)
+        _without_load_options(out / "tokenizer_config.json")
         (out / "spiece.model").write_bytes((staging / "spiece.model").read_bytes())
     yes = tokenizer("Yes").input_ids
     no = tokenizer("No").input_ids

@@ -84,6 +84,10 @@ def test_bad_items_name_the_field_and_do_not_lose_the_others(engine):
                                  SummaryData(input=SOURCE, summary=SUMMARY)]))
     assert out[0] == out[3] and out[0]["summary"]["coherence"]["score"] == 3
     assert out[1]["error"]["field"] == "summary" and out[2]["error"]["field"] == "record"
+    # a misnamed input: the error and its hint in this API's names
+    (miss,) = run(ev.evaluate_batch([{"document": SOURCE, "summary": SUMMARY}]))
+    assert miss["error"]["field"] == "input" and "'source'" not in miss["error"]["message"]
+    assert "(the record has 'document': did you mean 'input'? rename it)" in miss["error"]["message"]
     with pytest.raises(ValueError, match="enabled_metrics"):
         SummarizationEvaluator(enabled_metrics=["coherence", "novelty"])
 

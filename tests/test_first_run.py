@@ -173,6 +173,22 @@ def test_output_dash_is_stdout(tmp_path, tiny_ckpt, capsys):
     assert json.loads(out)["key"] == 0 and not (tmp_path / "-").exists()
 
 
+def test_a_device_or_pipe_output_is_written_like_stdout(tmp_path, tiny_ckpt, capsys):
+    """-o /dev/null (or a FIFO): no fsync (a device refuses it: exit 4 before), no sidecar
+    beside it (it landed in /dev), and --resume refused."""
+    src = write_jsonl(tmp_path / "in.jsonl", [{"target": "A.", "source": "B."}])
+    sidecar = os.devnull + ".meta.json"
+    try:
+        assert main(["score", str(src), "--model", str(tiny_ckpt), "-o", os.devnull, "--no-progress"]) == 0
+        assert not os.path.exists(sidecar)
+        assert main(["score", str(src), "--model", str(tiny_ckpt), "-o", os.devnull, "--resume",
+                     "--no-progress"]) == EXIT_USAGE
+        assert "is not a regular file (a device or pipe); --resume needs a file" in capsys.readouterr().err
+    finally:
+        if os.path.isfile(sidecar):
+            os.remove(sidecar)
+
+
 def test_converters_create_their_output_folder(tmp_path):
     root = os.path.dirname(os.path.dirname(__file__))
     for script, args in (("convert_summeval.py", ["--docs", "1"]), ("convert_qmsum.py", ["--meetings", "1"])):
@@ -375,3 +391,28 @@ print("CODES", codes, mods)
     for extra in ("meta", "reports", "html"):
         assert f"pip install 'unieval-local[{extra}]'" in run.stderr
     assert "Traceback" not in run.stderr
+
+
+def test_a_report_run_off_a_terminal_logs_query_progress(tiny_ckpt, monkeypatch, caplog):
+    """report (and any engine with progress=None) shows no bar when stderr is not a terminal
+    (a SLURM log): the T5 runner logs 'queries done/total' lines instead."""
+    from unieval_local import runner as runner_mod
+    from unieval_local.engine import Engine
+    from unieval_local.reports import make_report
+
+    monkeypatch.setattr(runner_mod, "LOG_EVERY_S", 0.0)
+    engine = Engine(model=tiny_ckpt, progress=None, batch_tokens=64)
+    recs = [{"summary": f"The council voted {k} times.", "input": "The council met. It voted twice. " * 3}
+            for k in range(6)]
+    with caplog.at_level(logging.INFO, logger="unieval_local"):
+        make_report(recs, "summ", engine=engine, warn=False)
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("queries ")]
+    assert len(lines) >= 2, lines
+    done = [int(m.split()[1].split("/")[0]) for m in lines]
+    totals = {int(m.split()[1].split("/")[1]) for m in lines}
+    assert done == sorted(done) and len(totals) == 1 and done[-1] == totals.pop()
+    # with progress=False (the library default) nothing is logged
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="unieval_local"):
+        make_report(recs, "summ", engine=Engine(model=tiny_ckpt, progress=False, batch_tokens=64), warn=False)
+    assert not [r for r in caplog.records if r.getMessage().startswith("queries ")]

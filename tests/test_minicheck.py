@@ -256,6 +256,10 @@ def test_reports_can_check_claims_with_minicheck(fmt, minicheck_ckpt, tiny_ckpt,
     doc = json.loads(out.read_text())
     assert doc["settings"]["consistency_aspect"] == "fact/support" and doc["n_reported"] == 1
     assert "minicheck-flan-t5-large" in doc["settings"]["checkpoints"]
+    # the effective tokens per query of each checkpoint (run.max_length None: evaluator defaults)
+    assert doc["settings"]["run"]["max_length"] is None
+    assert doc["settings"]["checkpoints"]["minicheck-flan-t5-large"]["max_length"] == 2048
+    assert all(c["max_length"] == 1024 for n, c in doc["settings"]["checkpoints"].items() if n.startswith("unieval"))
     rep = doc["reports"][0]["report"]
     if fmt == "rating":
         assert rep["details"]["metrics"]["consistency"]["method"] == "minicheck:fact/support"

@@ -269,7 +269,34 @@ def test_rating_reads_the_rating_formats_input_names(fake_ckpt):
     assert theirs.reports[0].report == ours.reports[0].report and theirs.reports[0].report is not None
     bad = make_report([{"summary": "Alpha rose.", "target": "Beta fell.", "input": SOURCE}], "rating", engine=scorer,
                       options={"enabled_metrics": ["coherence"]}, warn=False)
-    assert "both 'target' and 'summary'" in bad.reports[0].error.message
+    assert bad.reports[0].error.message.startswith("both 'target' and 'summary'")  # no "Value error, "
+
+
+def test_report_errors_use_the_records_own_field_names_and_hint_renames(fake_ckpt):
+    """A record that names its fields as another tool does gets errors in its own names,
+    a did-you-mean for a misnamed field, and every problem of the record at once."""
+    scorer, _ = fake_scorer(fake_ckpt, rating_answer)
+    recs = [{"summary": 42, "input": SOURCE},                       # our 'target', under its own name
+            {"summary": "Alpha rose.", "document": SOURCE},          # the source misnamed
+            {"prediction": "Alpha rose.", "article": SOURCE},        # both misnamed
+            {"target": "Alpha rose.", "source": SOURCE, "key_points": [""], "n_key_points": -1}]
+    for fmt in ("rating", "summ"):
+        out = make_report(recs, fmt, engine=scorer, warn=False,
+                          options={"enabled_metrics": ["coherence", "consistency"]} if fmt == "rating" else None)
+        e = [r.error for r in out.reports]
+        assert e[0].field == "summary" and e[0].message == "Input should be a valid string, got int"
+        assert e[1].field == "source" and "(the record has 'document': did you mean 'source'? rename it)" in e[1].message
+        assert e[2].field == "target, source"
+        assert "'prediction': did you mean 'target'" in e[2].message and "'article': did you mean 'source'" in e[2].message
+        assert e[3].field == "key_points, n_key_points"
+        assert e[3].message.startswith("key_points: ") and "; n_key_points: " in e[3].message
+    # autoeval reads a record without any source (accuracy and completeness N/A), but a
+    # misnamed source is an error, not a silent N/A
+    plain, _ = fake_scorer(fake_ckpt, lambda q, f: 0.7)
+    auto = make_report([{"summary": "Alpha rose.", "document": SOURCE}, {"summary": "Alpha rose."}], "autoeval",
+                       engine=plain, warn=False, options={"instructions": ["Be short"]})
+    assert auto.reports[0].error.field == "source" and "did you mean 'source'" in auto.reports[0].error.message
+    assert auto.reports[1].error is None and auto.reports[1].report.accuracy_score == "N/A"
 
 
 def test_rating_subset_language_and_fact_checkpoint(fake_ckpt):
@@ -968,6 +995,10 @@ def test_cli_report_flag_names_and_output_checks(tmp_path, summeval_records, tin
     assert "twice" in capsys.readouterr().err
     assert main(["report", "--format", "summ", str(tmp_path)]) == 2
     assert "is a folder" in capsys.readouterr().err
+    # a misspelt choice is echoed, and the flag named without the item's position
+    assert main(["report", "--format", "rating", str(path), "--enabled-metrics", "coherence,fluncy"]) == 2
+    assert ("error: --enabled-metrics: Input should be 'coherence', 'consistency', 'relevance' or 'fluency', "
+            "got 'fluncy'") in capsys.readouterr().err
 
 
 def test_second_trial_findings(tmp_path, summeval_records, tiny_ckpt, fake_ckpt, capsys):

@@ -115,3 +115,13 @@ def test_run_config_validates_and_derives():
                        (dict(reference_reduction="median"), "reference_reduction")]:
         with pytest.raises(ValueError, match=match):
             RunConfig(**bad)
+
+
+def test_generated_checkpoints_do_not_record_how_they_were_loaded(tiny_ckpt, v11_ckpts):
+    """transformers writes from_pretrained options into tokenizer_config.json
+    (local_files_only: true under HF_HUB_OFFLINE=1, false otherwise), which made the
+    fingerprint of a generated checkpoint depend on the build's environment."""
+    for folder in (tiny_ckpt, *v11_ckpts.values()):
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+        assert not {"local_files_only", "cache_dir", "token", "revision", "_commit_hash"} & set(config), folder
+        assert config["tokenizer_class"] == "T5Tokenizer" and config["extra_ids"] == 100

@@ -26,6 +26,7 @@ import logging
 import math
 import os
 import re
+import stat
 import sys
 import time
 from collections import defaultdict
@@ -264,12 +265,14 @@ class OutputWriter:
             self._fh = open(self.path, "a", encoding="utf-8") if self.path else (stream or sys.stdout)
         except OSError as exc:
             raise InputFileError(f"cannot write the output {str(path)!r}: {exc.strerror or exc}") from exc
+        # fsync is for files (a device such as /dev/null refuses it with EINVAL)
+        self._sync = self.path is not None and stat.S_ISREG(os.fstat(self._fh.fileno()).st_mode)
 
     def write(self, lines: Sequence[dict]) -> None:
         try:
             self._fh.write("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
             self._fh.flush()
-            if self.path:
+            if self._sync:
                 os.fsync(self._fh.fileno())
         except OSError as exc:
             advice = ("free space and rerun with --resume" if self.resumable else
@@ -829,7 +832,12 @@ def run_batch(
     done: set = set()
     kept: list[dict] = []
     out_path = Path(output) if output is not None else None
-    sidecar = out_path is not None and not hosted  # a hosted output is not resumable: no sidecar
+    # a device or pipe (-o /dev/null, a FIFO) is written like stdout: no sidecar beside it, no resume
+    special = out_path is not None and out_path.exists() and not out_path.is_file()
+    if special and resume:
+        eng.close()
+        raise ResumeError(f"{output} is not a regular file (a device or pipe); --resume needs a file")
+    sidecar = out_path is not None and not hosted and not special  # a hosted output is not resumable
     if sidecar:
         try:
             kept, done = _resumable(out_path, resume, run_id, input_fp, shard)

@@ -687,8 +687,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             return EXIT_WRITE
     else:
         print(text)
-    agg = ", ".join(f"{k} {v}" if isinstance(v, int) else f"{k} {v:.4f}"
-                    for k, v in result.aggregate.items() if v is not None)
+    agg = ", ".join("{} {}".format(k, "N/A" if v is None else v if isinstance(v, int) else f"{v:.4f}")
+                    for k, v in result.aggregate.items())
     print(f"{args.report_format}: {result.n_reported} of {result.n_records} records reported, "
           f"{result.n_errors} errors; {result.n_queries} distinct queries" + (f"; {agg}" if agg else ""),
           file=sys.stderr)

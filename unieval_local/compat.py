@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, StrictStr
 
 from .errors import CheckpointNotFoundError, ExampleProblem, InvalidExampleError
 from .extras import require
-from .reports.common import BadRecord
+from .reports.common import BadRecord, rename_fields
 
 __all__ = ["SummarizationEvaluator", "SummaryData"]
 
@@ -181,10 +181,9 @@ class SummarizationEvaluator:
                             "UniEval checkpoints; pass model=None, a checkpoint folder or a hub id)")
                 raise CheckpointNotFoundError(f"{exc}{hint}") from None
         return [{"summary": r.report.model_dump(mode="json")["summary"]} if r.error is None else
-                {"error": {"field": _field_name(r.error.field), "message": r.error.message}}
+                {"error": rename_fields(r.error, _NAMES).model_dump()}
                 for r in out.reports], out.notes
 
 
-def _field_name(field: str) -> str:
-    """Our field name in the rating evaluator's words (``source`` -> ``input``, ``target`` -> ``summary``)."""
-    return {"source": "input", "target": "summary"}.get(field, field)
+#: Our field names in the rating evaluator's words.
+_NAMES = {"source": "input", "target": "summary"}

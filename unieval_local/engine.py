@@ -356,11 +356,13 @@ class Engine:
             return {name: c.hub_id or str(c.path) for name, c in self._checkpoints.items()}
 
     def checkpoint_identities(self) -> dict[str, dict[str, str | None]]:
-        """Checkpoint name -> ``{checkpoint, revision, fingerprint}`` of every checkpoint resolved
-        so far (what signatures and report settings record)."""
+        """Checkpoint name -> ``{checkpoint, revision, fingerprint, max_length}`` of every
+        checkpoint resolved so far (what signatures and report settings record;
+        ``max_length`` is the effective one, :meth:`max_length`, where the run config says
+        None for "each evaluator's default")."""
         names = list(self.resolved_checkpoints())
         return {n: {"checkpoint": self.resolved_checkpoints()[n], "revision": self.checkpoint(n).revision,
-                    "fingerprint": self.fingerprint(n)} for n in names}
+                    "fingerprint": self.fingerprint(n), "max_length": self.max_length(n)} for n in names}
 
     @property
     def model_loads(self) -> int:

@@ -117,7 +117,7 @@ def parse_example(index: int, item: Any,
         problems = []
         for err in exc.errors():
             loc = ".".join(str(p) for p in err["loc"]) or "record"
-            msg = err["msg"]
+            msg = err["msg"].removeprefix("Value error, ")
             if err["type"] == "missing" and loc in ("target", "source", "references", "context"):
                 msg += alias_hint(loc, item)
             if err["type"] == "string_type":

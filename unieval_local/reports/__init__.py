@@ -21,7 +21,7 @@ from ..extras import require
 from ..config import MAX_EXAMPLES_PER_REQUEST
 from ..engine import Engine, RunStats
 from .autoeval import AutoevalOptions, AutoevalReport, autoeval_aggregate, autoeval_rows
-from .common import BadRecord, ReportFile, ReportRecord, ReportRow, ReportSettings, RowError
+from .common import BadRecord, ReportFile, ReportRecord, ReportRow, ReportSettings, RowError, in_user_names
 from .rating import (
     RatingConfig,
     RatingReport,
@@ -112,6 +112,9 @@ def make_report(
         part, st = rows_fn(records[at:at + request_size], engine, options, start=at)
         rows += part
         stats += st
+    # errors in the field names each record used (summary, input...), not ours
+    rows = [r.model_copy(update={"error": in_user_names(r.error, records[r.index])}) if r.error else r
+            for r in rows]
     for note in notes if warn else ():
         warnings.warn(note, UserWarning, stacklevel=2)
     if stats.n_truncated and warn:

@@ -11,6 +11,7 @@ A query counts as a "yes" when its probability is at least a threshold
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
@@ -18,7 +19,7 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
 
 from ..errors import ExampleProblem
-from ..validate import describe_value, is_text, parse_example
+from ..validate import alias_hint, describe_value, is_text, parse_example
 from ..schema import Evidence, UniEvalData
 from ..tasks import Aspect, PromptField
 
@@ -315,14 +316,16 @@ class ReportRow(BaseModel, Generic[R]):
 
 
 class CheckpointIdentity(BaseModel):
-    """Which checkpoint answered: hub id or folder, hub revision (when known) and the
-    content fingerprint (hex SHA-256 of its config, weight and tokenizer files)."""
+    """Which checkpoint answered: hub id or folder, hub revision (when known), the
+    content fingerprint (hex SHA-256 of its config, weight and tokenizer files) and the
+    tokens per query it read (``max_length``: the run's, else its evaluator's default)."""
 
     model_config = ConfigDict(frozen=True)
 
     checkpoint: str
     revision: str | None = None
     fingerprint: str
+    max_length: int | None = None
 
 
 class ReportSettings(BaseModel):
@@ -414,8 +417,16 @@ def parse_records(records: Sequence[Any]) -> tuple[list[ReportRecord | None], di
             if isinstance(item, Mapping) and not isinstance(item, dict):
                 item = dict(item)
             rec, problems = parse_example(i, item, ReportRecord)
-            if problems:
-                errors[i] = RowError(field=problems[0].field, message=problems[0].message)
+            if (problems and isinstance(item, dict) and not {"source", *FIELD_ALIASES["source"]} & set(item)
+                    and (hint := alias_hint("source", item))):
+                # a misnamed source is wrong in every format: say so with the other problems
+                problems.append(ExampleProblem(i, "source", f"the source is missing{hint}"))
+            if problems:  # every problem of the record at once, not only the first
+                fields = list(dict.fromkeys(p.field for p in problems))
+                errors[i] = RowError(
+                    field=", ".join(fields),
+                    message=problems[0].message if len(problems) == 1 else
+                    "; ".join(f"{p.field}: {p.message}" for p in problems))
             elif not rec.target.strip():
                 errors[i] = RowError(field="target", message="the summary (target) is empty or whitespace-only")
         parsed.append(rec if i not in errors else None)
@@ -429,7 +440,10 @@ def describe_validation_error(exc: ValidationError, model: type[BaseModel]) -> s
     loc = ".".join(str(p) for p in err["loc"]) or "config"
     if err["type"] == "extra_forbidden":
         return f"unknown option {loc!r}; valid options: {', '.join(model.model_fields)}"
-    return f"{loc}: {err['msg'].removeprefix('Value error, ')}"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] in ("literal_error", "enum") and "input" in err:
+        msg += f", got {err['input']!r}"
+    return f"{loc}: {msg}"
 
 
 def load_options(model: type[BaseModel], path: str | os.PathLike | None = None,
@@ -468,8 +482,8 @@ def load_options(model: type[BaseModel], path: str | os.PathLike | None = None,
         name = str(exc.errors()[0]["loc"][0]) if exc.errors()[0]["loc"] else ""
         text = describe_validation_error(exc, model)
         flag = (flags or {}).get(name) if name in (overrides or {}) else None
-        if flag and text.startswith(name):
-            raise ValueError(flag + text[len(name):]) from None
+        if flag and text.startswith(name):  # "--flag: ..." (a list item's position dropped: the value says it)
+            raise ValueError(flag + re.sub(r"^\.\d+(?=:)", "", text[len(name):])) from None
         raise ValueError(f"{path}: {text}" if path is not None else text) from None
 
 
@@ -484,7 +498,32 @@ def require_text(rec: ReportRecord, name: str, why: str) -> RowError | None:
     value = rec.get_field(name)
     if is_text(value):
         return None
-    return RowError(field=name, message=f"{why} needs '{name}' as a non-empty string; {describe_value(value)}")
+    hint = alias_hint(name, rec.model_extra or {}) if value is None else ""
+    return RowError(field=name, message=f"{why} needs '{name}' as a non-empty string; {describe_value(value)}{hint}")
+
+
+def in_user_names(error: RowError, record: Any) -> RowError:
+    """``error`` in the field names the record itself used: a record that gave its
+    summary as ``summary`` (read as ``target``, :data:`FIELD_ALIASES`) reads
+    ``summary: ...``, not ``target: ...``."""
+    if not isinstance(record, Mapping):
+        return error
+    renamed = {ours: alias for ours, aliases in FIELD_ALIASES.items() for alias in aliases
+               if alias in record and ours not in record}
+    return rename_fields(error, renamed)
+
+
+def rename_fields(error: RowError, names: Mapping[str, str]) -> RowError:
+    """``error`` with the fields in ``names`` (ours -> theirs) renamed in its field and message
+    (quoted ``'source'`` and a leading ``source:`` of each part)."""
+    if not names:
+        return error
+    field_names = [names.get(f.strip(), f.strip()) for f in error.field.split(",")]
+    message = error.message
+    for ours, theirs in names.items():
+        message = re.sub(rf"(^|; ){re.escape(ours)}(?=[:.])", rf"\g<1>{theirs}", message)
+        message = message.replace(f"'{ours}'", f"'{theirs}'")
+    return RowError(field=", ".join(field_names), message=message)
 
 
 def derived_aspect(name: str, question: str, fields: Sequence[tuple[str, str]], checkpoint: str, *,
