@@ -187,6 +187,21 @@ def test_a_device_or_pipe_output_is_written_like_stdout(tmp_path, tiny_ckpt, cap
     finally:
         if os.path.isfile(sidecar):
             os.remove(sidecar)
+    # /dev/stdout redirected to a regular file that already has lines (a SLURM log)
+    log = tmp_path / "job.log"
+    log.write_text("earlier log line\n")
+    script = (f"from unieval_local.cli import main; raise SystemExit(main(['score', {str(src)!r}, '--model', "
+              f"{str(tiny_ckpt)!r}, '-o', '/dev/stdout', '--no-progress']))")
+    try:
+        with open(log, "a") as fh:
+            rc = subprocess.run([sys.executable, "-c", script], stdout=fh, stderr=subprocess.PIPE, text=True)
+        assert rc.returncode == 0, rc.stderr
+        assert not os.path.exists("/dev/stdout.meta.json")
+        lines = log.read_text().splitlines()
+        assert lines[0] == "earlier log line" and json.loads(lines[1])["key"] == 0
+    finally:
+        if os.path.isfile("/dev/stdout.meta.json"):
+            os.remove("/dev/stdout.meta.json")
 
 
 def test_converters_create_their_output_folder(tmp_path):
@@ -313,6 +328,38 @@ def test_ctrl_c_and_sigterm_exit_with_one_line_and_resume_completes(tmp_path, ti
                                             "rerun with --resume")
     assert main(argv[1:] + ["--resume"]) == 0
     assert [x["key"] for x in read(out)] == [r["id"] for r in rows]
+
+
+def test_a_stop_lost_inside_a_del_still_stops_the_run(tmp_path, fake_ckpt):
+    """A signal that lands while a __del__ runs (garbage collection) has its exception
+    printed and dropped by Python; the run must stop anyway (the CLI's handler also calls
+    request_stop, and the run checks it after each forward batch and request)."""
+    from unieval_local import batch as batch_mod
+
+    class Lost:
+        def __del__(self):  # what the CLI's signal handler does, inside a __del__
+            batch_mod.request_stop(KeyboardInterrupt())
+            raise KeyboardInterrupt
+
+    class StoppedOnce(FakeRunner):
+        def score(self, prompts, *, max_length, on_batch=None):
+            if len(self.calls) == 1:  # during the second request
+                Lost()  # created and collected at once: the KeyboardInterrupt is swallowed
+            return super().score(prompts, max_length=max_length, on_batch=on_batch)
+
+    src = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "target": f"S {i}.", "source": "D."} for i in range(600)])
+    out = tmp_path / "o.jsonl"
+    kw = dict(model=fake_ckpt, runner_factory=fake_factory(StoppedOnce(by_prompt)))
+    hook, sys.unraisablehook = sys.unraisablehook, lambda u: None
+    try:
+        with pytest.raises(batch_mod.RunInterrupted) as exc:
+            batch_mod.run_batch(src, out, aspects=["coherence"], settings=kw, progress=False)
+    finally:
+        sys.unraisablehook = hook
+    assert isinstance(exc.value.cause, KeyboardInterrupt) and exc.value.written == 250
+    assert len(read(out)) == 250 and not batch_mod._STOP  # cleared for the next run
+    batch_mod.run_batch(src, out, aspects=["coherence"], settings=kw, resume=True, progress=False)
+    assert [x["key"] for x in read(out)] == list(range(600))
 
 
 def test_progress_is_logged_per_forward_batch_off_a_terminal(tmp_path, fake_ckpt, monkeypatch, caplog):

@@ -287,6 +287,33 @@ class OutputWriter:
             self._fh.close()
 
 
+#: a stop (Ctrl-C, SIGTERM) asked for by the CLI's signal handlers (:func:`request_stop`).
+#: The handler raises too, but an exception raised while a ``__del__`` runs (garbage
+#: collection, e.g. in the regex module) is printed and lost, and the run would go on to
+#: the end; so the run also checks for it after every forward batch and request.
+_STOP: list[BaseException] = []
+
+
+def request_stop(exc: BaseException) -> None:
+    """Ask the running :func:`run_batch` to stop with ``exc`` (a ``KeyboardInterrupt`` or
+    :class:`~unieval_local.errors.Terminated`) at its next forward batch or request; for
+    signal handlers, which should also raise ``exc`` themselves."""
+    _STOP[:] = [exc]
+
+
+def _check_stop() -> None:
+    if _STOP:
+        raise _STOP[0]
+
+
+def is_stream_path(path: Path) -> bool:
+    """Whether ``-o path`` names a stream rather than a file of its own: an existing device
+    or pipe (``/dev/null``, a FIFO), or anything under ``/dev/`` or ``/proc/`` (``/dev/stdout``
+    is a regular file when stdout is redirected to one). Such an output is written like
+    stdout: no sidecar beside it, no ``--resume``."""
+    return path.exists() and (not path.is_file() or str(path.absolute()).startswith(("/dev/", "/proc/")))
+
+
 def _write_sidecar(output: Path, meta: dict) -> None:
     tmp = Path(str(sidecar_path(output)) + ".tmp")
     tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
@@ -786,7 +813,8 @@ def run_batch(
     input_path = str(input)
     if output is not None and str(output) == "-":
         output = None
-    if hosted and output is not None and Path(output).exists() and Path(output).stat().st_size > 0:
+    if (hosted and output is not None and not is_stream_path(Path(output)) and Path(output).exists()
+            and Path(output).stat().st_size > 0):
         raise ResumeError(f"{output} already exists; remove it or write to a new output (--output-format hosted "
                           "does not resume)")
     if resume and output is None:
@@ -832,8 +860,9 @@ def run_batch(
     done: set = set()
     kept: list[dict] = []
     out_path = Path(output) if output is not None else None
-    # a device or pipe (-o /dev/null, a FIFO) is written like stdout: no sidecar beside it, no resume
-    special = out_path is not None and out_path.exists() and not out_path.is_file()
+    # a device or pipe (-o /dev/null, a FIFO, /dev/stdout even when it is redirected to a
+    # file) is written like stdout: no sidecar beside it, no resume
+    special = out_path is not None and is_stream_path(out_path)
     if special and resume:
         eng.close()
         raise ResumeError(f"{output} is not a regular file (a device or pipe); --resume needs a file")
@@ -887,10 +916,13 @@ def run_batch(
             yield chunk
 
     def on_batch(k: int, done_q: int, total_q: int) -> None:  # request k, done_q of its total_q queries
+        _check_stop()
         bar.set(len(written) + sizes[k] * done_q / max(total_q, 1))
 
+    _STOP.clear()
     try:
         for res in eng.map(requests(), task, names, evidence, on_batch):
+            _check_stop()
             writer.write([hosted_line(res, names[0])] if hosted else res.lines)
             written.extend(res.lines)
             stats += res.stats
@@ -915,6 +947,7 @@ def run_batch(
                 pass
         raise RunInterrupted(exc, n_done, total, out_path, resumable=not hosted) from exc
     finally:
+        _STOP.clear()
         bar.close()
         writer.close()
         eng.close()

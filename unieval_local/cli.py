@@ -348,7 +348,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     same exit statuses (1 when some records failed; 2 for a hosted run with zero or several
     aspects, ``--resume``, ``--shard``, ``--engine ray`` or ``--evidence``). The summary goes to
     stderr in both formats."""
-    from .batch import OutputWriteError, ResumeError, RunInterrupted, format_summary, parse_shard, run_batch
+    from .batch import (OutputWriteError, ResumeError, RunInterrupted, format_summary, parse_shard, request_stop,
+                        run_batch)
     from .errors import CheckpointError, CheckpointNotFoundError
     from .records import InputFileError
 
@@ -369,13 +370,22 @@ def cmd_score(args: argparse.Namespace) -> int:
 
     from .errors import Terminated
 
-    def on_sigterm(signum, frame):  # preemption: stop like Ctrl-C, keeping what was written
-        raise Terminated()
+    def on_signal(signum, frame):  # Ctrl-C, or preemption (SIGTERM): stop, keeping what was written
+        exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        request_stop(exc)  # in case this raise is lost in a __del__ (request_stop says why)
+        raise exc
 
     import threading
 
     main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, on_sigterm) if main_thread else None
+    previous = ({n: signal.signal(n, on_signal) for n in (signal.SIGTERM, signal.SIGINT)} if main_thread else {})
+    default_unraisable = sys.unraisablehook
+
+    def quiet_stop(unraisable):  # a stop raised inside a __del__: no "Exception ignored" traceback,
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):  # request_stop has it (Terminated too)
+            default_unraisable(unraisable)
+
+    sys.unraisablehook = quiet_stop
     try:
         summary = run_batch(
             args.input, args.output, task=args.task, aspects=aspects, settings=settings,
@@ -397,8 +407,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     except (ResumeError, InputFileError, ValueError, OSError) as exc:  # also unknown aspects, bad config, device
         return _usage_error(exc)
     finally:
-        if main_thread:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        sys.unraisablehook = default_unraisable
     print(format_summary(summary), file=sys.stderr)
     for aspect, why in summary.skipped_aspects.items():
         print(f"skipped aspect {aspect} (--aspect all): {why}", file=sys.stderr)

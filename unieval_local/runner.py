@@ -652,6 +652,7 @@ class LogLines:
         self.every = LOG_EVERY_S if every is None else every
         self.t0 = self.last = time.monotonic()
         self.log = logging.getLogger("unieval_local")
+        self.log.info("%s 0/%d", what, total)  # at once: how much there is to do
 
     def set(self, done: int) -> None:
         """``done`` of ``total`` are finished; logs when ``every`` seconds passed since the last line."""
