@@ -394,6 +394,7 @@ def test_progress_is_logged_per_forward_batch_off_a_terminal(tmp_path, fake_ckpt
 
 def _progress_init_every(every, starts=None):
     from unieval_local import batch as batch_mod
+    from unieval_local.progress import LogLines
 
     real = batch_mod.Progress.__dict__["__init__"]
 
@@ -401,7 +402,7 @@ def _progress_init_every(every, starts=None):
         if starts is not None:
             starts.append((total, initial))
         real(self, total, initial, enabled, every)
-        self.lines = True  # as when stderr is not a terminal
+        self.lines = LogLines("records", total, initial, every)  # as when stderr is not a terminal
         self.bar = None
 
     return init
@@ -443,11 +444,11 @@ print("CODES", codes, mods)
 def test_a_report_run_off_a_terminal_logs_query_progress(tiny_ckpt, monkeypatch, caplog):
     """report (and any engine with progress=None) shows no bar when stderr is not a terminal
     (a SLURM log): the T5 runner logs 'queries done/total' lines instead."""
-    from unieval_local import runner as runner_mod
+    from unieval_local import progress as progress_mod
     from unieval_local.engine import Engine
     from unieval_local.reports import make_report
 
-    monkeypatch.setattr(runner_mod, "LOG_EVERY_S", 0.0)
+    monkeypatch.setattr(progress_mod, "LOG_EVERY_S", 0.0)
     engine = Engine(model=tiny_ckpt, progress=None, batch_tokens=64)
     recs = [{"summary": f"The council voted {k} times.", "input": "The council met. It voted twice. " * 3}
             for k in range(6)]

@@ -42,6 +42,7 @@ from .engine import Engine, RunStats, jobs_by_checkpoint
 from .errors import (CheckpointError, CheckpointNotFoundError, ExampleProblem, ModelRuntimeError, Terminated,
                      UniEvalError)
 from .hashing import sha256_file, sha256_text
+from .progress import LogLines
 from .validate import input_hint_counts, input_hint_message, validate_examples
 from .records import InputFileError, Record, iter_records, write_jsonl
 
@@ -700,21 +701,17 @@ class Progress:
         every: seconds between log lines when stderr is not a terminal.
     """
 
-    def __init__(self, total: int | None, initial: int = 0, enabled: bool | None = None, every: float = 30.0):
-        import logging
-
+    def __init__(self, total: int | None, initial: int = 0, enabled: bool | None = None,
+                 every: float | None = None):
         from tqdm.auto import tqdm
 
-        self.total, self.done, self.every = total, float(initial), every
-        self.log = logging.getLogger("unieval_local")
+        self.done = float(initial)
         tty = sys.stderr.isatty()
         self.bar = None
-        self.lines = enabled is None and not tty
+        self.lines = LogLines("records", total, initial, every) if enabled is None and not tty else None
         if enabled or (enabled is None and tty):
             self.bar = tqdm(total=total, initial=initial, desc="records", unit="rec", dynamic_ncols=True,
                             bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]")
-        self.t0 = self.last = time.monotonic()
-        self.start = float(initial)
 
     def set(self, done: float) -> None:
         """Move to ``done`` records (fractions allowed: progress within a request)."""
@@ -722,17 +719,8 @@ class Progress:
         if self.bar is not None:
             self.bar.update(done - self.done)
         self.done = done
-        now = time.monotonic()
-        if self.lines and now - self.last >= self.every:
-            self.last = now
-            rate = (self.done - self.start) / max(now - self.t0, 1e-9)
-            if self.total:
-                eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-                left = f", about {eta / 60:.1f} min left" if eta != float("inf") else ""
-                self.log.info("records %d/%d (%.0f%%), %.2f records/s%s", int(self.done), self.total,
-                              100 * self.done / self.total, rate, left)
-            else:
-                self.log.info("records %d, %.2f records/s", int(self.done), rate)
+        if self.lines is not None:
+            self.lines.set(done)
 
     def close(self) -> None:
         if self.bar is not None:

@@ -22,7 +22,6 @@ import logging
 import re
 import sys
 import threading
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,6 +34,7 @@ from .config import check_dtype
 from .engine import DEFAULT_ATTENTION_MIB, Runner
 from .errors import CheckpointError, ModelRuntimeError
 from .evaluators import Evaluator, answer_ids
+from .progress import LogLines
 
 DTYPES = _DTYPES
 
@@ -262,8 +262,6 @@ def load_model(folder: str | Path, dtype: str = "float32"):
         CheckpointError: the folder does not load, a weight file cannot be opened,
             or tensors are missing, unexpected or of another shape (named, up to 12 each).
     """
-    import logging
-
     import torch
     import transformers
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
@@ -592,7 +590,8 @@ class T5Runner(Runner):
                  "real_tokens": sum(lengths), "padded_tokens": 0}
         progress = self.progress
         # off a terminal (a SLURM log) a bar would not show: a log line every 30 s instead
-        lines = LogLines("queries", len(unique)) if progress is None and not sys.stderr.isatty() else None
+        lines = (LogLines("queries", len(unique), announce=True) if progress is None and not sys.stderr.isatty()
+                 else None)
         with t5.lock, torch.inference_mode(), tqdm(
             total=len(unique), desc="queries", unit="q", disable=None if progress is None else not progress,
             leave=False,
@@ -636,34 +635,6 @@ class T5Runner(Runner):
         index = {p: k for k, p in enumerate(unique)}
         where = [index[p] for p in prompts]
         return scores[where], n_tokens[where]
-
-
-#: seconds between progress log lines off a terminal (:class:`LogLines`)
-LOG_EVERY_S = 30.0
-
-
-class LogLines:
-    """Progress as log lines (``unieval_local`` logger, INFO) every ``every`` seconds:
-    ``<what> done/total (pct%), rate/s, about M min left``; for runs whose stderr is not a
-    terminal, where a progress bar does not show."""
-
-    def __init__(self, what: str, total: int, every: float | None = None):
-        self.what, self.total = what, total
-        self.every = LOG_EVERY_S if every is None else every
-        self.t0 = self.last = time.monotonic()
-        self.log = logging.getLogger("unieval_local")
-        self.log.info("%s 0/%d", what, total)  # at once: how much there is to do
-
-    def set(self, done: int) -> None:
-        """``done`` of ``total`` are finished; logs when ``every`` seconds passed since the last line."""
-        now = time.monotonic()
-        if now - self.last < self.every:
-            return
-        self.last = now
-        rate = done / max(now - self.t0, 1e-9)
-        left = f", about {(self.total - done) / rate / 60:.1f} min left" if rate > 0 else ""
-        self.log.info("%s %d/%d (%.0f%%), %.1f %s/s%s", self.what, done, self.total,
-                      100 * done / max(self.total, 1), rate, self.what, left)
 
 
 _MODELS: dict[tuple[str, str, str], T5Model] = {}

@@ -68,7 +68,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from ..engine import Engine, Job, RunStats
 from ..keypoints import MIN_KEY_POINT_WORDS, is_informative, source_sentence_spans
 from ..schema import UniEvalData
-from ..validate import alias_hint
 from .common import (
     ConsistencyOption,
     WithOptionalDetails,
@@ -530,12 +529,6 @@ def autoeval_rows(records: Sequence[Any], engine: Engine, options: AutoevalOptio
     plain = options.plain_booleans
     for i, rec in enumerate(parsed):
         if rec is None:
-            continue
-        if rec.source is None and (hint := alias_hint("source", rec.model_extra or {})):
-            # no source means accuracy and completeness are N/A: not when it is only misnamed
-            errors[i] = RowError(field="source", message=f"the autoeval report reads the transcript from "
-                                 f"'source' (or 'input'/'transcript'); it is missing{hint}")
-            parsed[i] = None
             continue
         defs, topics, insts = _effective_sections(rec, options)
         categorical = {d.name.strip().lower() for d in defs if d.type == "categorical"}

@@ -417,10 +417,13 @@ def parse_records(records: Sequence[Any]) -> tuple[list[ReportRecord | None], di
             if isinstance(item, Mapping) and not isinstance(item, dict):
                 item = dict(item)
             rec, problems = parse_example(i, item, ReportRecord)
-            if (problems and isinstance(item, dict) and not {"source", *FIELD_ALIASES["source"]} & set(item)
+            if (isinstance(item, dict) and not {"source", *FIELD_ALIASES["source"]} & set(item)
                     and (hint := alias_hint("source", item))):
-                # a misnamed source is wrong in every format: say so with the other problems
-                problems.append(ExampleProblem(i, "source", f"the source is missing{hint}"))
+                # a misnamed source is wrong in every format (autoeval would read the record as
+                # having none): an error, with the record's other problems
+                problems.append(ExampleProblem(
+                    i, "source", f"the source (the document or transcript; also read from "
+                    f"{' or '.join(repr(a) for a in FIELD_ALIASES['source'])}) is missing{hint}"))
             if problems:  # every problem of the record at once, not only the first
                 fields = list(dict.fromkeys(p.field for p in problems))
                 errors[i] = RowError(
@@ -498,8 +501,7 @@ def require_text(rec: ReportRecord, name: str, why: str) -> RowError | None:
     value = rec.get_field(name)
     if is_text(value):
         return None
-    hint = alias_hint(name, rec.model_extra or {}) if value is None else ""
-    return RowError(field=name, message=f"{why} needs '{name}' as a non-empty string; {describe_value(value)}{hint}")
+    return RowError(field=name, message=f"{why} needs '{name}' as a non-empty string; {describe_value(value)}")
 
 
 def in_user_names(error: RowError, record: Any) -> RowError:

@@ -1,0 +1,52 @@
+"""Progress as log lines, for runs whose stderr is not a terminal (SLURM and other batch
+logs), where a progress bar does not show: the batch runner's records and the T5 runner's
+queries both log through :class:`LogLines` (``unieval_local`` logger, INFO; the CLI routes
+it to stderr as ``unieval-local: <message>``)."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+#: seconds between two progress log lines
+LOG_EVERY_S = 30.0
+
+
+class LogLines:
+    """``<what> done/total (pct%), rate <what>/s, about M min left`` at most every ``every``
+    seconds (``<what> done, rate <what>/s`` when the total is unknown).
+
+    Args:
+        what: the unit, e.g. ``records`` or ``queries``.
+        total: how many there are (None when unknown).
+        initial: how many were done before this run (a resumed run); the rate counts only
+            this run's.
+        every: seconds between lines (default :data:`LOG_EVERY_S`).
+        announce: log ``<what> 0/total`` at once, so a log shows how much there is to do
+            before the first interval has passed.
+    """
+
+    def __init__(self, what: str, total: int | None, initial: float = 0.0, every: float | None = None,
+                 announce: bool = False):
+        self.what, self.total, self.start = what, total, float(initial)
+        self.every = LOG_EVERY_S if every is None else every
+        self.t0 = self.last = time.monotonic()
+        self.log = logging.getLogger("unieval_local")
+        if announce:
+            self.log.info("%s %d/%s", what, int(initial), "?" if total is None else total)
+
+    def set(self, done: float) -> None:
+        """``done`` are finished (fractions allowed); logs when ``every`` seconds have passed
+        since the last line."""
+        now = time.monotonic()
+        if now - self.last < self.every:
+            return
+        self.last = now
+        rate = (done - self.start) / max(now - self.t0, 1e-9)
+        if self.total:
+            eta = (self.total - done) / rate if rate > 0 else float("inf")
+            left = f", about {eta / 60:.1f} min left" if eta != float("inf") else ""
+            self.log.info("%s %d/%d (%.0f%%), %.2f %s/s%s", self.what, int(done), self.total,
+                          100 * done / self.total, rate, self.what, left)
+        else:
+            self.log.info("%s %d, %.2f %s/s", self.what, int(done), rate, self.what)
