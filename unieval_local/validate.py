@@ -3,8 +3,10 @@
 Nothing here raises for bad input: every problem becomes an
 :class:`~unieval_local.errors.ExampleProblem` naming the example, the aspect and the
 field (with a "did you mean" for the names other tools use), so one bad row never
-loses the others. Also: the input-format hints of a task (dialogue endings) and the
-non-Latin-script check (the evaluators are English-only).
+loses the others. Text that is not valid Unicode (a lone UTF-16 surrogate such as
+``"\\ud83d"``, which ``json.loads`` accepts) is such a problem too, naming the field and
+the character (:func:`surrogate_problems`). Also: the input-format hints of a task
+(dialogue endings) and the non-Latin-script check (the evaluators are English-only).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import ExampleProblem
+from .records import find_surrogates, surrogate_advice
 from .schema import UniEvalData
 from .tasks import Aspect
 
@@ -68,9 +71,23 @@ def alias_hint(field: str, present: Iterable[str]) -> str:
     return f" (the record has {', '.join(repr(n) for n in names)}: did you mean {field!r}? rename it)"
 
 
+def surrogate_problems(index: int, item: Any) -> list[ExampleProblem]:
+    """One problem per string of ``item`` (a dict, at any depth, names included, or a parsed
+    :class:`UniEvalData`) holding a UTF-16 surrogate code point (U+D800..U+DFFF), naming the
+    field (``target``, ``references[1]`` ...) and the 0-based character position, e.g. ``a lone
+    UTF-16 surrogate U+D83D at character 17 is not valid Unicode (a string cut inside an emoji?);
+    fix the text``; [] when there is none. Such text cannot be tokenized nor written as UTF-8."""
+    if isinstance(item, UniEvalData):
+        item = {**{k: getattr(item, k) for k in type(item).model_fields}, **(item.model_extra or {})}
+    return [ExampleProblem(index, h.field, f"{'its name holds ' if h.in_name else ''}{h.description} is "
+                           f"{surrogate_advice([h])}") for h in find_surrogates(item)]
+
+
 def check_example(index: int, example: UniEvalData, aspects: Sequence[Aspect]) -> list[ExampleProblem]:
-    """The problems of one parsed example for the given aspects (empty list if none)."""
-    problems: list[ExampleProblem] = []
+    """The problems of one parsed example for the given aspects (empty list if none): an empty
+    target, a field an aspect needs that is missing or empty, and any text holding a UTF-16
+    surrogate (:func:`surrogate_problems`)."""
+    problems: list[ExampleProblem] = surrogate_problems(index, example)
     extra = list((example.model_extra or {}))
     if not is_text(example.target):
         problems.append(
@@ -103,8 +120,15 @@ def parse_example(index: int, item: Any,
     """Turn one input item (dict or :class:`UniEvalData`) into ``model`` (``UniEvalData``
     or a subclass, e.g. the reports' record).
 
-    Returns the parsed example (or ``None``) and its parse problems.
+    Returns the parsed example (or ``None``) and its parse problems: wrong types, and text
+    that is not valid Unicode (a UTF-16 surrogate, :func:`surrogate_problems`: then the
+    example is ``None``, so ``Scorer.score`` raises ``InvalidExampleError`` naming the field
+    and the position rather than failing with a ``UnicodeEncodeError`` in the tokenizer).
     """
+    if isinstance(item, (UniEvalData, dict)):
+        bad = surrogate_problems(index, item)
+        if bad:
+            return None, bad
     if isinstance(item, model):
         return item, []
     if isinstance(item, UniEvalData):
