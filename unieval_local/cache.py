@@ -14,6 +14,11 @@ over everything that can change a score:
 
 Only finite scores are stored. bfloat16 scores are never cached: they depend on
 which prompts share a batch (the :class:`~unieval_local.Scorer` skips the cache then).
+
+A cache that fails (a damaged or foreign file, a read-only file or folder, a full disk, a
+folder that cannot be created) never stops a run: it is disabled after one
+:class:`CacheUnusableWarning` naming the file, the reason and the fix, and the run goes on
+without it, with the same scores (:class:`ScoreCache`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import json
 import os
 import sqlite3
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -36,33 +42,92 @@ from .errors import UniEvalError
 
 
 class CacheError(ValueError, UniEvalError):
-    """The cache folder cannot be created, opened or written."""
+    """Kept for code that catches it: :class:`ScoreCache` no longer raises it (an unusable
+    cache is disabled with one warning, :class:`CacheUnusableWarning`)."""
+
+
+class CacheUnusableWarning(RuntimeWarning):
+    """The score cache failed (at open, read or write) and is disabled for the rest of the
+    run; the run goes on without it, with the same scores. Given once per cache (per engine);
+    the message names the cache file, the reason and the fix."""
 
 
 class ScoreCache:
     """A SQLite-backed map from query key to P(Yes), shared by processes.
 
+    Any failure of the cache (at open, at read or at write: a folder that cannot be created,
+    a damaged database, a file that is not a database, a read-only file or folder, a full
+    disk) disables it for the rest of this object's life, after ONE
+    :class:`CacheUnusableWarning` (a ``RuntimeWarning``) naming the file, the reason and the
+    fix: lookups then find nothing and stores are dropped, so every query is scored by the
+    model and the scores are the same as without a cache. Nothing is raised.
+
     Args:
         cache_dir: folder for ``scores.sqlite`` (created if missing).
 
-    Raises:
-        CacheError: the folder or database cannot be created or written (a ``ValueError``).
+    Attributes:
+        folder, path: the folder and the database file.
+        disabled: None while the cache works; else why it was disabled (e.g.
+            ``"database disk image is malformed"``).
     """
 
     def __init__(self, cache_dir: str | os.PathLike):
         self.folder = Path(cache_dir).expanduser()
         self.path = self.folder / "scores.sqlite"
+        self.disabled: str | None = None
         self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            self._disable(f"cannot create its folder {str(self.folder)!r}: {exc.strerror or exc}",
+                          "pass another --cache-dir (cache_dir=)")
+            return
+        try:
             self._db = sqlite3.connect(self.path, timeout=120, check_same_thread=False, isolation_level=None)
-            self._setup()
+            self._setup()  # damage elsewhere in the file shows at the first read or write that meets it
         except (OSError, sqlite3.Error) as exc:
-            raise CacheError(f"cannot use cache folder {str(self.folder)!r}: {type(exc).__name__}: {exc}") from exc
+            self._fail(exc)
+
+    @property
+    def usable(self) -> bool:
+        """Whether the cache still works (False once a failure disabled it)."""
+        return self.disabled is None
+
+    def _fix(self, exc: BaseException) -> str:
+        text = str(exc).lower()
+        if "readonly" in text or "read-only" in text or "permission" in text:
+            return "make it and its folder writable, move it, or pass another --cache-dir (cache_dir=)"
+        if "full" in text or getattr(exc, "errno", None) == 28:
+            return "free space, move or delete that file, or pass another --cache-dir (cache_dir=)"
+        return "move or delete that file, or pass another --cache-dir (cache_dir=)"
+
+    def _fail(self, exc: BaseException) -> None:
+        """Disable the cache after ``exc`` (an ``sqlite3.Error`` or ``OSError``)."""
+        reason = (exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)) or type(exc).__name__
+        self._disable(reason, self._fix(exc))
+
+    def _disable(self, reason: str, fix: str) -> None:
+        """Close the database, remember ``reason`` and warn once (later failures are silent)."""
+        if self.disabled is not None:
+            return
+        self.disabled = " ".join(reason.split())  # one line
+        db, self._db = self._db, None
+        if db is not None:
+            try:
+                db.close()
+            except sqlite3.Error:
+                pass
+        warnings.warn(f"score cache {self.path} is unusable ({self.disabled}); scoring without it: {fix}",
+                      CacheUnusableWarning, stacklevel=4)
 
     def _setup(self, attempts: int = 200) -> None:
         """Switch to WAL and create the tables; retried while another process holds the lock
-        (the journal-mode switch can fail with "database is locked" without waiting)."""
+        (the journal-mode switch can fail with "database is locked" without waiting).
+
+        Raises:
+            sqlite3.Error: the database cannot be set up (the caller disables the cache).
+        """
         import random
         import time
 
@@ -82,19 +147,42 @@ class ScoreCache:
                 time.sleep(0.05 + random.random() * 0.1)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, tuple[float, int | None]]:
-        """``key -> (value, n_tokens)`` for those ``keys`` that are present."""
+        """``key -> (value, n_tokens)`` for those ``keys`` that are present.
+
+        Args:
+            keys: query keys (:meth:`CachedRunner.key`), repeats allowed.
+
+        Returns:
+            The keys found; ``{}`` when the cache is disabled, or when this read fails (which
+            disables it: nothing read by a failing lookup is used). Never raises.
+        """
         found: dict[str, tuple[float, int | None]] = {}
         keys = list(dict.fromkeys(keys))
         with self._lock:
-            for i in range(0, len(keys), 500):
-                chunk = keys[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                for k, v, n in self._db.execute(f"SELECT key, value, n_tokens FROM scores WHERE key IN ({marks})", chunk):
-                    found[k] = (v, n)
+            if self._db is None:
+                return {}
+            try:
+                for i in range(0, len(keys), 500):
+                    chunk = keys[i : i + 500]
+                    marks = ",".join("?" * len(chunk))
+                    for k, v, n in self._db.execute(f"SELECT key, value, n_tokens FROM scores WHERE key IN ({marks})",
+                                                    chunk):
+                        found[k] = (v, n)
+            except (OSError, sqlite3.Error) as exc:
+                self._fail(exc)
+                return {}
         return found
 
     def put_many(self, items: dict[str, float | tuple[float, int | None]]) -> None:
-        """Store finite values, with their prompt's token count when given (one transaction)."""
+        """Store finite values, with their prompt's token count when given (one transaction).
+
+        Args:
+            items: key -> value, or key -> ``(value, n_tokens)``; non-finite values are skipped.
+
+        A failing write (read-only file, full disk, damaged database) is rolled back and
+        disables the cache (one warning); nothing is raised, and nothing is stored when the
+        cache is disabled.
+        """
         rows = []
         for k, v in items.items():
             value, n = v if isinstance(v, tuple) else (v, None)
@@ -103,31 +191,71 @@ class ScoreCache:
         if not rows:
             return
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            if self._db is None:
+                return
             try:
-                self._db.executemany("INSERT OR REPLACE INTO scores (key, value, n_tokens) VALUES (?, ?, ?)", rows)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    self._db.executemany("INSERT OR REPLACE INTO scores (key, value, n_tokens) VALUES (?, ?, ?)",
+                                         rows)
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    if self._db.in_transaction:
+                        self._db.execute("ROLLBACK")
+                    raise
+            except (OSError, sqlite3.Error) as exc:
+                self._fail(exc)
 
     def __len__(self) -> int:
+        """Scores stored (0 when the cache is disabled, or when counting fails, which disables it)."""
         with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
+            if self._db is None:
+                return 0
+            try:
+                return self._db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
+            except (OSError, sqlite3.Error) as exc:
+                self._fail(exc)
+                return 0
 
     def file_sha256(self, path: Path) -> str:
-        """SHA-256 of a file, memoised on (resolved path, size, mtime)."""
+        """SHA-256 of a file, memoised on (resolved path, size, mtime) while the cache works
+        (computed from the file, without the memo, once it is disabled).
+
+        Raises:
+            OSError: ``path`` itself cannot be read (a failure of the cache is never raised).
+        """
         st = path.stat()
         key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+        row = None
         with self._lock:
-            row = self._db.execute(
-                "SELECT sha256 FROM file_hashes WHERE path=? AND size=? AND mtime_ns=?", key).fetchone()
+            if self._db is not None:
+                try:
+                    row = self._db.execute(
+                        "SELECT sha256 FROM file_hashes WHERE path=? AND size=? AND mtime_ns=?", key).fetchone()
+                except (OSError, sqlite3.Error) as exc:
+                    self._fail(exc)
         if row:
             return row[0]
         digest = sha256_file(path)
         with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?)", (*key, digest))
+            if self._db is not None:
+                try:
+                    self._db.execute("INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?)", (*key, digest))
+                except (OSError, sqlite3.Error) as exc:
+                    self._fail(exc)
         return digest
+
+    def close(self) -> None:
+        """Close the database (WAL checkpointed by SQLite when this is its last connection);
+        the cache then finds nothing and stores nothing, as a disabled one, without a warning.
+        Never raises."""
+        with self._lock:
+            db, self._db = self._db, None
+            if db is not None:
+                try:
+                    db.close()
+                except sqlite3.Error:
+                    pass
 
     def fingerprint(self, folder: str | os.PathLike) -> str:
         """Content fingerprint of a checkpoint folder (config, weights, tokenizer files),
@@ -178,6 +306,10 @@ class CachedRunner(Runner):
     def cut(self, text: str, n_tokens: int) -> int:
         """The inner runner's cut."""
         return self.inner.cut(text, n_tokens)
+
+    def cut_points(self, text: str, n_tokens: int) -> list[int]:
+        """The inner runner's cut points."""
+        return self.inner.cut_points(text, n_tokens)
 
     def score(self, prompts: Sequence[str], *, max_length: int,
               on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
