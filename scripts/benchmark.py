@@ -23,6 +23,7 @@ Usage:
         --d-model 1024 --d-ff 4096 --layers 4 --heads 16 --model-vocab-size 32128 --init-factor 1.0
     python scripts/benchmark.py --model out/bench-ckpt [--docs 3] [--repeats 3] [--device cpu]
         [--dtype-b float32|bfloat16] [--batch-tokens 8192]
+    python scripts/benchmark.py --model out/bench-ckpt --planning   # chunk planning of long ASR-like sources
 """
 
 from __future__ import annotations
@@ -187,6 +188,48 @@ def encoder_flops(model_dir: str, real_tokens: int, mean_len: float) -> float:
     return per_token * real_tokens
 
 
+# ----------------------------------------------------------------------------- window planning
+def planning_benchmark(model_dir: str, sizes: list[int], old_up_to: int) -> None:
+    """Chunk-mode planning of a source without sentence punctuation (an ASR transcript), side
+    by side: the linear planner (one tokenization of the text, cut by token offsets: the T5
+    runner's ``cut_points``) against the one it replaced (cut the rest of the text again after
+    each window: ``TokenCounter.cut_points``'s default, quadratic), for sources of ``sizes``
+    words (the old one only up to ``old_up_to`` words). Prints one line per size."""
+    from unieval_local.checkpoints import resolve_checkpoint
+    from unieval_local.planning import TokenCounter, build_plan
+    from unieval_local.runner import T5Runner, load_t5_model
+    from unieval_local.evaluators import EVALUATORS
+    from unieval_local.schema import UniEvalData
+    from unieval_local.sentences import DEFAULT_SPLITTER
+    from unieval_local.tasks import get_aspect
+
+    t5 = load_t5_model(resolve_checkpoint("unieval-sum", model_dir), "cpu", "float32")
+    new = T5Runner(t5, evaluator=EVALUATORS["unieval-sum"], fingerprint="bench")
+
+    class Old(T5Runner):  # the quadratic default: each window tokenizes the rest again
+        cut_points = TokenCounter.cut_points
+
+    old = Old(t5, evaluator=EVALUATORS["unieval-sum"], fingerprint="bench")
+    raw = json.loads((shared_data_dir() / "summeval" / "summeval_raw.json").read_text())
+    words = " ".join(v["src"] for v in raw.values()).replace(" .", "").replace(" ,", "").split()
+    aspect = get_aspect("summarization", "consistency")
+    print(f"\nchunk planning of a source without sentence punctuation (consistency, max_length 1024), model {model_dir}")
+    print(f"{'words':>8}{'windows':>9}{'linear s':>10}{'before s':>10}{'ratio':>8}")
+    for n in sizes:
+        text = " ".join((words * (n // len(words) + 1))[:n])
+        ex = [UniEvalData(target="The vault was empty.", source=text)]
+        times = {}
+        for name, counter in (("new", new), ("old", old)):
+            if name == "old" and n > old_up_to:
+                continue
+            t0 = time.perf_counter()
+            plan, _ = build_plan(ex, [aspect], DEFAULT_SPLITTER, long_input="chunk", counter=counter, max_length=1024)
+            times[name] = time.perf_counter() - t0
+        before = f"{times['old']:10.2f}" if "old" in times else f"{'skipped':>10}"
+        ratio = f"{times['old'] / times['new']:7.1f}x" if "old" in times else f"{'':>8}"
+        print(f"{n:>8}{len(plan.prompts):>9}{times['new']:>10.2f}{before}{ratio}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="generated checkpoint folder")
@@ -196,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype-b", default="float32", choices=["float32", "bfloat16"])
     parser.add_argument("--batch-tokens", type=int, default=8192)
     parser.add_argument("--json-out", default=None, help="also write all runs as JSON here")
+    parser.add_argument("--planning", action="store_true",
+                        help="instead: time chunk-mode planning of long unpunctuated sources (15k, 60k, 240k words) "
+                        "with the linear planner beside the one it replaced")
     parser.add_argument("--variant", choices=["unieval", "engine"], help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
@@ -203,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.variant:  # child process
         Path(args.result).write_text(json.dumps(run_variant(args)))
+        return 0
+    if args.planning:
+        planning_benchmark(args.model, [15_000, 60_000, 240_000], old_up_to=60_000)
         return 0
 
     raw = json.loads((shared_data_dir() / "summeval" / "summeval_raw.json").read_text())

@@ -53,14 +53,24 @@ def shared_data_dir(must_exist: bool = True) -> Path:
     return folder
 
 
-def training_sentences(data_dir: Path, n_docs: int = 40, answers: tuple[str, str] = ("Yes", "No")) -> list[str]:
-    """Real English text for the tokenizer: SummEval sources and references, plus Yes/No lines
+#: English text of our own (this repository's README at the time the fallback was added, MIT),
+#: used to train the tokenizer when the shared SummEval data is not there.
+REPO_CORPUS = Path(__file__).resolve().parent / "data" / "tokenizer_corpus.txt"
+
+
+def training_sentences(data_dir: Path | None, n_docs: int = 40, answers: tuple[str, str] = ("Yes", "No")) -> list[str]:
+    """Real English text for the tokenizer: SummEval sources and references (``data_dir`` /
+    summeval; the default, reproducible where the shared data is), else the repository's own
+    corpus (:data:`REPO_CORPUS`: another tokenizer, so other fingerprints), plus Yes/No lines
     (and lines with other ``answers``, e.g. MiniCheck's "1"/"0", so that each is one piece)."""
-    raw = json.loads((data_dir / "summeval" / "summeval_raw.json").read_text())
     lines: list[str] = []
-    for doc_id in sorted(raw)[:n_docs]:
-        lines += raw[doc_id]["src"].split(" . ")[:20]
-        lines += raw[doc_id]["refs"][:2]
+    if data_dir is not None and (data_dir / "summeval" / "summeval_raw.json").is_file():
+        raw = json.loads((data_dir / "summeval" / "summeval_raw.json").read_text())
+        for doc_id in sorted(raw)[:n_docs]:
+            lines += raw[doc_id]["src"].split(" . ")[:20]
+            lines += raw[doc_id]["refs"][:2]
+    else:
+        lines += [x for x in REPO_CORPUS.read_text(encoding="utf-8").splitlines() if x.strip()]
     # The Boolean-QA answers must be single pieces ("▁Yes", "▁No"), as in T5's vocabulary.
     lines += ["question: Is this a coherent summary to the document? answer: Yes",
               "question: Is this a fluent paragraph? answer: No", "Yes , it is .", "No , it is not ."] * 50
@@ -112,6 +122,7 @@ def build_test_checkpoint(
     layout: str = "t5",
     weights: str | None = None,
     answers: tuple[str, str] = ("Yes", "No"),
+    evaluator: str | None = None,
 ) -> Path:
     """Write a random T5 checkpoint (config, safetensors weights, tokenizer) to ``out_dir``.
 
@@ -123,6 +134,10 @@ def build_test_checkpoint(
     documents train the tokenizer (more for bigger vocabularies).
     ``layout`` is ``t5`` or ``v1.1`` (module docstring); ``weights`` is
     ``safetensors`` or ``bin`` (default: safetensors for t5, bin for v1.1).
+    ``evaluator``: the evaluator the folder stands in for, written into ``config.json`` as
+    ``"unieval_local_evaluator"`` (its recorded identity: unieval-local then refuses to use it
+    as another evaluator); None writes no identity (the folder is used as any evaluator, with
+    an "identity unverified" warning), which lets one generated folder serve every task.
     ``answers``: the evaluator's answer words that must be single, distinct pieces besides
     Yes/No (``("1", "0")`` for a MiniCheck-style checkpoint; Flan-T5 itself has "▁1" = 209
     and "0" = "▁" + "0", first token 3).
@@ -145,7 +160,10 @@ def build_test_checkpoint(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sentences = training_sentences(Path(data_dir) if data_dir else shared_data_dir(), n_docs, answers)
+    if data_dir is None:
+        found = shared_data_dir(must_exist=False)
+        data_dir = found if (found / "summeval").is_dir() else None
+    sentences = training_sentences(Path(data_dir) if data_dir else None, n_docs, answers)
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "spiece")
         spm.SentencePieceTrainer.train(
@@ -180,6 +198,8 @@ def build_test_checkpoint(
     model = T5ForConditionalGeneration(config).eval()
     if layout == "t5":
         model.save_pretrained(out, safe_serialization=weights == "safetensors")
+        if evaluator:
+            _set_config_keys(out / "config.json", {"unieval_local_evaluator": evaluator})
         return out
     # T5 v1.1 as transformers 4.x saved it: an untied head (its own random rows, scaled so
     # that without the d_model^-0.5 rescale the logits spread like the tied layout's).
@@ -197,9 +217,19 @@ def build_test_checkpoint(
         for k in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight"):
             state.pop(k)
         save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
-    (out / "config.json").write_text(json.dumps(v11_config(config), indent=2, sort_keys=True) + "\n")
+    written = v11_config(config)
+    if evaluator:
+        written["unieval_local_evaluator"] = evaluator
+    (out / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
     (out / "generation_config.json").unlink(missing_ok=True)
     return out
+
+
+def _set_config_keys(path: Path, keys: dict) -> None:
+    """Add ``keys`` to the ``config.json`` at ``path`` (rewritten sorted, as transformers writes it)."""
+    config = json.loads(path.read_text(encoding="utf-8"))
+    config.update(keys)
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def v11_config(config) -> dict:
@@ -221,7 +251,8 @@ def v11_config(config) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", help="folder to write the checkpoint into")
-    parser.add_argument("--data-dir", default=None, help="shared data folder (default ../shared/data)")
+    parser.add_argument("--data-dir", default=None, help="shared data folder (default ../shared/data; without it, "
+                        "the tokenizer is trained on scripts/data/tokenizer_corpus.txt: another fingerprint)")
     parser.add_argument("--vocab-size", type=int, default=2000)
     parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--d-ff", type=int, default=128)
@@ -235,6 +266,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="t5 (tied head, ReLU) or v1.1 (the official UniEval layout: gated-GELU, untied head)")
     parser.add_argument("--answers", default="Yes,No", help="answer words POS,NEG that must be distinct pieces "
                         "(e.g. 1,0 for a MiniCheck-style checkpoint)")
+    parser.add_argument("--evaluator", default=None,
+                        help="the evaluator this folder stands in for (e.g. unieval-sum), recorded in config.json "
+                        "so it is refused as another evaluator; default: none (usable as any, with an "
+                        "'identity unverified' warning)")
     parser.add_argument("--weights", default=None, choices=["safetensors", "bin"],
                         help="weight file format (default: safetensors for t5, pytorch_model.bin for v1.1)")
     args = parser.parse_args(argv)
@@ -242,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         args.out_dir, data_dir=args.data_dir, vocab_size=args.vocab_size, d_model=args.d_model,
         d_ff=args.d_ff, num_layers=args.layers, num_heads=args.heads, seed=args.seed,
         init_factor=args.init_factor, model_vocab_size=args.model_vocab_size, n_docs=args.docs,
-        layout=args.layout, weights=args.weights, answers=tuple(args.answers.split(",")),
+        layout=args.layout, weights=args.weights, answers=tuple(args.answers.split(",")), evaluator=args.evaluator,
     )
     print(f"wrote {path}", file=sys.stderr)
     return 0

@@ -125,7 +125,7 @@ BAD_CONFIGS = [
     ("aspects:\n  - task: summarization\n    name: x\n    question: Q?\n    fields:\n      - {label: s, field: target}\n"
      "    granularity: paragraph\n", r"bad.yaml:7: aspects\[0\].granularity: Input should be 'output' or 'sentence'"),
     ("aspects:\n  - task: summarization\n    name: x\n    fields:\n      - {label: s, field: target}\n",
-     r"bad.yaml:2: aspects\[0\].question: missing required key"),
+     r"bad.yaml:2: aspects\[0\].question: the boolean-qa prompt format .* needs a question"),
     ("aspects:\n  - task: summarization\n    name: x\n    question: Q?\n    feilds: []\n",
      r"bad.yaml:5: aspects\[0\].feilds: unknown key"),
     ("aspects:\n  - task: summarization\n    name: x\n    question: Q?\n    fields:\n      - {label: s, fild: target}\n",

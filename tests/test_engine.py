@@ -200,18 +200,24 @@ def test_cache_is_safe_under_concurrent_writers(tmp_path):
     assert cache.get_many(["b-399", "a-0"]) == {"b-399": (399 / 400, None), "a-0": (0.0, None)}
 
 
-def test_unusable_cache_folder_is_a_clear_error(tmp_path, tiny_ckpt, capsys):
-    from unieval_local.cache import CacheError
+def test_unusable_cache_folder_warns_once_and_the_run_goes_on(tmp_path, tiny_ckpt, capsys):
+    from unieval_local.cache import CacheUnusableWarning
     from unieval_local.cli import main
 
-    (tmp_path / "file").write_text("x")
-    with pytest.raises(CacheError, match="cannot use cache folder"):
-        Scorer(model=tiny_ckpt, cache_dir=tmp_path / "file")
+    (tmp_path / "file").write_text("x")  # a file where the cache folder should be
+    with pytest.warns(CacheUnusableWarning, match="cannot create its folder"):
+        s = Scorer(model=tiny_ckpt, cache_dir=tmp_path / "file")
+    assert s.engine.cache.disabled and s.cache_stats()["hits"] == 0
     src = tmp_path / "in.jsonl"
     src.write_text('{"target": "A b.", "source": "C d."}\n')
-    assert main(["score", str(src), "--model", str(tiny_ckpt), "--cache-dir", str(tmp_path / "file")]) == 2
-    assert "cannot use cache folder" in capsys.readouterr().err
+    assert main(["score", str(src), "--model", str(tiny_ckpt), "--aspect", "consistency", "--cache-dir",
+                 str(tmp_path / "file"), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert [x for x in err.splitlines() if "warning" in x] == [
+        f"unieval-local: warning: score cache {tmp_path / 'file' / 'scores.sqlite'} is unusable (cannot create its "
+        f"folder {str(tmp_path / 'file')!r}: File exists); scoring without it: pass another --cache-dir (cache_dir=)"]
+    assert "score cache: 0 queries reused, 1 scored; disabled (" in err
     for run in ("1", "2"):
-        assert main(["score", str(src), "--model", str(tiny_ckpt), "--cache-dir", str(tmp_path / "c"),
-                     "--no-progress", "-o", str(tmp_path / f"out{run}.jsonl")]) == 0
+        assert main(["score", str(src), "--model", str(tiny_ckpt), "--aspect", "consistency", "--cache-dir",
+                     str(tmp_path / "c"), "--no-progress", "-o", str(tmp_path / f"out{run}.jsonl")]) == 0
     assert "score cache: 1 queries reused, 0 scored" in capsys.readouterr().err

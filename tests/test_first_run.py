@@ -279,22 +279,25 @@ def test_cpu_allocator_failure_backs_off_and_single_query_oom_is_runtime_error(t
 
 def test_attention_memory_bounds_a_batch(tiny_ckpt, monkeypatch):
     lengths = [1000] * 50 + [100] * 500
-    cells = attention_cells(64, n_heads=4, element_bytes=4)  # 64 MiB, 4 heads, float32: 4,194,304 per head
+    # 64 MiB, 4 heads, float32, 2 tensors (mask and scores): 2,097,152 cells per head
+    cells = attention_cells(64, n_heads=4, element_bytes=4)
+    assert cells == 64 * 2**20 // (2 * 4 * 4) == 2_097_152
     for batch in plan_batches(lengths, 10**9, max_cells=cells):
         longest = max(lengths[i] for i in batch)
         assert len(batch) == 1 or len(batch) * longest * longest <= cells
-    assert len(plan_batches(lengths, 10**9, max_cells=cells)[0]) == 4  # 4 x 1000^2 <= 4.19M < 5 x 1000^2
+    assert len(plan_batches(lengths, 10**9, max_cells=cells)[0]) == 2  # 2 x 1000^2 <= 2.10M < 3 x 1000^2
+    assert attention_cells(1024, n_heads=16, element_bytes=4) // 1024**2 == 8  # T5-large, 1,024 tokens: 8 rows
     from unieval_local.checkpoints import resolve_checkpoint
 
     model = load_t5_model(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32")
-    runner = T5Runner(model, evaluator=EVALUATORS["unieval-sum"], fingerprint="t", batch_tokens=10**7, attention_mib=2)
+    runner = T5Runner(model, evaluator=EVALUATORS["unieval-sum"], fingerprint="t", batch_tokens=10**7, attention_mib=4)
     seen = []
     real = runner._two_logits
     monkeypatch.setattr(runner, "_two_logits", lambda ids, batch, fast: seen.append(
         (len(batch), max(len(ids[i]) for i in batch))) or real(ids, batch, fast))
     prompts = [f"question: Is this a fluent paragraph? </s> paragraph: {'word ' * 150} {i}" for i in range(40)]
     got = runner.score(prompts, max_length=1024)[0]
-    small = attention_cells(2, model.n_heads, model.element_bytes)
+    small = attention_cells(4, model.n_heads, model.element_bytes)
     assert all(rows * s * s <= small for rows, s in seen) and len(seen) > 1
     unbounded = T5Runner(model, evaluator=EVALUATORS["unieval-sum"], fingerprint="t", batch_tokens=10**7)
     assert np.abs(got - unbounded.score(prompts, max_length=1024)[0]).max() < 1e-5

@@ -276,11 +276,12 @@ def test_hosted_needs_one_named_aspect(tmp_path, tiny_ckpt, capsys):
     assert main([*base, "--aspect", "fluency", "-o", str(existing)]) == EXIT_USAGE
     assert "already exists; remove it or write to a new output" in capsys.readouterr().err
     assert read(existing) == [{"overall": {"value": 0.5}, "examples": [{"value": 0.5}]}]
-    # the default format is unchanged: one line per record, no aspect needed
+    # the default format is unchanged: one line per record, no aspect needed (every one that can run)
     out = tmp_path / "records.jsonl"
     assert main(["score", str(src), "--model", str(tiny_ckpt), "--no-progress", "-o", str(out)]) == EXIT_OK
     (line,) = read(out)
-    assert set(line) == {"index", "key", "scores"} and set(line["scores"]) == {"coherence"}
+    assert set(line) == {"index", "key", "scores", "aspect_mean"}
+    assert set(line["scores"]) == {"coherence", "consistency", "fluency"}
 
 
 def test_a_stopped_run_keeps_the_finished_requests(tmp_path, tiny_ckpt, monkeypatch, capsys):

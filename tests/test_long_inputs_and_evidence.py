@@ -34,7 +34,8 @@ def test_marker_at_the_end_is_found_in_chunk_mode_and_missed_in_truncate_mode(fa
     source = long_source()
     rec = {"target": "The vault went to Oslo.", "source": source}
     s, _ = word_scorer(fake_ckpt, "truncate", max_length=1024)
-    with pytest.warns(UserWarning, match="1 of 1 queries were longer than max_length=1024"):
+    with pytest.warns(UserWarning, match=r"1 of 1 distinct queries were longer than max_length \(unieval-sum 1024 tokens\) and lost their "
+                      r"end; the cut fell in: source \(1\); long_input='chunk' reads long fields whole"):
         r = s.score([rec], aspect="consistency", evidence=True)
     assert r.examples[0].value == pytest.approx(0.01)
     q = r.examples[0].evidence.queries[0]

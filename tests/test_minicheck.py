@@ -290,10 +290,10 @@ def test_meta_compares_support_with_the_human_consistency_of_qags(minicheck_ckpt
 
 def test_a_user_defined_aspect_may_name_the_minicheck_evaluator(minicheck_ckpt, mc_reference, qags, tmp_path):
     cfg = tmp_path / "aspects.yaml"
+    # MiniCheck's format has no question and no labels: an aspect naming it gives neither
     cfg.write_text("aspects:\n  - task: summarization\n    name: summary_support\n"
-                   "    question: unused by MiniCheck's format\n"
-                   "    fields: [{label: document, field: source}, {label: claim, field: target}]\n"
-                   "    evaluator: minicheck-flan-t5-large\n    window_reduction: max\n")
+                   "    fields: [{field: source}, {field: target}]\n"
+                   "    evaluator: minicheck-flan-t5-large\n")
     s = Scorer(model={"minicheck-flan-t5-large": str(minicheck_ckpt)}, aspects_config=cfg)
     rec = {"target": qags[1]["system_output"], "source": qags[1]["source"]}
     got = s.score([rec], task="summarization", aspect="summary_support").examples[0].value

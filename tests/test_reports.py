@@ -235,6 +235,7 @@ def test_rating_details_option_and_fitted_cut_points(fake_ckpt):
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # fitted cut points: no placeholder warning
+        warnings.filterwarnings("ignore", message="checkpoint folder .* unchecked")  # the fake folder names nothing
         out = make_report([rec], "rating", engine=scorer, options={"details": True, "cut_points": fitted})
     assert out.notes == []
     r = out.reports[0].report
@@ -434,7 +435,8 @@ def test_summ_reads_a_custom_run_request_body(fake_ckpt, tmp_path, tiny_ckpt, ca
                        ({"evaluations": [{"rows": []}]}, r"evaluations\[0\]: an evaluation needs 'data'")]:
         with pytest.raises(ValueError, match=match):
             read_custom_run(bad)
-    _, notes = read_custom_run({"evaluations": [{"data": [], "threshold": 0.8}], "name": "x"})
+    _, notes = read_custom_run({"evaluations": [{"data": [{"input": "a", "output": "b"}], "threshold": 0.8}],
+                                "name": "x"})
     assert notes == ["request body keys ignored: name",
                      "evaluations[0]: threshold 0.8 is read on the 0-100 scale of the summ score (did you mean 80?)"]
     # the CLI reads the body as it is
@@ -953,7 +955,8 @@ def test_duplicate_ids_empty_options_and_truncation_warning(fake_ckpt):
         with pytest.raises(ValueError):
             make_report(recs[:1], fmt, engine=scorer, options=bad)
     truncating, _ = fake_scorer(fake_ckpt, lambda q, f: 0.9, long_input="truncate", max_length=12)
-    with pytest.warns(UserWarning, match=r"queries were longer than max_length=12 .*long_input='chunk'"):
+    with pytest.warns(UserWarning, match=r"queries were longer than max_length \(unieval-sum 12 tokens\).*the "
+                                         r"target alone is too long: no long-input mode helps"):
         make_report([{"target": "A b.", "source": " ".join(["word"] * 40), "key_points": ["A b."]}], "summ",
                     engine=truncating)
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from .checkpoints import ModelSpec, ResolvedCheckpoint
 from .config import MAX_EXAMPLES_PER_REQUEST, RunConfig
-from .engine import DEFAULT_ATTENTION_MIB, DEFAULT_BATCH_TOKENS, Engine, JobResult, Runner, RunnerFactory, RunStats, jobs_by_checkpoint
+from .engine import DEFAULT_ATTENTION_MIB, DEFAULT_BATCH_TOKENS, Engine, JobResult, Runner, RunnerFactory, RunStats, jobs_by_checkpoint, truncation_message
 from .errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, RequestTooLargeError
 from .fold import ReferenceReduction
 from .planning import LongInput
@@ -71,7 +71,9 @@ class Scorer:
             runs the model's own ``forward``.
         cache_dir: opt-in persistent score cache (SQLite) in this folder; a query
             already scored with the same checkpoint content and settings is not
-            run again (see :mod:`unieval_local.cache`). Not used with bfloat16.
+            run again (see :mod:`unieval_local.cache`). Not used with bfloat16. A cache
+            that fails (damaged, read-only, disk full, folder not creatable) is disabled
+            with one ``CacheUnusableWarning`` (a ``RuntimeWarning``); scoring goes on without it.
         long_input: ``truncate`` (default, UniEval: a prompt longer than
             ``max_length`` loses its end, silently in UniEval, with a warning
             here), ``fit`` (shorten the long context field so the question and
@@ -83,6 +85,14 @@ class Scorer:
             ``chunk`` mode (default 1).
         chunk_words: whitespace words per document chunk for evaluators that chunk
             the document themselves (MiniCheck's ``chunk_size``, default 500).
+        threads: CPU threads torch uses (``torch.set_num_threads``, for the whole process;
+            default None: torch's own, one per core). On a machine shared with other jobs, set
+            it to your share of the cores. It never changes a score.
+        merge_punctuation: sentence-level aspects do not score letterless pieces ("?", "1.",
+            "!!") as sentences of their own: they join a neighbouring sentence
+            (:class:`~unieval_local.sentences.MergePunctuation`). Default False: UniEval
+            scores every Punkt piece and averages them in (parity). The splitter's name in the
+            signature says which.
         aspects_config: a YAML file of user-defined aspects added to the tasks
             (see :mod:`unieval_local.aspects_config`); ``scorer.registry`` holds them.
         runner_factory: advanced/testing: ``f(ResolvedCheckpoint, fingerprint, Evaluator)``
@@ -91,7 +101,6 @@ class Scorer:
 
     Raises:
         ValueError: bad ``dtype``, ``max_length``, ``batch_tokens``, reduction or device.
-        CacheError: ``cache_dir`` cannot be created or written (a ``ValueError``).
         AspectsConfigError: an invalid aspects config (a ``ValueError``).
 
     Example:
@@ -120,6 +129,8 @@ class Scorer:
         long_input: LongInput = "truncate",
         window_overlap: int = 1,
         chunk_words: int = 500,
+        merge_punctuation: bool = False,
+        threads: int | None = None,
         runner_factory: RunnerFactory | None = None,
     ):
         #: the engine: run configuration, registry, runner pool; runs the jobs
@@ -128,7 +139,8 @@ class Scorer:
                              reference_reduction=reference_reduction, offline=offline, splitter=splitter,
                              progress=progress, fast_forward=fast_forward, cache_dir=cache_dir,
                              aspects_config=aspects_config, long_input=long_input, window_overlap=window_overlap,
-                             chunk_words=chunk_words, runner_factory=runner_factory)
+                             chunk_words=chunk_words, merge_punctuation=merge_punctuation, threads=threads,
+                             runner_factory=runner_factory)
 
     # ------------------------------------------------------------------ configuration (the engine's)
     @property
@@ -258,15 +270,12 @@ class Scorer:
         run, stats = self._run_in_passes(examples, task, names, evidence)
         values = run.values
         if stats.n_truncated:
-            warnings.warn(
-                f"{stats.n_truncated} of {stats.n_queries} queries were longer than max_length="
-                f"{self.max_length or 'the evaluator default'} "
-                f"tokens and lost their end (long_input={self.long_input!r}); use long_input='fit' or 'chunk' "
-                "to keep the target whole, and evidence=True to see which", UserWarning, stacklevel=2)
+            limits = {n: self.engine.max_length(n) for n in stats.truncated_by}
+            warnings.warn(truncation_message(stats, limits, self.long_input, cli=False), UserWarning, stacklevel=2)
         if stats.n_shortened:
             warnings.warn(
-                f"{stats.n_shortened} of {stats.n_queries} queries had a long field shortened to fit max_length="
-                f"{self.max_length or 'the evaluator default'} (long_input='fit': only the beginning of that field was read; "
+                f"{stats.n_shortened} of {stats.n_queries} distinct queries had a long field shortened to fit "
+                f"max_length (long_input='fit': only the beginning of that field was read; "
                 "long_input='chunk' reads all of it); evidence=True shows the windows", UserWarning, stacklevel=2)
         bad = sorted({i for v in values.values() for i in np.flatnonzero(~np.isfinite(v)).tolist()})
         if bad:

@@ -26,6 +26,19 @@ as the built-ins. Format (see ``configs/aspects.example.yaml``)::
 ``field`` is any field of the example: ``target``, ``source``, ``context``,
 ``references`` (one query per reference) or an extra one such as ``instruction``.
 The prompt is ``question: <question> </s> <label>: <value> </s> ...``.
+
+Each evaluator's prompt format declares what it can express
+(:class:`~unieval_local.prompts.Capabilities`), and an aspect asking for more is refused
+here, naming the aspect and what the format supports. UniEval's Boolean-QA format takes a
+question and any labelled fields; MiniCheck's (``predict: <document chunk></s><claim>``)
+takes no question and no labels, exactly the fields ``target`` (the claim) and ``source``
+(the document, which it chunks itself: no ``chunk_field`` / ``window_reduction`` /
+``chunk_unit``), at granularity ``output`` or ``sentence``::
+
+      - task: summarization
+        name: summary_support        # each summary sentence checked by MiniCheck
+        evaluator: minicheck-flan-t5-large
+        granularity: sentence        # fields default to the format's: source, target
 """
 
 from __future__ import annotations
@@ -39,7 +52,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .checkpoints import HUB_ID
 from .errors import UniEvalError
-from .evaluators import EVALUATORS
+from .evaluators import EVALUATORS, get_evaluator
+from .prompts import aspect_problems
 from .tasks import Aspect, PromptField, Registry
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_\-]*$")
@@ -51,7 +65,7 @@ class AspectsConfigError(ValueError, UniEvalError):
 
 class _FieldSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    label: str = Field(min_length=1)
+    label: str | None = Field(default=None, min_length=1)
     field: str
 
     @field_validator("field")
@@ -66,16 +80,16 @@ class _AspectSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
     task: str
     name: str
-    question: str = Field(min_length=1)
-    fields: list[_FieldSpec] = Field(min_length=1)
+    question: str | None = Field(default=None, min_length=1)
+    fields: list[_FieldSpec] | None = Field(default=None, min_length=1)
     granularity: Literal["output", "sentence"] = "output"
     reduction: Literal["mean", "sum", "min"] = "mean"
     checkpoint: str | None = None
     evaluator: str | None = None
     description: str = ""
     chunk_field: str | None = None
-    window_reduction: Literal["max", "mean"] = "mean"
-    chunk_unit: Literal["sentence", "line"] = "sentence"
+    window_reduction: Literal["max", "mean"] | None = None
+    chunk_unit: Literal["sentence", "line"] | None = None
 
     @field_validator("name")
     @classmethod
@@ -93,7 +107,7 @@ class _AspectSpec(BaseModel):
 
     @model_validator(mode="after")
     def _has_target(self) -> "_AspectSpec":
-        if not any(f.field == "target" for f in self.fields):
+        if self.fields is not None and not any(f.field == "target" for f in self.fields):
             raise ValueError("fields must include the text under evaluation: {label: ..., field: target}")
         return self
 
@@ -183,17 +197,37 @@ def load_aspects_config(path: str | os.PathLike, registry: Registry) -> list[Asp
             raise AspectsConfigError(
                 f"{path}:{lines.get(('aspects', i, key), '?')}: aspects[{i}].{key}: unknown evaluator "
                 f"{chosen!r}; use one of {', '.join(EVALUATORS)} or a hub id 'owner/name'")
-        fields = [f.field for f in a.fields]
-        chunk_field = a.chunk_field or next((f for f in reversed(fields) if f != "target"), None)
-        if chunk_field is not None and (chunk_field == "target" or chunk_field not in fields):
-            raise AspectsConfigError(f"{where}.chunk_field: must be one of the aspect's non-target fields "
-                                     f"{[f for f in fields if f != 'target']}, got {chunk_field!r}")
+        evaluator = get_evaluator(chosen or registry.tasks[a.task].checkpoint)
+        fmt = evaluator.prompt_format
+        cap = fmt.capabilities
+        specs = a.fields if a.fields is not None else (
+            [_FieldSpec(field=f) for f in cap.fields] if cap.fields is not None else None)
+        labels = {f.field: f.label for f in specs} if specs is not None else {}
+        problems = aspect_problems(fmt, question=a.question, labels=labels, granularity=a.granularity,
+                                   chunk_field=a.chunk_field, window_reduction=a.window_reduction,
+                                   chunk_unit=a.chunk_unit)
+        if specs is None:
+            problems.insert(0, ("fields", "missing required key (the labelled fields of the prompt, one of them "
+                                "the target)"))
+        if problems:
+            raise AspectsConfigError("\n".join(
+                f"{path}:{lines.get(('aspects', i, k), lines.get(('aspects', i), '?'))}: aspects[{i}].{k}: "
+                f"{msg} (aspect {a.name!r}, evaluator {evaluator.name})" for k, msg in problems))
+        fields = [f.field for f in specs]
+        if cap.chunk_settings:
+            chunk_field = a.chunk_field or next((f for f in reversed(fields) if f != "target"), None)
+            if chunk_field is not None and (chunk_field == "target" or chunk_field not in fields):
+                raise AspectsConfigError(f"{where}.chunk_field: must be one of the aspect's non-target fields "
+                                         f"{[f for f in fields if f != 'target']}, got {chunk_field!r}")
+            window_reduction, chunk_unit = a.window_reduction or "mean", a.chunk_unit or "sentence"
+        else:  # the format chunks its document itself, max over chunks
+            chunk_field, window_reduction, chunk_unit = cap.document_field, "max", "sentence"
         aspects.append(Aspect(
-            task=a.task, name=a.name, question=a.question,
-            fields=tuple(PromptField(f.label, f.field) for f in a.fields),
+            task=a.task, name=a.name, question=a.question or f"({fmt.name}: {cap.shape})",
+            fields=tuple(PromptField(f.label or "", f.field) for f in specs),
             granularity=a.granularity, reduction=a.reduction,
             checkpoint=chosen or registry.tasks[a.task].checkpoint,
             description=a.description or f"user-defined ({path.name})",
-            chunk_field=chunk_field, window_reduction=a.window_reduction, chunk_unit=a.chunk_unit,
+            chunk_field=chunk_field, window_reduction=window_reduction, chunk_unit=chunk_unit,
         ))
     return aspects

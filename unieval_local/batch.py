@@ -17,10 +17,15 @@ request the output records are appended to OUT, flushed and fsynced, and a sidec
   requests are scored by the same code. Such an output has no sidecar and no resume.
 
 Keys: the record's ``id`` when present, else its 0-based record index in INPUT.
+
+INPUT is any input spec of :mod:`unieval_local.records` (``.jsonl``, ``.json``, ``.csv``,
+``.tsv``, ``-`` for JSONL on stdin, or line-aligned text files, :class:`~unieval_local.records.AlignedInput`);
+its fingerprint for ``--resume`` and ``merge`` is :func:`~unieval_local.records.input_fingerprint`.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -41,10 +46,11 @@ from .config import MAX_EXAMPLES_PER_REQUEST
 from .engine import Engine, RunStats, jobs_by_checkpoint
 from .errors import (CheckpointError, CheckpointNotFoundError, ExampleProblem, ModelRuntimeError, Terminated,
                      UniEvalError)
-from .hashing import sha256_file, sha256_text
+from .hashing import sha256_text
 from .progress import LogLines
 from .validate import input_hint_counts, input_hint_message, validate_examples
-from .records import InputFileError, Record, iter_records, write_jsonl
+from .records import (AlignedInput, InputFileError, InputSpec, Record, input_fingerprint, iter_records,
+                      record_error_type, write_jsonl)
 
 
 class ResumeError(ValueError, UniEvalError):
@@ -152,7 +158,7 @@ def score_records(engine: Engine, chunk: Sequence[Record], task: str, aspects: S
     """
     registry = engine.registry
     resolved = [registry.get_aspect(task, a) for a in aspects]
-    examples, problems = validate_examples([r.data for r in chunk], resolved)
+    examples, problems = validate_examples([r.data if r.error is None else None for r in chunk], resolved)
     hints = input_hint_counts(examples, resolved)
     results, stats = engine.run(jobs_by_checkpoint(resolved, examples), evidence=evidence, on_batch=on_batch)
     stats.hints = hints
@@ -171,7 +177,7 @@ def score_records(engine: Engine, chunk: Sequence[Record], task: str, aspects: S
                     line[meta] = rec.data[meta]
         if rec.error is not None:
             duplicate = rec.error.startswith("duplicate id")
-            line["error"] = _error(rec.error, "DuplicateKey" if duplicate else "InvalidJSON")
+            line["error"] = _error(rec.error, "DuplicateKey" if duplicate else record_error_type(rec.error))
             reason = f"{'id' if duplicate else 'record'}: {rec.error}"
         elif i in errors:
             line["error"] = _error("; ".join(p.describe() for p in errors[i]), "InvalidExample")
@@ -219,11 +225,68 @@ def hosted_line(result: ChunkResult, aspect: str) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------- output files
+def _write_advice(exc: OSError, resumable: bool) -> str:
+    """What to do after a failed write of a run's file: free space, or raise the file-size limit."""
+    if exc.errno == errno.EFBIG:
+        fix = "raise the file-size limit (ulimit -f) or write to another file system"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        fix = "make the output's folder writable"
+    else:
+        fix = "free space"
+    return (f"{fix} and rerun with --resume" if resumable else
+            f"{fix} and score the records after them in a new run (--output-format hosted does not resume)")
+
+
+def _write_failed(what: str | os.PathLike, exc: OSError, resumable: bool = True) -> "OutputWriteError":
+    """The :class:`OutputWriteError` for a failed write of ``what`` (the output, its sidecar ...)."""
+    return OutputWriteError(exc.errno, f"writing {what} failed: {exc.strerror or exc}; the records written before "
+                            f"are intact; {_write_advice(exc, resumable)}")
+
+
+def _replace_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file beside it (fsynced, then ``os.replace``),
+    keeping ``path``'s permission bits when it exists.
+
+    Raises:
+        OSError: the temporary file cannot be written or renamed (``path`` is unchanged; the
+            temporary file is removed).
+    """
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
 def read_output(path: str | os.PathLike, repair: bool = False) -> tuple[list[dict], bool]:
     """Records of an output JSONL, and whether its last line was torn (cut by a kill).
 
-    With ``repair=True`` a torn last line is removed from the file (it is rewritten
-    when that record is scored again).
+    Args:
+        path: the output file (a missing one has no records).
+        repair: remove a torn last line from the file (it is rewritten when that record is
+            scored again).
+
+    Returns:
+        ``(records, torn)``: the parsed lines in file order, and whether the last line was torn.
+
+    Raises:
+        ResumeError: a line before the last one is not JSON (not an unieval-local output).
+        OutputWriteError: ``repair`` and the truncation failed (the file is unchanged).
+        OSError: the file cannot be read.
     """
     p = Path(path)
     if not p.exists():
@@ -239,15 +302,44 @@ def read_output(path: str | os.PathLike, repair: bool = False) -> tuple[list[dic
             except json.JSONDecodeError as exc:
                 raise ResumeError(f"{p} has a corrupt line in the middle ({exc}); it is not an unieval-local output") from None
     if torn and repair:
-        with open(p, "r+b") as fh:
-            fh.truncate(good_end)
-            fh.flush()
-            os.fsync(fh.fileno())
+        try:
+            with open(p, "r+b") as fh:
+                fh.truncate(good_end)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise _write_failed(p, exc) from exc
     return lines, torn
+
+
+def _json_lines(lines: Sequence[dict], encoding: str | None) -> str:
+    """``lines`` as JSON lines, not ASCII-escaped, unless some text cannot be encoded in
+    ``encoding`` (a UTF-16 surrogate, which the input readers already turn into error records;
+    a non-UTF-8 stdout): then ASCII-escaped (``\\ud83d``: the same JSON values), with a
+    warning. The output writer's last line of defence: it never raises UnicodeEncodeError."""
+    text = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines)
+    if encoding:
+        try:
+            text.encode(encoding)
+        except UnicodeEncodeError as exc:
+            logging.getLogger("unieval_local").warning(
+                "some output text cannot be encoded as %s (%s); this request's lines are written ASCII-escaped",
+                encoding, exc.reason)
+            return "".join(json.dumps(x) + "\n" for x in lines)
+        except LookupError:
+            pass
+    return text
 
 
 class OutputWriter:
     """Appends JSON lines; flushes and fsyncs after each request.
+
+    Text the output cannot encode (a UTF-16 surrogate; a non-UTF-8 stdout) is written
+    ASCII-escaped rather than failing with UnicodeEncodeError (:func:`_json_lines`).
+
+    A file is written unbuffered (each request's lines in as few ``write`` calls as the OS
+    takes), so a failed write leaves nothing pending: the lines written before are intact and
+    at most the last one is torn (``--resume`` repairs it).
 
     Args:
         path: the output file (None: ``stream``, default stdout).
@@ -256,36 +348,58 @@ class OutputWriter:
             advice; False for ``--output-format hosted``).
 
     Raises:
-        OutputWriteError: on any write failure (disk full, ...); earlier lines stay intact.
+        InputFileError: the output cannot be opened (missing folder, permission).
+        OutputWriteError: on any write failure (:meth:`write`, :meth:`close`); earlier lines
+            stay intact.
     """
 
     def __init__(self, path: str | os.PathLike | None, stream: TextIO | None = None, resumable: bool = True):
         self.path = Path(path) if path else None
         self.resumable = resumable
         try:
-            self._fh = open(self.path, "a", encoding="utf-8") if self.path else (stream or sys.stdout)
+            self._fh = open(self.path, "ab", buffering=0) if self.path else (stream or sys.stdout)
         except OSError as exc:
             raise InputFileError(f"cannot write the output {str(path)!r}: {exc.strerror or exc}") from exc
         # fsync is for files (a device such as /dev/null refuses it with EINVAL)
         self._sync = self.path is not None and stat.S_ISREG(os.fstat(self._fh.fileno()).st_mode)
 
     def write(self, lines: Sequence[dict]) -> None:
+        """Append ``lines`` (one JSON object each), then flush and fsync.
+
+        Args:
+            lines: JSON-ready dicts.
+
+        Raises:
+            OutputWriteError: the write, flush or fsync failed (disk full, file-size limit ...).
+        """
+        text = _json_lines(lines, "utf-8" if self.path else getattr(self._fh, "encoding", None))
         try:
-            self._fh.write("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines))
-            self._fh.flush()
+            if self.path is None:
+                self._fh.write(text)
+                self._fh.flush()
+                return
+            view = memoryview(text.encode("utf-8"))
+            while view:
+                n = self._fh.write(view)
+                if not n:
+                    raise OSError(errno.EIO, "the write made no progress")
+                view = view[n:]
             if self._sync:
                 os.fsync(self._fh.fileno())
         except OSError as exc:
-            advice = ("free space and rerun with --resume" if self.resumable else
-                      "free space and score the records after them in a new run (--output-format hosted does "
-                      "not resume)")
-            raise OutputWriteError(
-                exc.errno, f"writing {self.path or 'stdout'} failed: {exc.strerror or exc}; the records "
-                f"written before are intact; {advice}") from exc
+            raise _write_failed(self.path or "stdout", exc, self.resumable) from exc
 
     def close(self) -> None:
+        """Close the file (a stream is left open).
+
+        Raises:
+            OutputWriteError: closing failed (nothing is pending: writes are unbuffered).
+        """
         if self.path and not self._fh.closed:
-            self._fh.close()
+            try:
+                self._fh.close()
+            except OSError as exc:
+                raise _write_failed(self.path, exc, self.resumable) from exc
 
 
 #: a stop (Ctrl-C, SIGTERM) asked for by the CLI's signal handlers (:func:`request_stop`).
@@ -316,9 +430,22 @@ def is_stream_path(path: Path) -> bool:
 
 
 def _write_sidecar(output: Path, meta: dict) -> None:
-    tmp = Path(str(sidecar_path(output)) + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, sidecar_path(output))
+    """Replace ``OUT.meta.json`` atomically with ``meta`` (a temporary file beside it, fsynced,
+    then renamed).
+
+    Args:
+        output: the output file whose sidecar it is.
+        meta: the sidecar's content (JSON-ready).
+
+    Raises:
+        OutputWriteError: the write failed (disk full, file-size limit ...); the previous
+            sidecar is intact.
+    """
+    target = sidecar_path(output)
+    try:
+        _replace_atomically(target, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+    except OSError as exc:
+        raise _write_failed(target, exc) from exc
 
 
 # ----------------------------------------------------------------------------- summary
@@ -337,8 +464,11 @@ class BatchSummary:
             distinct queries, those cut by max_length or shortened by fit, cache hits and
             misses, model loads, input hints).
         cached: whether a score cache was in use (the summary then reports its hits).
+        cache_disabled: ``"<cache file>: <reason>"`` when the score cache failed and the run
+            went on without it; None otherwise.
         signature: the run signature (one line).
         hint_message: one sentence about inputs lacking the endings the checkpoint was trained with.
+        max_lengths: checkpoint name -> tokens per query it read (for the truncation message).
         skipped_aspects: with ``--aspect all``, the aspects left out because no record
             has their fields (aspect -> why).
         n_non_latin: targets mostly in non-Latin script (the evaluators are English-only).
@@ -354,9 +484,11 @@ class BatchSummary:
     per_system: dict[str, dict[str, float]] = field(default_factory=dict)
     stats: RunStats = field(default_factory=RunStats)
     cached: bool = False
+    cache_disabled: str | None = None
     signature: str | None = None
     seconds: float = 0.0
     hint_message: str | None = None
+    max_lengths: dict[str, int] = field(default_factory=dict)
     skipped_aspects: dict[str, str] = field(default_factory=dict)
     n_non_latin: int = 0
     failures: list[tuple[str, list]] = field(default_factory=list)
@@ -417,8 +549,12 @@ def format_summary(s: BatchSummary) -> str:
             out.append(f"  {len(keys)} record(s): {msg} (keys {shown})")
         if len(s.failures) > 5:
             out.append(f"  ... and {len(s.failures) - 5} more reasons ({sum(len(k) for _, k in s.failures[5:])} records)")
+    if s.stats.n_queries:
+        out.append(f"\nqueries: {s.stats.n_queries} distinct (each scored once), {s.stats.n_truncated} of them cut "
+                   "by max_length" + (" (records kept from the earlier run not counted)" if s.n_skipped else ""))
     if s.cached:
-        out.append(f"\nscore cache: {s.stats.cache_hits} queries reused, {s.stats.cache_misses} scored")
+        out.append(f"\nscore cache: {s.stats.cache_hits} queries reused, {s.stats.cache_misses} scored"
+                   + (f"; disabled ({s.cache_disabled}): scored without it" if s.cache_disabled else ""))
     if s.signature:
         out.append(f"\nsignature: {s.signature}")
     return "\n".join(out)
@@ -629,6 +765,8 @@ class Survey:
         fields: field name -> records of the shard that have it (objects only).
         scorable: aspect -> records of the shard whose fields that aspect can use.
         n_non_latin: targets mostly in non-Latin script (the evaluators are English-only).
+        n_unreadable: records of the shard that could not be read (invalid JSON or CSV, a
+            UTF-16 surrogate); ``first_unreadable``: the first one's ``record N: <error>``.
     """
 
     n_records: int = 0
@@ -636,12 +774,44 @@ class Survey:
     fields: dict[str, int] = field(default_factory=dict)
     scorable: dict[str, int] = field(default_factory=dict)
     n_non_latin: int = 0
+    n_unreadable: int = 0
+    first_unreadable: str | None = None
 
 
-def survey_input(path: str, registry, task: str, aspects: Sequence[str],
+def _registry(aspects_config: str | os.PathLike | None):
+    """The built-in registry, with the aspects of ``aspects_config`` (a YAML file) when given
+    (the same registry the run's :class:`~unieval_local.engine.Engine` builds).
+
+    Raises:
+        AspectsConfigError: an invalid aspects config (a ValueError).
+    """
+    from .tasks import DEFAULT_REGISTRY
+
+    if aspects_config is None:
+        return DEFAULT_REGISTRY
+    from .aspects_config import load_aspects_config
+
+    return DEFAULT_REGISTRY.with_aspects(load_aspects_config(aspects_config, DEFAULT_REGISTRY))
+
+
+def survey_input(path: InputSpec, registry, task: str, aspects: Sequence[str],
                  shard: tuple[int, int] | None = None) -> Survey:
     """Parse every record of ``path`` once and count, per aspect, the records it can score
-    (:func:`~unieval_local.validate.check_example`; sentence splitting is not run). Cheap: no model."""
+    (:func:`~unieval_local.validate.check_example`; sentence splitting is not run). Cheap: no model.
+
+    Args:
+        path: an input spec of :func:`~unieval_local.records.iter_records` (a file path, not
+            ``-``: stdin cannot be read twice; or an :class:`~unieval_local.records.AlignedInput`).
+        registry, task, aspects: what would be scored.
+        shard: ``(K, N)``: count only the records of that shard.
+
+    Returns:
+        A :class:`Survey`. Records read with an error (invalid JSON/CSV, a UTF-16 surrogate)
+        count in ``n_records`` / ``n_in_shard`` but have no fields and score nothing.
+
+    Raises:
+        InputFileError: the input cannot be read (:func:`~unieval_local.records.iter_records`).
+    """
     from .validate import check_example, non_latin_share, parse_example
 
     resolved = {a: registry.get_aspect(task, a) for a in aspects}
@@ -652,7 +822,11 @@ def survey_input(path: str, registry, task: str, aspects: Sequence[str],
         if shard is not None and shard_of(rec.key, shard[1]) != shard[0]:
             continue
         s.n_in_shard += 1
-        if rec.error is not None or not isinstance(rec.data, dict):
+        if rec.error is not None:
+            s.n_unreadable += 1
+            s.first_unreadable = s.first_unreadable or f"record {rec.index}: {rec.error}"
+            continue
+        if not isinstance(rec.data, dict):
             continue
         for k, v in rec.data.items():
             if v is not None:
@@ -669,10 +843,11 @@ def survey_input(path: str, registry, task: str, aspects: Sequence[str],
     return s
 
 
-def nothing_to_score_message(survey: Survey, registry, task: str, aspects: Sequence[str], path: str) -> str:
-    """One line: no record can be scored for ``aspects``; the fields found, what each aspect
-    needs, the renames that would help (:data:`~unieval_local.validate.FIELD_ALIASES`) and the
-    aspects that could run."""
+def nothing_to_score_message(survey: Survey, registry, task: str, aspects: Sequence[str], path: InputSpec) -> str:
+    """One line: no record of ``path`` can be scored for ``aspects``; the fields found, what each
+    aspect needs, the renames that would help (:data:`~unieval_local.validate.FIELD_ALIASES`),
+    the aspects that could run, and how many records could not be read (with the first one's
+    error)."""
     from .validate import FIELD_ALIASES
 
     found = ", ".join(sorted(survey.fields)) or "none"
@@ -680,11 +855,12 @@ def nothing_to_score_message(survey: Survey, registry, task: str, aspects: Seque
     renames = [f"'{k}' to '{FIELD_ALIASES[k.lower()]}'" for k in sorted(survey.fields)
                if k.lower() in FIELD_ALIASES and FIELD_ALIASES[k.lower()] not in survey.fields]
     fix = f" Did you mean: rename {', '.join(renames)}?" if renames else ""
-    runnable = [a for a in registry.get_task(task).aspects if a not in aspects]
-    if runnable:
-        can = [a for a in runnable if all(f in survey.fields for f in registry.get_aspect(task, a).required_fields)]
-        if can:
-            fix += " These aspects can run on these records: " + " ".join(f"--aspect {a}" for a in can) + "."
+    can = [a for a in registry.get_task(task).aspects if a not in aspects and survey.scorable.get(a, 0) > 0]
+    if can:
+        fix += " These aspects can run on these records: " + " ".join(f"--aspect {a}" for a in can) + "."
+    if survey.n_unreadable:
+        fix += (f" {survey.n_unreadable} of the {survey.n_in_shard} records could not be read (first: "
+                f"{survey.first_unreadable}).")
     return (f"no record of {path} can be scored for {', '.join(aspects)} ({survey.n_in_shard} records): the records "
             f"have fields {found}; {needs}.{fix}")
 
@@ -728,8 +904,31 @@ class Progress:
 
 
 # ----------------------------------------------------------------------------- the run
+def _holding_output_lock(run: Callable[..., BatchSummary]) -> Callable[..., BatchSummary]:
+    """Make ``run(input, output, **kwargs)`` hold ``output``'s lock
+    (:func:`~unieval_local.locks.output_lock`) for its whole life: taken before anything
+    else (before any model load), released when it returns or raises. No lock for stdout
+    (``None``, ``"-"``), devices and pipes.
+
+    The wrapped function raises, besides its own errors, :class:`~unieval_local.locks.OutputLockedError`
+    (another process writes ``output``) and :class:`~unieval_local.locks.LockFileError`
+    (the lock file cannot be created).
+    """
+    import functools
+
+    @functools.wraps(run)
+    def locked(input, output=None, **kwargs):
+        from .locks import output_lock
+
+        with output_lock(output):
+            return run(input, output, **kwargs)
+
+    return locked
+
+
+@_holding_output_lock
 def run_batch(
-    input: str | os.PathLike,
+    input: InputSpec,
     output: str | os.PathLike | None = None,
     *,
     task: str = "summarization",
@@ -747,11 +946,17 @@ def run_batch(
     """Score every record of ``input`` and write one output line per record (the CLI's ``score``).
 
     Args:
-        input: ``.jsonl`` (streamed; ``-`` = stdin) or a ``.json`` list.
+        input: an input spec (:func:`~unieval_local.records.iter_records`): ``.jsonl``
+            (streamed; ``-`` = stdin), a ``.json`` list, ``.csv`` / ``.tsv`` (a header row), or an
+            :class:`~unieval_local.records.AlignedInput` of line-aligned text files. Records
+            that cannot be read (not valid JSON/CSV, text holding a UTF-16 surrogate) become
+            error records; the others are scored. The sidecar records its
+            :func:`~unieval_local.records.input_fingerprint`.
         output: the output JSONL; ``None`` (or ``"-"``) writes to ``stream`` (stdout),
             without sidecar or resume.
-        task, aspects: what to score (``None``: the task's first aspect; ``"all"``: every
-            aspect of the task whose fields some record has).
+        task, aspects: what to score (``None`` or ``"all"``: every aspect of the task that
+            some record can be scored for, as UniEval's ``evaluate`` scores every dimension;
+            for stdin, which is read once, those the first record has the fields for).
         settings: keyword arguments of :class:`~unieval_local.engine.Engine` (the same as
             :class:`~unieval_local.Scorer`'s: model, device, dtype, max_length ...).
         resume: keep the records already in ``output`` and score the rest.
@@ -773,16 +978,28 @@ def run_batch(
         A :class:`BatchSummary` over every record in the output (per record, in both formats).
 
     Raises:
-        InputFileError, ValueError: unreadable input, bad options, unknown aspects, an
-            option ``output_format="hosted"`` does not take (the message names the flag).
+        InputFileError, ValueError: unreadable input (missing, not UTF-8, unknown extension,
+            aligned files of different line counts, an unusable CSV header), bad options,
+            unknown aspects, an option ``output_format="hosted"`` does not take (the message
+            names the flag).
         NothingToScoreError: no record can be scored for the aspects (a ValueError; before
             any model is loaded).
         ResumeError: the output exists without ``resume`` (or at all, with ``hosted``), or
-            belongs to another run (signature or input fingerprint differ).
-        OutputWriteError: a write failed (disk full); earlier records are intact.
+            belongs to another run (signature or input fingerprint differ; for aligned files
+            the changed ones are named).
+        OutputWriteError: a write of the output, its sidecar or a resume repair failed (disk
+            full, file-size limit ...); earlier records are intact.
+        OutputLockedError: another process is writing ``output`` (it holds ``OUT.lock``, held
+            by this run from its start to its end); refused before any model is loaded.
+        LockFileError: ``OUT.lock`` cannot be created (e.g. a missing folder; an ``OSError``).
         RunInterrupted: Ctrl-C, SIGTERM (through the CLI) or a runtime failure of the
             model stopped the run; what was written is intact.
         CheckpointNotFoundError, CheckpointError: no usable checkpoint.
+
+    With ``resume``, duplicate lines of one record in ``output`` (left by two runs writing it
+    at once) are repaired: the first line of each record index is kept, the file rewritten
+    atomically, and one warning logged with how many were dropped. A score cache that fails
+    is disabled with one warning and the run goes on (``summary.cache_disabled``).
     """
     t0 = time.perf_counter()
     shard = parse_shard(shard) if isinstance(shard, str) else shard
@@ -791,14 +1008,14 @@ def run_batch(
     hosted = output_format == "hosted"
     if hosted:
         _check_hosted_options(resume=resume, shard=shard, engine=engine, evidence=evidence)
-    core = Engine(**{**dict(settings or {}), "progress": False})
-    registry = core.registry
-    expand_all = aspects == "all" or aspects == ["all"]
-    names = registry.aspect_names(task, aspects if aspects is not None else
-                                  [next(iter(registry.get_task(task).aspects))])
+    settings = dict(settings or {})
+    # the task, aspects and input are checked before the engine is made (it imports torch: seconds)
+    registry = _registry(settings.get("aspects_config"))
     if hosted:
-        _check_hosted_aspects(aspects, names)
-    input_path = str(input)
+        _check_hosted_aspects(aspects, registry.aspect_names(task, aspects) if aspects is not None else [])
+    expand_all = aspects is None or aspects == "all" or aspects == ["all"]
+    names = registry.aspect_names(task, None if expand_all else aspects)
+    input_path: str | AlignedInput = input if isinstance(input, AlignedInput) else os.fspath(input)
     if output is not None and str(output) == "-":
         output = None
     if (hosted and output is not None and not is_stream_path(Path(output)) and Path(output).exists()
@@ -816,7 +1033,7 @@ def run_batch(
     survey = None
     skipped_aspects: dict[str, str] = {}
     if input_path != "-":  # a first pass, before any model is loaded: can anything be scored?
-        survey = survey_input(input_path, registry, task, names, shard)
+        survey = survey_input(input_path, registry, task, list(registry.get_task(task).aspects), shard)
         if expand_all:
             for a in names:
                 if survey.scorable[a] == 0:
@@ -829,6 +1046,14 @@ def run_batch(
                 skipped_aspects = {}
         if survey.n_in_shard and all(survey.scorable[a] == 0 for a in names):
             raise NothingToScoreError(nothing_to_score_message(survey, registry, task, names, input_path))
+    elif expand_all and isinstance(first.data, dict):  # stdin: the aspects the first record has the fields for
+        from .validate import check_example, parse_example
+
+        ex, _ = parse_example(first.index, first.data)
+        can = [a for a in names if ex is not None and not check_example(first.index, ex, [registry.get_aspect(task, a)])]
+        skipped_aspects = {a: "the first record (stdin) lacks its fields" for a in names if a not in can}
+        names = can or names
+    core = Engine(**{**settings, "progress": False})
     eng = make_batch_engine(engine, core, engine_options)
     checkpoints = list(dict.fromkeys(registry.get_aspect(task, a).checkpoint for a in names))
     loads_before = core.model_loads
@@ -843,8 +1068,11 @@ def run_batch(
               "checkpoint_fingerprints": {name: core.fingerprint(name) for name in checkpoints},
               "aspect_hashes": {a: h for a in names if (h := core.aspect_hash(task, a))},
               "evidence": evidence}
-    input_fp = None if input_path == "-" else {"path": os.path.abspath(input_path),
-                                               "sha256": sha256_file(input_path)}
+    try:
+        input_fp = input_fingerprint(input_path)  # None for stdin
+    except BaseException:
+        eng.close()
+        raise
     done: set = set()
     kept: list[dict] = []
     out_path = Path(output) if output is not None else None
@@ -869,7 +1097,12 @@ def run_batch(
     meta = {"run": run_id, "input": input_fp, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
             "progress": {"records_seen": 0, "records_in_shard": 0, "written": len(kept), "complete": False}}
     if sidecar:
-        _write_sidecar(out_path, meta)
+        try:
+            _write_sidecar(out_path, meta)
+        except BaseException:
+            writer.close()
+            eng.close()
+            raise
     written = list(kept)
     skipped = 0
     total = survey.n_in_shard if survey is not None else None
@@ -914,6 +1147,7 @@ def run_batch(
             writer.write([hosted_line(res, names[0])] if hosted else res.lines)
             written.extend(res.lines)
             stats += res.stats
+            meta["stats"] = stats.to_dict()  # this run's distinct queries (a resumed run: its own only)
             meta["progress"]["written"] = len(written)
             bar.set(len(written))
             if sidecar:
@@ -942,7 +1176,10 @@ def run_batch(
     summary = summarize(written, names)
     summary.n_skipped = skipped
     summary.stats = stats
+    summary.max_lengths = {name: core.max_length(name) for name in checkpoints}
     summary.cached = core.cache is not None and core.config.dtype != "bfloat16"
+    if core.cache is not None and core.cache.disabled is not None:
+        summary.cache_disabled = f"{core.cache.path}: {core.cache.disabled}"
     summary.signature = str(signature)
     summary.seconds = time.perf_counter() - t0
     summary.skipped_aspects = skipped_aspects
@@ -991,6 +1228,21 @@ def _chain_first(first: Record, rest: Iterator[Record]) -> Iterator[Record]:
     yield from rest
 
 
+def _input_change(old: dict, new: dict) -> str:
+    """What differs between the sidecar's input fingerprint and this run's
+    (:func:`~unieval_local.records.input_fingerprint`); for line-aligned files, which ones."""
+    if "files" in old and "files" in new:
+        before = [(f["role"], f["path"], f["sha256"]) for f in old["files"]]
+        now = [(f["role"], f["path"], f["sha256"]) for f in new["files"]]
+        if [x[:2] for x in before] == [x[:2] for x in now]:
+            changed = [f"--{r} {p}" for (r, p, a), (_, _, b) in zip(before, now) if a != b]
+            return (f"the input file{'s' if len(changed) > 1 else ''} {', '.join(changed)} changed since the run "
+                    "started")
+        return f"the input files differ from the run's ({old.get('path')} then, {new.get('path')} now)"
+    return (f"the input file changed since the run started (sha256 {str(old.get('sha256', '?'))[:12]} != "
+            f"{new['sha256'][:12]})")
+
+
 def _resumable(out_path: Path, resume: bool, run_id: dict, input_fp: dict | None,
                shard: tuple[int, int] | None) -> tuple[list[dict], set]:
     """The records already in ``out_path`` and their input indices, after checking that the
@@ -998,7 +1250,9 @@ def _resumable(out_path: Path, resume: bool, run_id: dict, input_fp: dict | None
     repaired.
 
     Raises:
-        ResumeError: it exists without ``resume``, has no sidecar, or belongs to another run.
+        ResumeError: it exists without ``resume``, has no sidecar, or belongs to another run
+            (settings, shard, or input fingerprint differ; :func:`_input_change` says which
+            aligned input files changed).
     """
     existing = out_path.exists() and out_path.stat().st_size > 0
     if not existing:
@@ -1013,16 +1267,53 @@ def _resumable(out_path: Path, resume: bool, run_id: dict, input_fp: dict | None
     if diffs:
         raise ResumeError(f"refusing to resume {out_path}: the run settings differ ({'; '.join(diffs)}); "
                           "rerun with the original settings, or write to a new output")
-    if meta.get("input", {}).get("sha256") != input_fp["sha256"]:
-        raise ResumeError(f"refusing to resume {out_path}: the input file changed since the run started "
-                          f"(sha256 {meta.get('input', {}).get('sha256', '?')[:12]} != {input_fp['sha256'][:12]})")
+    old_fp = meta.get("input") or {}
+    if old_fp.get("sha256") != input_fp["sha256"]:
+        raise ResumeError(f"refusing to resume {out_path}: {_input_change(old_fp, input_fp)}")
     if meta.get("shard") != (f"{shard[0]}/{shard[1]}" if shard else None):
         raise ResumeError(f"refusing to resume {out_path}: it is shard {meta.get('shard')}, not "
                           f"{f'{shard[0]}/{shard[1]}' if shard else None}")
     kept, torn = read_output(out_path, repair=True)
     if torn:
         logging.getLogger("unieval_local").warning("repaired a torn last line in %s", out_path)
+    if len({x["index"] for x in kept}) < len(kept):  # two runs wrote OUT at once (before the output lock)
+        kept, dropped = _drop_duplicate_records(out_path)
+        logging.getLogger("unieval_local").warning(
+            "repaired %s: dropped %d duplicate record line(s) (two runs wrote it at once); each record is "
+            "kept once, as first written", out_path, dropped)
     return kept, {x["index"] for x in kept}  # the input is unchanged (checked above): index identifies a record
+
+
+def _drop_duplicate_records(path: Path) -> tuple[list[dict], int]:
+    """Keep the first line of each record index in ``path`` and drop the later ones, rewriting
+    the file atomically (a temporary file beside it, fsynced, then ``os.replace``); the lines
+    kept are byte for byte the ones that were there.
+
+    Args:
+        path: an output without a torn last line (:func:`read_output` repaired it).
+
+    Returns:
+        ``(records kept, in file order, lines dropped)``.
+
+    Raises:
+        OutputWriteError: the rewrite failed (the file is unchanged).
+    """
+    keep, records, seen, dropped = [], [], set(), 0
+    for raw in path.read_bytes().splitlines(keepends=True):
+        if not raw.strip():
+            continue
+        rec = json.loads(raw)
+        if rec["index"] in seen:
+            dropped += 1
+            continue
+        seen.add(rec["index"])
+        keep.append(raw)
+        records.append(rec)
+    try:
+        _replace_atomically(path, b"".join(keep))
+    except OSError as exc:
+        raise _write_failed(path, exc) from exc
+    return records, dropped
 
 
 # ----------------------------------------------------------------------------- merge
@@ -1030,14 +1321,40 @@ def merge_outputs(paths: Sequence[str | os.PathLike], output: str | os.PathLike,
     """Join shard outputs into one file, in input order, after checking coverage.
 
     Checks: every shard has a sidecar from the same run and input, the shards are
-    ``0/N`` ... ``N-1/N`` each exactly once and complete, no key appears twice,
+    ``0/N`` ... ``N-1/N`` each exactly once and complete, no key appears twice (across
+    shards or within one shard file, as two runs writing one shard at once left it),
     and the shards together hold every input record (records are identified by
     their index in the common input file). ``output`` is not overwritten unless ``force``.
 
+    The output is written atomically (a temporary file beside it, fsynced, then renamed),
+    under the output's lock (:func:`~unieval_local.locks.output_lock`) held from before the
+    checks until it is written.
+
+    Args:
+        paths: the shard outputs.
+        output: the merged JSONL (a device or pipe is written to as it is).
+        force: overwrite an existing ``output``.
+
+    Returns:
+        The :class:`BatchSummary` of the merged records (no signature).
+
     Raises:
         MergeError: any check fails; nothing is written.
+        OutputLockedError: another process is writing ``output``; nothing is written.
+        LockFileError: the lock file cannot be created (e.g. a missing folder; an ``OSError``).
+        OutputWriteError: writing ``output`` failed (it is unchanged).
     """
-    if Path(output).exists() and not force:
+    from .locks import output_lock
+
+    if not is_stream_path(Path(output)):
+        Path(output).parent.mkdir(parents=True, exist_ok=True)  # the lock file goes beside it
+    with output_lock(output):
+        return _merge_outputs(paths, output, force=force)
+
+
+def _merge_outputs(paths: Sequence[str | os.PathLike], output: str | os.PathLike, *, force: bool) -> BatchSummary:
+    """:func:`merge_outputs` once its output lock is held."""
+    if Path(output).exists() and not force and not is_stream_path(Path(output)):
         raise MergeError(f"{output} already exists; remove it or pass --force")
     metas, lines_by = [], []
     for p in paths:
@@ -1080,7 +1397,9 @@ def merge_outputs(paths: Sequence[str | os.PathLike], output: str | os.PathLike,
         for line in lines:
             k = line["index"]
             if k in seen:
-                dups.append(f"record {k} (key {line['key']!r}) is in both {seen[k]} and {p}")
+                dups.append(f"record {k} (key {line['key']!r}) is twice in {p} (two runs wrote it at once: "
+                            "rerun that shard with --resume, which repairs it)" if seen[k] == str(p) else
+                            f"record {k} (key {line['key']!r}) is in both {seen[k]} and {p}")
             seen[k] = str(p)
     problems += dups[:10] + ([f"... and {len(dups) - 10} more duplicated records"] if len(dups) > 10 else [])
     if not problems and metas:
@@ -1090,7 +1409,18 @@ def merge_outputs(paths: Sequence[str | os.PathLike], output: str | os.PathLike,
     if problems:
         raise MergeError("cannot merge:\n  " + "\n  ".join(problems[:20]))
     merged = sorted((x for lines in lines_by for x in lines), key=lambda x: x["index"])
-    write_jsonl(output, merged)
+    data = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in merged).encode("utf-8")
+    target = Path(output)
+    try:
+        if is_stream_path(target):
+            with open(target, "wb") as fh:
+                fh.write(data)
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            _replace_atomically(Path(os.path.realpath(target)), data)
+    except OSError as exc:
+        raise OutputWriteError(exc.errno, f"writing {output} failed: {exc.strerror or exc}; the shards are "
+                               "unchanged: fix the cause and merge again") from exc
     aspects = metas[0]["run"]["signature"]["aspect"].split("+")
     summary = summarize(merged, aspects)
     summary.signature = None

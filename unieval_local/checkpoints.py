@@ -61,6 +61,136 @@ class ResolvedCheckpoint:
     revision: str | None = None
 
 
+#: The ``config.json`` key naming the evaluator a folder holds, for folders that no download
+#: manifest or hub cache names (generated test checkpoints, your own fine-tunes):
+#: ``"unieval_local_evaluator": "unieval-sum"``.
+EVALUATOR_KEY = "unieval_local_evaluator"
+
+
+@dataclass(frozen=True)
+class CheckpointIdentity:
+    """What a checkpoint folder records about which model it is (:func:`read_identity`).
+
+    Attributes:
+        hub_id: the hub repository it names, or None.
+        evaluator: the evaluator name its ``config.json`` names (:data:`EVALUATOR_KEY`), or None.
+        source: where that was read: ``manifest`` (``unieval_manifest.json`` of ``download``),
+            ``hf-cache`` (the folder is a snapshot of the Hugging Face cache), ``config``
+            (``config.json``), or ``none`` when nothing names the model.
+        model_type: ``config.json``'s ``model_type`` (None when unreadable).
+    """
+
+    hub_id: str | None = None
+    evaluator: str | None = None
+    source: str = "none"
+    model_type: str | None = None
+
+    def describe(self) -> str:
+        """``'MingZhong/unieval-sum' (its download manifest)``, for messages."""
+        what = {"manifest": "its download manifest", "hf-cache": "its Hugging Face cache folder",
+                "config": "its config.json"}.get(self.source, self.source)
+        name = self.hub_id or self.evaluator
+        return f"{name!r} ({what})"
+
+
+def _hub_id_of_cache_snapshot(folder: Path) -> str | None:
+    """``owner/name`` for a folder ``.../models--owner--name/snapshots/<revision>`` of the HF cache."""
+    repo = folder.parent.parent.name if folder.parent.name == "snapshots" else ""
+    if not repo.startswith("models--"):
+        return None
+    owner, sep, name = repo[len("models--"):].partition("--")
+    return f"{owner}/{name}" if sep and owner and name else None
+
+
+def read_identity(folder: str | os.PathLike) -> CheckpointIdentity:
+    """What ``folder`` records about which model it holds, without loading it.
+
+    In order: the ``hub_id`` of its download manifest; the hub id of the Hugging Face cache
+    snapshot it is; its ``config.json``'s :data:`EVALUATOR_KEY`, else a ``_name_or_path``
+    that is a built-in evaluator's hub id. ``model_type`` is read from ``config.json`` too.
+    Never raises: an unreadable file gives no identity from it.
+    """
+    from .evaluators import evaluator_of_hub_id
+
+    folder = Path(folder)
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config = config if isinstance(config, dict) else {}
+    except (OSError, ValueError):
+        config = {}
+    model_type = config.get("model_type") if isinstance(config.get("model_type"), str) else None
+    manifest = _read_manifest(folder) or {}
+    if isinstance(manifest.get("hub_id"), str):
+        return CheckpointIdentity(manifest["hub_id"], None, "manifest", model_type)
+    cached = _hub_id_of_cache_snapshot(folder)
+    if cached:
+        return CheckpointIdentity(cached, None, "hf-cache", model_type)
+    if isinstance(config.get(EVALUATOR_KEY), str):
+        return CheckpointIdentity(None, config[EVALUATOR_KEY], "config", model_type)
+    named = config.get("_name_or_path")
+    if isinstance(named, str) and evaluator_of_hub_id(named) is not None:
+        return CheckpointIdentity(named, None, "config", model_type)
+    return CheckpointIdentity(None, None, "none", model_type)
+
+
+def check_identity(folder: str | os.PathLike, evaluator) -> tuple[str, CheckpointIdentity]:
+    """Whether checkpoint ``folder`` is a checkpoint of ``evaluator`` (an
+    :class:`~unieval_local.evaluators.Evaluator`), as far as the folder says.
+
+    Returns:
+        ``(status, identity)``: ``verified`` when the folder names ``evaluator`` (its hub id,
+        or its name in ``config.json``), ``unverified`` when it names nothing, or a hub
+        repository that is no built-in evaluator's (a fine-tune of your own): it is then used
+        as ``evaluator`` unchecked.
+
+    Raises:
+        CheckpointError: the folder names ANOTHER evaluator (e.g. a ``unieval-sum`` folder
+            given for MiniCheck), or its ``config.json`` has a ``model_type`` that the
+            evaluator's family does not have; the message names both.
+    """
+    from .evaluators import EVALUATORS, evaluator_of_hub_id
+
+    identity = read_identity(folder)
+    where = f"checkpoint folder {str(folder)!r}"
+    if identity.model_type is not None and evaluator.model_types and identity.model_type not in evaluator.model_types:
+        raise CheckpointError(
+            f"{where} holds a {identity.model_type!r} model (config.json model_type), but {evaluator.name} is a "
+            f"{'/'.join(evaluator.model_types)} model: give the folder of {evaluator.name}"
+            + (f" ({evaluator.hub_id})" if evaluator.hub_id else ""))
+    if identity.evaluator is not None:
+        named = EVALUATORS.get(identity.evaluator)
+        same = identity.evaluator == evaluator.name or (
+            named is not None and evaluator.hub_id is not None and named.hub_id == evaluator.hub_id)
+        if not same:
+            raise _identity_error(where, identity, evaluator)
+        return "verified", identity
+    if identity.hub_id is not None:
+        if evaluator.hub_id is not None and identity.hub_id.lower() == evaluator.hub_id.lower():
+            return "verified", identity
+        if evaluator_of_hub_id(identity.hub_id) is not None:
+            raise _identity_error(where, identity, evaluator)
+    return "unverified", identity
+
+
+def _identity_error(where: str, identity: CheckpointIdentity, evaluator) -> CheckpointError:
+    return CheckpointError(
+        f"{where} is {identity.describe()}, not {evaluator.name}"
+        + (f" ({evaluator.hub_id})" if evaluator.hub_id else "")
+        + f": its scores would not be {evaluator.name}'s. Give each evaluator its own folder "
+        f"(--model {evaluator.name}=DIR, model={{{evaluator.name!r}: DIR}}), or stage it with "
+        f"`unieval-local download --checkpoint {evaluator.name}`")
+
+
+def unverified_message(name: str, folder: str | os.PathLike, identity: CheckpointIdentity) -> str:
+    """The warning for a folder used as evaluator ``name`` whose identity cannot be checked."""
+    says = (f"it names {identity.hub_id!r}, which is not a built-in evaluator's hub repository"
+            if identity.hub_id else "nothing in it names the model (no unieval_manifest.json from `unieval-local "
+            f"download`, not a Hugging Face cache snapshot, no \"{EVALUATOR_KEY}\" in config.json)")
+    return (f"checkpoint folder {str(folder)!r} is used as {name} unchecked: {says}; the signature says "
+            f"identity:unverified. Stage it with `unieval-local download --checkpoint {name}`, or, for a model of "
+            f"your own, add \"{EVALUATOR_KEY}\": \"{name}\" to its config.json")
+
+
 def is_offline(offline: bool | None = None) -> bool:
     """True when offline mode is asked for, by argument or environment."""
     if offline:
@@ -83,9 +213,16 @@ def _read_manifest(folder: Path) -> dict[str, Any] | None:
 
 def _local(name: str, folder: Path, origin: str, hub_id: str | None = None) -> ResolvedCheckpoint:
     if not (folder / "config.json").is_file():
+        inside = sorted(p.name for p in folder.iterdir() if p.is_dir() and (p / "config.json").is_file()) \
+            if folder.is_dir() else []
+        hint = ""
+        if inside:
+            pick = name if name in inside else inside[0]
+            hint = (f"; it is a home folder holding {', '.join(inside)}: pass {str(folder / pick)!r} "
+                    f"(or set {HOME_ENV}={str(folder)!r} and leave --model out)")
         raise CheckpointNotFoundError(
             f"checkpoint folder {str(folder)!r} (for {name}) has no config.json; "
-            "it should hold config.json, the weights and the tokenizer files"
+            "it should hold config.json, the weights and the tokenizer files" + hint
         )
     if not any((folder / f).is_file() for f in ("spiece.model", "tokenizer.json")):
         raise CheckpointError(
@@ -115,7 +252,10 @@ def _staging_help(name: str) -> str:
         "To stage it for an offline machine, on a connected machine run\n"
         f"    unieval-local download --checkpoint {name} --to DIR\n"
         "copy DIR to this machine and set UNIEVAL_LOCAL_HOME=DIR (or pass --model DIR/"
-        f"{name}); check it with `unieval-local verify DIR`."
+        f"{name}); check it with `unieval-local verify DIR`.\n"
+        "To try unieval-local without the weights, generate a stand-in checkpoint from a clone of the "
+        "repository (random weights: the numbers mean nothing): python scripts/make_test_checkpoint.py "
+        "out/tck --layout v1.1, then --model out/tck."
     )
 
 
@@ -375,8 +515,12 @@ def verify_checkpoint(folder: str | os.PathLike, evaluator: str | None = None) -
     ``unieval-dialog``, ``unieval-fact``): ``$UNIEVAL_LOCAL_HOME`` is searched by
     those names, so a misnamed folder would never be found.
 
-    The evaluator of a folder is ``evaluator`` when given, else the one its folder name
-    names (:data:`~unieval_local.evaluators.EVALUATORS`), else UniEval's (Yes/No answers).
+    The evaluator of a folder is ``evaluator`` when given, else the one the folder itself
+    names (:func:`read_identity`), else the one its folder name names
+    (:data:`~unieval_local.evaluators.EVALUATORS`), else UniEval's (Yes/No answers). The
+    folder's recorded identity is checked against it (:func:`check_identity`: another
+    evaluator's model fails, an unnamed one warns), every stored tensor must be finite, and a
+    weight shard listed in the index but absent is reported missing.
 
     Returns:
         One :class:`VerifyReport` per checkpoint folder (``ok`` False on any failure).
@@ -406,10 +550,26 @@ def verify_checkpoint(folder: str | os.PathLike, evaluator: str | None = None) -
 
 def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
     from .evaluators import EVALUATORS, answer_ids, get_evaluator
-    from .runner import load_model, stored_weight_names, weight_files
+    from .runner import load_model, non_finite_tensors, stored_weight_names, weight_files
 
     report = VerifyReport(folder)
-    spec = get_evaluator(evaluator) if evaluator else EVALUATORS.get(folder.name, EVALUATORS["unieval-sum"])
+    if evaluator:
+        spec = get_evaluator(evaluator)
+    else:  # the evaluator the folder names, else the one its name names, else UniEval's
+        named = read_identity(folder)
+        from .evaluators import evaluator_of_hub_id
+
+        own = evaluator_of_hub_id(named.hub_id) or EVALUATORS.get(named.evaluator or "")
+        spec = own or EVALUATORS.get(folder.name, EVALUATORS["unieval-sum"])
+    try:
+        status, identity = check_identity(folder, spec)
+    except CheckpointError as exc:
+        report.fail(str(exc))
+    else:
+        if status == "verified":
+            report.info(f"identity: {identity.describe()} is {spec.name}")
+        else:
+            report.warn(unverified_message(spec.name, folder, identity))
     manifest = _read_manifest(folder)
     if manifest is None:
         report.warn(f"no {MANIFEST_NAME} (written by `unieval-local download`): checksums not checked")
@@ -445,6 +605,16 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
     except Exception as exc:
         report.fail(f"loading failed: {type(exc).__name__}: {exc}")
         return report
+    try:
+        bad = non_finite_tensors(folder)
+    except CheckpointError as exc:
+        report.fail(str(exc))
+        return report
+    if bad:
+        report.fail(f"{len(bad)} stored tensor(s) hold NaN or infinite values: {', '.join(bad[:12])}"
+                    f"{' ...' if len(bad) > 12 else ''} (a damaged or diverged checkpoint): stage it again")
+    else:
+        report.info(f"every stored tensor is finite ({len(names)} tensors)")
     try:
         model, _ = load_model(folder)
     except CheckpointError as exc:

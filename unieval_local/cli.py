@@ -12,17 +12,25 @@ Exit status of ``unieval-local score``:
        --output-format hosted, an example {"value": null, "error": ...}), the
        others are scored;
     2  usage error, unreadable or empty input, no record scorable for the aspects
-       (wrong field names), unwritable output or cache folder, unavailable device
-       (nothing scored);
+       (wrong field names), unwritable output, unavailable device, or another
+       process is writing the same output (it holds OUT.lock: the message names
+       its pid, host and start time) (nothing scored);
     3  checkpoint not found or not loadable, e.g. weights that do not match the
        config (nothing scored);
-    4  writing the output failed (e.g. disk full): the records written before
-       are intact; rerun with --resume;
+    4  writing the output or its sidecar failed (disk full, the file-size limit
+       of ``ulimit -f``): the records written before are intact; rerun with --resume;
     5  the model failed while scoring (out of memory on a single query, a CUDA or
        cuBLAS error, the CPU allocator's "can't allocate memory"): the records
        written before are intact; rerun with --resume;
     130  interrupted (Ctrl-C): the records written before are intact; rerun with --resume;
-    143  terminated by SIGTERM (a scheduler's preemption): the same as 130.
+    143  terminated by SIGTERM (a scheduler's preemption), also while the model
+       is still loading: the same as 130.
+
+A score cache (``--cache-dir``) that fails (damaged or foreign file, read-only, disk
+full, folder not creatable) changes no exit status: the run goes on without it after
+one ``unieval-local: warning:`` line, and its summary says the cache was disabled.
+``report -o`` and ``merge -o`` hold the same output lock (exit 2 when another process
+writes that output) and exit 4 when writing the output fails.
 """
 
 from __future__ import annotations
@@ -61,11 +69,34 @@ def _model_arg(values: list[str] | None):
     return mapping
 
 
-def _max_length_words(args: argparse.Namespace) -> str:
-    """``--max-length N tokens``, or the evaluators' defaults when it was not given (for messages)."""
-    if args.max_length is not None:
-        return f"--max-length {args.max_length} tokens"
-    return "the evaluator's max_length (1024 tokens for UniEval, 2048 for MiniCheck)"
+def _number(kind: type, low: float, *, strict: bool = False, high: float | None = None):
+    """An argparse ``type`` for a number of ``kind`` >= ``low`` (> ``low`` when ``strict``,
+    <= ``high`` when given): argparse names the flag in its error, e.g.
+    ``argument --batch-tokens: must be an integer >= 1, got '0'``."""
+    what = "an integer" if kind is int else "a number"
+    bound = f"{'>' if strict else '>='} {low:g}" + (f" and <= {high:g}" if high is not None else "")
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what} {bound}, got {text!r}") from None
+        if value != value or (value <= low if strict else value < low) or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {what} {bound}, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _dtype(text: str) -> str:
+    """``--dtype``: float32 or bfloat16; float16 is refused with the reason (T5 overflows)."""
+    from .config import check_dtype
+
+    try:
+        return check_dtype(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _non_negative(text: str) -> int:
@@ -85,30 +116,37 @@ def _read_outputs(path: str) -> list[dict]:
 def _add_model_args(p: argparse.ArgumentParser) -> None:
     """The checkpoint and engine flags that ``score`` and ``report`` share (``--long-input`` is
     per command: its default differs)."""
-    from .config import DTYPES, REFUSED_DTYPES
+    from .config import DTYPES
     from .tasks import CHECKPOINTS
 
     p.add_argument("--model", action="append", metavar="DIR|HUB_ID|NAME=DIR",
                    help="checkpoint folder or hub id for every task, or NAME=DIR per checkpoint "
                    f"({', '.join(CHECKPOINTS)}); default: $UNIEVAL_LOCAL_HOME, HF cache, hub")
     p.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda when available)")
-    p.add_argument("--dtype", default="float32", choices=[*DTYPES, *REFUSED_DTYPES],
+    p.add_argument("--dtype", default="float32", type=_dtype, metavar="{" + ",".join(DTYPES) + "}",
                    help="float32 (UniEval parity, default) or bfloat16 (GPU); float16 is refused "
                    "(T5 overflows to NaN)")
-    p.add_argument("--max-length", type=int, default=None,
+    p.add_argument("--max-length", type=_number(int, 8), default=None,
                    help="tokens per query (default: the evaluator's own, 1024 for UniEval, 2048 for MiniCheck)")
-    p.add_argument("--chunk-words", type=int, default=500,
+    p.add_argument("--chunk-words", type=_number(int, 1), default=500,
                    help="words per document chunk for evaluators that chunk the document themselves "
                    "(MiniCheck's chunk_size; default 500)")
-    p.add_argument("--batch-tokens", type=int, default=8192,
+    p.add_argument("--batch-tokens", type=_number(int, 1), default=8192,
                    help="most padded tokens (rows x longest prompt) per forward pass (default 8192)")
-    p.add_argument("--attention-mib", type=float, default=1024,
+    p.add_argument("--attention-mib", type=_number(float, 0, strict=True), default=1024,
                    help="most MiB of encoder attention scores per forward pass (rows x heads x longest^2 x "
                    "bytes; default 1024): bounds memory for long prompts, which --batch-tokens alone does not")
     p.add_argument("--offline", action="store_true", help="never use the network (as HF_HUB_OFFLINE=1)")
     p.add_argument("--cache-dir", default=None,
                    help="persistent score cache folder (SQLite): queries scored before with the same "
-                   "checkpoint content and settings are not run again")
+                   "checkpoint content and settings are not run again; a cache that fails (damaged, "
+                   "read-only, disk full, folder not creatable) is skipped after one warning, with the same scores")
+    p.add_argument("--threads", type=_number(int, 1), default=None,
+                   help="CPU threads for the model (torch.set_num_threads; default: torch's, one per core); "
+                   "on a machine shared with other jobs, give your share of the cores")
+    p.add_argument("--merge-punctuation", action="store_true",
+                   help="sentence-level aspects: a piece without letters ('?', '1.', '!!') joins a neighbouring "
+                   "sentence instead of being scored as one (default: scored, as UniEval does)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -132,26 +170,50 @@ def _build_parser() -> argparse.ArgumentParser:
     aspects_help = "; ".join(f"{t}: {', '.join(task.aspects)}" for t, task in TASKS.items())
     sc = sub.add_parser(
         "score",
-        help="score a .jsonl/.json file of records",
+        help="score a .jsonl/.json/.csv/.tsv file of records, or line-aligned text files",
         description=(
-            "Score every record of INPUT for one or more aspects and write one JSON line per "
+            "Score every record of INPUT (.jsonl, '-' for JSONL on stdin, a .json list, or .csv/.tsv "
+            "with a header row of field names), or of line-aligned text files (--targets T.txt "
+            "[--sources S.txt] [--references R.txt ...] [--contexts C.txt] instead of INPUT: line i of "
+            "each file is example i), for one or more aspects, and write one JSON line per "
             "record, in input order: {index, key, [doc_id, system_id], scores: {aspect: value}} "
-            "or {index, key, error: {type, message}}. Records are sent in requests of at most "
+            "or {index, key, error: {type, message}}. Text is UTF-8 (a BOM is accepted); only \\n ends "
+            "a line. A record that cannot be read (invalid JSON or CSV; text holding a lone UTF-16 "
+            "surrogate such as \\ud83d, type InvalidText, its key written with the 6-character escape) "
+            "is an error record and the others are scored. Records are sent in requests of at most "
             "250. The mean per aspect (and per system_id) is printed on stderr. Exit status: "
             "0 all scored, 1 some records failed (the rest are scored), 2 usage, input, output, "
-            "cache, device or resume error, or no record scorable for the aspects, 3 checkpoint not found "
-            "or not loadable, 4 output write failed, 5 the model failed while scoring (out of memory, CUDA "
-            "error), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM); after 4, 5, 130 and 143 the records "
-            "written are intact: rerun with --resume. --output-format hosted writes instead one line per "
+            "device or resume error, no record scorable for the aspects, or another process is writing OUTPUT "
+            "(one writer per output: the run holds OUTPUT.lock, and the message names the holder's pid, host "
+            "and start time), 3 checkpoint not found "
+            "or not loadable, 4 writing the output or its sidecar failed (disk full, file-size limit), 5 the "
+            "model failed while scoring (out of memory, CUDA "
+            "error), 130 interrupted (Ctrl-C), 143 terminated (SIGTERM, also while the model loads); after 4, "
+            "5, 130 and 143 the records "
+            "written are intact: rerun with --resume (which also repairs a torn last line and drops duplicate "
+            "lines of a record, keeping the first). A failing --cache-dir is skipped with one warning. --output-format hosted writes instead one line per "
             "request, {overall: {value}, examples: [{value} | {value: null, error}]}, as the hosted UniEval "
             "metric answers it (one aspect; no --resume, --shard, --engine ray or --evidence)."
         ),
     )
-    sc.add_argument("input", help="records: .jsonl (streamed; '-' for stdin) or a .json list")
+    sc.add_argument("input", nargs="?", default=None,
+                    help="records: .jsonl (streamed; '-' for stdin), a .json list, or .csv/.tsv (header row = "
+                    "field names; an empty cell is a missing field; references: one text or a JSON list "
+                    '["a", "b"]); leave it out with --targets')
+    sc.add_argument("--targets", default=None, metavar="T.txt",
+                    help="instead of INPUT: the texts under evaluation, one per line (a line's text as it is; a "
+                    "blank line is an empty target, an error record)")
+    sc.add_argument("--sources", default=None, metavar="S.txt",
+                    help="with --targets: the source of each target, one per line")
+    sc.add_argument("--references", action="append", default=None, metavar="R.txt",
+                    help="with --targets: one reference per line; repeat it for several references per example")
+    sc.add_argument("--contexts", default=None, metavar="C.txt",
+                    help="with --targets: the context of each target, one per line. Every file must have the "
+                    "same number of lines (else exit 2); --resume checks every file")
     sc.add_argument("--task", default="summarization", choices=list(TASKS), help="task (default summarization)")
     sc.add_argument("--aspect", action="append", dest="aspects", metavar="ASPECT",
-                    help=f"aspect to score, repeatable; 'all' for every aspect of the task (default: "
-                    f"the task's first aspect). {aspects_help}")
+                    help=f"aspect to score, repeatable; 'all' for every aspect of the task (default, as UniEval's "
+                    f"evaluate: every aspect of the task that the records have the fields for). {aspects_help}")
     sc.add_argument("--aspects-config", default=None, metavar="FILE",
                     help="YAML file of user-defined aspects (see configs/aspects.example.yaml)")
     _add_model_args(sc)
@@ -161,7 +223,7 @@ def _build_parser() -> argparse.ArgumentParser:
                     help="prompts over --max-length: truncate (UniEval: the end is cut; default), fit "
                     "(shorten the document/reference/history, never the target) or chunk (score against "
                     "windows of the long field and combine)")
-    sc.add_argument("--window-overlap", type=int, default=None,
+    sc.add_argument("--window-overlap", type=_number(int, 0), default=None,
                     help="sentences (dialogue turns) shared by consecutive windows in chunk mode (default 1; "
                     "keep it below a window's sentence count, or windows only advance one sentence at a time)")
     sc.add_argument("--evidence", action="store_true",
@@ -177,13 +239,15 @@ def _build_parser() -> argparse.ArgumentParser:
                     '{"value": null, "error": "FIELD: MESSAGE"}; exactly one --aspect, and no --resume, '
                     "--shard, --engine ray or --evidence (use records for batch runs)")
     sc.add_argument("--resume", action="store_true",
-                    help="continue OUTPUT: skip records already in it (refused if the run or input differ)")
+                    help="continue OUTPUT: skip records already in it (refused if the run or input differ); a torn "
+                    "last line is repaired, and duplicate lines of a record (two runs at once) are dropped, "
+                    "keeping the first")
     sc.add_argument("--shard", default=None, metavar="K/N",
                     help="score only the records whose key hashes to K modulo N (for job arrays; join with merge)")
     sc.add_argument("--engine", default="local", choices=list(BATCH_ENGINES),
                     help="local (default) or ray: requests go to a Ray Data pool of scorer actors")
-    sc.add_argument("--ray-actors", type=int, default=1, help="scorer actors (one model each) with --engine ray")
-    sc.add_argument("--gpus-per-actor", type=float, default=0.0, help="GPUs per Ray actor (default 0)")
+    sc.add_argument("--ray-actors", type=_number(int, 1), default=1, help="scorer actors (one model each) with --engine ray")
+    sc.add_argument("--gpus-per-actor", type=_number(float, 0), default=0.0, help="GPUs per Ray actor (default 0)")
     sc.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: a local Ray instance)")
 
     mg = sub.add_parser(
@@ -191,8 +255,9 @@ def _build_parser() -> argparse.ArgumentParser:
         help="join shard outputs (--shard K/N runs) into one file",
         description="Join the outputs of --shard 0/N ... N-1/N runs into OUTPUT in input order, after "
         "checking that they come from the same run and input, that every shard is there once and "
-        "complete, and that no key is missing or duplicated. Prints the overall per aspect. Exit 0, "
-        "or 2 when a check fails (nothing written).",
+        "complete, and that no key is missing or duplicated (across shards or within one). Prints the overall "
+        "per aspect. OUTPUT is written atomically, holding OUTPUT.lock meanwhile. Exit 0, 2 when a check fails "
+        "or another process is writing OUTPUT (nothing written), 4 when writing OUTPUT failed.",
     )
     mg.add_argument("outputs", nargs="+", help="the shard outputs")
     mg.add_argument("--output", "-o", required=True, help="the merged JSONL (not overwritten without --force)")
@@ -264,7 +329,7 @@ def _build_parser() -> argparse.ArgumentParser:
     rh.add_argument("--output", "-o", required=True, help="the HTML file to write")
     rh.add_argument("--input", default=None, help="the scored input, for target text and source windows")
     rh.add_argument("--title", default=None)
-    rh.add_argument("--lowest", type=int, default=5, help="lowest-scoring examples per aspect (default 5)")
+    rh.add_argument("--lowest", type=_number(int, 0), default=5, help="lowest-scoring examples per aspect (default 5)")
 
     rp = sub.add_parser(
         "report",
@@ -283,8 +348,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "accuracy_score, adherence: {rubrics}, adherence_score, completeness: [...], completeness_score}. "
         "Long sources are read in windows (--long-input chunk by default). Exit status: 0 every record "
         "reported, 1 some records have an "
-        "error row (the rest are reported), 2 usage, input, option or output error, 3 checkpoint not found "
-        "or not loadable, 4 writing the output failed.",
+        "error row (the rest are reported), 2 usage, input, option or output error, or another process is "
+        "writing OUTPUT (-o holds OUTPUT.lock from before the model loads until it is written), 3 checkpoint "
+        "not found or not loadable, 4 writing the output failed. A failing --cache-dir is skipped with one "
+        "warning.",
     )
     rp.add_argument("input", help="records: .jsonl ('-' for stdin) or a .json list")
     rp.add_argument("--format", required=True, choices=list(FORMATS), dest="report_format")
@@ -294,10 +361,10 @@ def _build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--enabled-metrics", default=None, metavar="M1,M2",
                     help="rating: metrics to rate, comma-separated (default coherence,consistency,relevance,fluency)")
     rp.add_argument("--language", default=None, help="rating: explanation template set (default en; fr built in)")
-    rp.add_argument("--threshold", type=float, default=None, help="summ: pass mark on the 0-100 score (default 80)")
-    rp.add_argument("--n-key-points", type=int, default=None,
+    rp.add_argument("--threshold", type=_number(float, 0, high=100), default=None, help="summ: pass mark on the 0-100 score (default 80)")
+    rp.add_argument("--n-key-points", type=_number(int, 1), default=None,
                     help="summ, rating: key points to extract (default clamp(round(sqrt(candidate sentences)), 5, 15))")
-    rp.add_argument("--max-n-claims", type=int, default=None,
+    rp.add_argument("--max-n-claims", type=_number(int, 1), default=None,
                     help="summ, autoeval: summary sentences checked (default 50)")
     rp.add_argument("--section-question", action="append", default=None, dest="section_questions", metavar="Q",
                     help="autoeval: a completeness question, e.g. 'the dates mentioned' (repeatable; records' "
@@ -347,18 +414,36 @@ def cmd_score(args: argparse.Namespace) -> int:
     request in the hosted metric's schema (:func:`unieval_local.batch.hosted_line`), with the
     same exit statuses (1 when some records failed; 2 for a hosted run with zero or several
     aspects, ``--resume``, ``--shard``, ``--engine ray`` or ``--evidence``). The summary goes to
-    stderr in both formats."""
+    stderr in both formats.
+
+    The input is INPUT or line-aligned files (``--targets`` [``--sources``, ``--references`` ...,
+    ``--contexts``]: a :class:`~unieval_local.records.AlignedInput`); exit 2 when both or
+    neither are given, when ``--sources`` / ``--references`` / ``--contexts`` come without
+    ``--targets``, or when the aligned files differ in line count (each named with its count)."""
     from .batch import (OutputWriteError, ResumeError, RunInterrupted, format_summary, parse_shard, request_stop,
                         run_batch)
     from .errors import CheckpointError, CheckpointNotFoundError
-    from .records import InputFileError
+    from .records import AlignedInput, InputFileError
 
+    extra = [flag for flag, v in (("--sources", args.sources), ("--references", args.references),
+                                  ("--contexts", args.contexts)) if v]
+    if args.input is not None and args.targets is not None:
+        return _usage_error(f"give INPUT ({args.input}) or --targets, not both")
+    if args.input is None and args.targets is None:
+        return _usage_error("give INPUT (.jsonl, .json, .csv, .tsv, or - for stdin) or --targets T.txt "
+                            "[--sources S.txt] [--references R.txt] [--contexts C.txt]")
+    if args.input is not None and extra:
+        return _usage_error(f"{' and '.join(extra)} go with --targets (line-aligned text files), not with INPUT "
+                            f"{args.input}: put those fields in the records")
+    source = (args.input if args.input is not None else
+              AlignedInput(args.targets, args.sources, tuple(args.references or ()), args.contexts))
     settings = dict(
         model=_model_arg(args.model), device=args.device, dtype=args.dtype, max_length=args.max_length,
         batch_tokens=args.batch_tokens, reference_reduction=args.reference_reduction, offline=args.offline,
         cache_dir=args.cache_dir, fast_forward=args.fast_forward, aspects_config=args.aspects_config,
         long_input=args.long_input, window_overlap=1 if args.window_overlap is None else args.window_overlap,
-        attention_mib=args.attention_mib, chunk_words=args.chunk_words,
+        attention_mib=args.attention_mib, chunk_words=args.chunk_words, merge_punctuation=args.merge_punctuation,
+        threads=args.threads,
     )
     engine_options = ({"actors": args.ray_actors, "gpus_per_actor": args.gpus_per_actor, "address": args.ray_address}
                       if args.engine == "ray" else {})
@@ -388,7 +473,7 @@ def cmd_score(args: argparse.Namespace) -> int:
     sys.unraisablehook = quiet_stop
     try:
         summary = run_batch(
-            args.input, args.output, task=args.task, aspects=aspects, settings=settings,
+            source, args.output, task=args.task, aspects=aspects, settings=settings,
             resume=args.resume, shard=parse_shard(args.shard), engine=args.engine, engine_options=engine_options,
             evidence=args.evidence,
             progress=False if args.no_progress else None, output_format=args.output_format,
@@ -412,7 +497,8 @@ def cmd_score(args: argparse.Namespace) -> int:
         sys.unraisablehook = default_unraisable
     print(format_summary(summary), file=sys.stderr)
     for aspect, why in summary.skipped_aspects.items():
-        print(f"skipped aspect {aspect} (--aspect all): {why}", file=sys.stderr)
+        print(f"skipped aspect {aspect} ({'--aspect all' if args.aspects else 'no --aspect: every aspect that can run'}"
+              f"): {why}", file=sys.stderr)
     if summary.hint_message:
         print(f"warning: {summary.hint_message}", file=sys.stderr)
     if summary.n_non_latin:
@@ -420,9 +506,10 @@ def cmd_score(args: argparse.Namespace) -> int:
               "evaluators were trained on English only, so their scores there mean little", file=sys.stderr)
     stats = summary.stats
     if stats.n_truncated:
-        print(f"warning: {stats.n_truncated} of {stats.n_queries} distinct queries were longer than "
-              f"{_max_length_words(args)} and lost their end (--long-input {args.long_input}); "
-              "--long-input fit or chunk keeps the target whole, --evidence shows which", file=sys.stderr)
+        from .engine import truncation_message
+
+        print(f"warning: {truncation_message(stats, summary.max_lengths, args.long_input, cli=True)}",
+              file=sys.stderr)
     if stats.n_shortened:
         print(f"warning: {stats.n_shortened} of {stats.n_queries} distinct queries had a long field "
               "shortened to fit (--long-input fit reads only its beginning; chunk reads all of it); "
@@ -431,12 +518,23 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    """``unieval-local merge``: join shard outputs after checking coverage; exit 0, or 2 on a problem."""
-    from .batch import MergeError, format_summary, merge_outputs
+    """``unieval-local merge``: join shard outputs after checking coverage
+    (:func:`unieval_local.batch.merge_outputs`, which holds the output's lock and writes it
+    atomically).
+
+    Returns:
+        0; 2 when a check fails, a shard cannot be read or another process holds the output's
+        lock (nothing written); 4 when writing the output failed (it is unchanged).
+    """
+    from .batch import MergeError, OutputWriteError, format_summary, merge_outputs
+    from .locks import OutputLockedError
 
     try:
         summary = merge_outputs(args.outputs, args.output, force=args.force)
-    except (MergeError, OSError) as exc:
+    except OutputWriteError as exc:
+        print(f"unieval-local: error: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_WRITE
+    except (MergeError, OSError, OutputLockedError) as exc:
         return _usage_error(exc)
     print(format_summary(summary), file=sys.stderr)
     print(f"merged {len(args.outputs)} shards into {args.output}", file=sys.stderr)
@@ -459,11 +557,33 @@ def cmd_download(args: argparse.Namespace) -> int:
         try:
             folder = download_checkpoint(name, args.to, revision=args.revision, progress=True)
         except Exception as exc:
-            print(f"unieval-local: error: downloading {name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            print(f"unieval-local: error: downloading {name} failed: {_download_problem(exc)}", file=sys.stderr)
             return EXIT_CHECKPOINT
         print(f"staged {name} in {folder}", file=sys.stderr)
     print(f"done; on the offline machine: export UNIEVAL_LOCAL_HOME={args.to}", file=sys.stderr)
     return EXIT_OK
+
+
+_OFFLINE = ("OfflineModeIsEnabled",)
+_NO_NETWORK = ("ConnectError", "ConnectionError", "ConnectTimeout", "NameResolutionError", "MaxRetryError",
+               "gaierror", "TimeoutError", "ReadTimeout", "ConnectTimeoutError", "NewConnectionError")
+
+
+def _download_problem(exc: BaseException) -> str:
+    """Why a download failed, in plain words for the two common causes (offline mode is set;
+    the hub cannot be reached), else the error's type and message."""
+    seen, e = [], exc
+    while e is not None and len(seen) < 10:
+        seen.append(type(e).__name__)
+        e = e.__cause__ or e.__context__
+    if any(n in _OFFLINE for n in seen):
+        return ("offline mode is set (HF_HUB_OFFLINE=1 or TRANSFORMERS_OFFLINE=1), and download needs the network: "
+                "unset it on a machine that reaches the Hugging Face hub")
+    if any(n in _NO_NETWORK for n in seen):
+        return ("this machine cannot reach the Hugging Face hub (huggingface.co): no network, or the hub is blocked. "
+                "Run `unieval-local download` on a machine that reaches it, then copy the folder here and set "
+                "UNIEVAL_LOCAL_HOME to it")
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _usage_error(exc: BaseException) -> int:
@@ -602,7 +722,13 @@ def _report_options(args: argparse.Namespace):
 
 def _write_text(path: str, text: str) -> None:
     """Write ``text`` to ``path``: a regular file (or a new one) is replaced atomically through
-    a uniquely named temporary file beside it; a link is followed; a device or pipe is written to."""
+    a uniquely named temporary file beside it (fsynced before the rename, so a crash leaves the
+    old file or the new one, never a part); a link is followed; a device or pipe is written to.
+
+    Raises:
+        OSError: the write, fsync or rename failed (``path`` is unchanged, the temporary
+            file removed).
+    """
     import os
     import tempfile
 
@@ -615,6 +741,8 @@ def _write_text(path: str, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
         if os.path.exists(real):
             os.chmod(tmp, os.stat(real).st_mode & 0o777)
         else:
@@ -661,13 +789,40 @@ def _report_input(path: str, report_format: str):
                 raise InputFileError(f"{path} is a custom-run request body ('evaluations'); it is read by "
                                      f"--format summ, not {report_format}")
             return data
+        if isinstance(data, dict):
+            keys = ", ".join(map(repr, list(data)[:8])) or "none"
+            raise InputFileError(
+                f"{path} holds one JSON object (keys {keys}), not a list of records"
+                + (" nor a custom-run request body: a body needs 'evaluations', a list of {metrics, data}"
+                   if report_format == "summ" else "; put the record(s) in a list, or use .jsonl"))
     return [r.data if r.error is None else BadRecord(r.error) for r in iter_records(path)]
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """``unieval-local report``: build rating/summ/autoeval reports; exit 0, 1 (error rows), 2 or 3."""
+    """``unieval-local report``: build rating/summ/autoeval reports.
+
+    Input: ``args`` of the ``report`` parser. Output: the JSON document on ``-o`` (written
+    atomically by :func:`_write_text`) or stdout, and a summary on stderr. With ``-o FILE``
+    the command holds FILE's lock (:func:`~unieval_local.locks.output_lock`) from before the
+    first model load until FILE is written.
+
+    Returns:
+        0, 1 (some error rows), 2 (usage, input, option or output error, or another process
+        holds the output's lock), 3 (checkpoint) or 4 (writing the output failed). A failing
+        score cache only warns.
+    """
+    import contextlib
+
+    with contextlib.ExitStack() as held:
+        return _report(args, held)
+
+
+def _report(args: argparse.Namespace, held) -> int:
+    """The body of :func:`cmd_report`; the output lock enters ``held`` (a
+    ``contextlib.ExitStack`` closed by the caller once the output is written)."""
     from .engine import Engine
     from .errors import CheckpointError, CheckpointNotFoundError
+    from .locks import OutputLockedError, output_lock
     from .records import InputFileError
     from .reports import make_report
 
@@ -675,19 +830,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         options = _report_options(args)
         engine = Engine(model=_model_arg(args.model), device=args.device, dtype=args.dtype,
                         max_length=args.max_length, batch_tokens=args.batch_tokens, offline=args.offline,
-                        chunk_words=args.chunk_words,
+                        chunk_words=args.chunk_words, merge_punctuation=args.merge_punctuation, threads=args.threads,
                         cache_dir=args.cache_dir, long_input=args.long_input,
                         progress=False if args.no_progress else None)
         records = _report_input(args.input, args.report_format)
         if not records:
             raise InputFileError(f"{args.input} holds no records")
-        if args.output:  # fail before scoring when the output cannot be written
+        if args.output:  # fail before scoring when the output cannot be written, or has another writer
             _check_writable(args.output)
+            held.enter_context(output_lock(args.output))
         result = make_report(records, args.report_format, engine=engine, options=options, warn=False)
     except (CheckpointNotFoundError, CheckpointError) as exc:
         print(f"unieval-local: error: {exc}", file=sys.stderr)
         return EXIT_CHECKPOINT
-    except (InputFileError, ValueError, OSError) as exc:
+    except (InputFileError, ValueError, OSError, OutputLockedError) as exc:
         return _usage_error(exc)
     text = json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False, allow_nan=False)
     if args.output:
@@ -705,7 +861,10 @@ def cmd_report(args: argparse.Namespace) -> int:
           file=sys.stderr)
     if args.cache_dir:
         hits, misses = engine.cache_counts()
-        print(f"score cache: {hits} queries reused, {misses} scored", file=sys.stderr)
+        broken = engine.cache.disabled if engine.cache is not None else None
+        print(f"score cache: {hits} queries reused, {misses} scored"
+              + (f"; disabled ({engine.cache.path}: {broken}): scored without it" if broken else ""),
+              file=sys.stderr)
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     for row in result.reports:
@@ -715,10 +874,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         for note in row.notes:
             print(f"{where}: note: {note}", file=sys.stderr)
     if result.n_truncated:
-        print(f"warning: {result.n_truncated} queries were longer than {_max_length_words(args)} and lost "
-              f"their end (--long-input {args.long_input}"
-              + ("; --long-input chunk reads long sources whole" if args.long_input != "chunk"
-                 else ": a summary sentence, key point or instruction alone is that long") + ")", file=sys.stderr)
+        from .engine import RunStats, truncation_message
+
+        limits = {n: c.max_length for n, c in result.settings.checkpoints.items() if c.max_length}
+        stats = RunStats(n_queries=result.n_queries, n_truncated=result.n_truncated,
+                         truncated_fields=result.truncated_fields, truncated_by=result.truncated_by)
+        print(f"warning: {truncation_message(stats, limits, args.long_input, cli=True)}", file=sys.stderr)
     return EXIT_ROWS_FAILED if result.n_errors else EXIT_OK
 
 
@@ -780,15 +941,66 @@ class _LogHandler:
         return False
 
 
+class _WarningLines:
+    """Shows the library's warnings (``warnings.warn`` in :mod:`unieval_local`, e.g. an unusable
+    score cache, bfloat16 on CPU) as ONE line ``unieval-local: warning: <message>`` on stderr,
+    for the duration of one command, instead of Python's ``file:line: Category: message``
+    and source line. Other libraries' warnings keep the previous ``warnings.showwarning``.
+    Python's warning filters still decide whether a warning is shown at all."""
+
+    def __enter__(self):
+        import os
+        import warnings
+
+        self.warnings = warnings
+        self.previous = warnings.showwarning
+        package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            ours = (os.path.abspath(str(filename)).startswith(package)
+                    or getattr(category, "__module__", "").startswith("unieval_local"))
+            if not ours:
+                return self.previous(message, category, filename, lineno, file, line)
+            text = " ".join(str(message).split())
+            try:
+                print(f"unieval-local: warning: {text}", file=file or sys.stderr)
+            except (OSError, ValueError):
+                pass  # stderr closed: warnings are not worth failing for
+
+        warnings.showwarning = show
+        return self
+
+    def __exit__(self, *exc):
+        self.warnings.showwarning = self.previous
+        return False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``unieval-local`` console script; returns the exit status."""
+    """Entry point of the ``unieval-local`` console script.
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit status (module docstring). Errors that reach here become one line on stderr:
+        another process holding the output's lock (:class:`~unieval_local.locks.OutputLockedError`)
+        2, a missing optional extra 2, a closed stdout pipe 0, SIGTERM before any record was
+        written (:class:`~unieval_local.errors.Terminated`, e.g. while the model loads) 143,
+        Ctrl-C there 130. Library warnings are shown as one ``unieval-local: warning:`` line
+        each (:class:`_WarningLines`). Any other exception propagates (a bug: a traceback).
+    """
+    from .errors import Terminated
+    from .locks import OutputLockedError
+
     args = _build_parser().parse_args(argv)
     handler = {"score": cmd_score, "download": cmd_download, "verify": cmd_verify, "tasks": cmd_tasks,
                "merge": cmd_merge, "meta": cmd_meta, "compare": cmd_compare,
                "report-html": cmd_report_html, "report": cmd_report}[args.command]
     try:
-        with _LogHandler():
+        with _LogHandler(), _WarningLines():
             return handler(args)
+    except OutputLockedError as exc:  # another process writes the same -o (score, report, merge)
+        return _usage_error(exc)
     except ImportError as exc:  # MissingExtraError: an optional feature's libraries are not installed
         from .extras import MissingExtraError
 
@@ -799,6 +1011,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `unieval-local meta ... | head`
         sys.stderr.close()
         return EXIT_OK
+    except Terminated:  # SIGTERM before a run started writing (loading a model ...): not a Ctrl-C
+        print("unieval-local: terminated (SIGTERM) before any record was written", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:  # before a run started writing (loading a model ...)
         print("unieval-local: interrupted before any record was written", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -61,7 +61,8 @@ class SummarizationEvaluator:
             checkpoint folder or hub id, or a mapping checkpoint name -> folder. An LLM name
             (``"gpt-4o"``) is not a checkpoint: a clear ``CheckpointNotFoundError`` says so.
         enabled_metrics: a subset of coherence, consistency, relevance, fluency (default
-            all four); only their rules apply and only they appear in the result.
+            all four), as a list or one string (``"coherence"``, ``"coherence,fluency"``);
+            only their rules apply and only they appear in the result.
         config: a :class:`~unieval_local.reports.RatingConfig`, a dict of its settings, or
             the path of a rating YAML (e.g. fitted cut points,
             ``scripts/fit_rating_cutpoints.py``); ``enabled_metrics`` overrides its own.
@@ -85,6 +86,8 @@ class SummarizationEvaluator:
         from .reports.common import load_options
         from .reports.rating import RatingConfig
 
+        if isinstance(enabled_metrics, str):  # one metric, or "coherence,fluency"
+            enabled_metrics = [m.strip() for m in enabled_metrics.split(",") if m.strip()]
         overrides = {"enabled_metrics": list(enabled_metrics)} if enabled_metrics is not None else {}
         if isinstance(config, RatingConfig):
             self.config = RatingConfig.model_validate({**config.model_dump(), **overrides}) if overrides else config

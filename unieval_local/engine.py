@@ -30,15 +30,16 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .checkpoints import ModelSpec, ResolvedCheckpoint, resolve_checkpoint
+from .checkpoints import ModelSpec, ResolvedCheckpoint, check_identity, resolve_checkpoint, unverified_message
 from .config import RunConfig
 from .errors import ExampleProblem, InvalidExampleError
 from .evaluators import Evaluator, get_evaluator
-from .evidence import build_evidence
+from .evidence import build_evidence, truncated_field
 from .fold import fold_all
 from .planning import TokenCounter, build_plan
+from .prompts import format_of
 from .schema import Evidence, Signature, UniEvalData
-from .sentences import DEFAULT_SPLITTER, SentenceSplitter
+from .sentences import DEFAULT_SPLITTER, MergePunctuation, SentenceSplitter
 from .tasks import DEFAULT_REGISTRY, Aspect, Registry
 
 #: Default of :class:`Engine`'s ``batch_tokens``: padded tokens per forward pass.
@@ -149,6 +150,9 @@ class RunStats:
         model_loads: runners (models) loaded by these passes.
         hints: field -> examples lacking the ending their checkpoint was trained with
             (:func:`~unieval_local.validate.input_hint_counts`).
+        truncated_fields: field -> truncated distinct queries whose cut fell in that field
+            (``source``, ``target`` ...; the fields after it were lost too).
+        truncated_by: checkpoint name -> its truncated distinct queries.
     """
 
     n_queries: int = 0
@@ -158,14 +162,21 @@ class RunStats:
     cache_misses: int = 0
     model_loads: int = 0
     hints: dict[str, int] = field(default_factory=dict)
+    truncated_fields: dict[str, int] = field(default_factory=dict)
+    truncated_by: dict[str, int] = field(default_factory=dict)
 
     def __add__(self, other: "RunStats") -> "RunStats":
-        hints = dict(self.hints)
-        for k, v in other.hints.items():
-            hints[k] = hints.get(k, 0) + v
+        def added(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+            out = dict(a)
+            for k, v in b.items():
+                out[k] = out.get(k, 0) + v
+            return out
+
         return RunStats(self.n_queries + other.n_queries, self.n_truncated + other.n_truncated,
                         self.n_shortened + other.n_shortened, self.cache_hits + other.cache_hits,
-                        self.cache_misses + other.cache_misses, self.model_loads + other.model_loads, hints)
+                        self.cache_misses + other.cache_misses, self.model_loads + other.model_loads,
+                        added(self.hints, other.hints), added(self.truncated_fields, other.truncated_fields),
+                        added(self.truncated_by, other.truncated_by))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (for the Ray engine, which sends stats between processes)."""
@@ -174,7 +185,47 @@ class RunStats:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "RunStats":
         """The inverse of :meth:`to_dict`."""
-        return cls(**{**d, "hints": dict(d.get("hints", {}))})
+        return cls(**{**d, **{k: dict(d.get(k, {})) for k in ("hints", "truncated_fields", "truncated_by")}})
+
+
+def truncation_message(stats: RunStats, max_lengths: Mapping[str, int], long_input: str, *, cli: bool) -> str:
+    """One sentence on the queries that lost their end to ``max_length`` (``stats.n_truncated``),
+    for every entry point: how many, each checkpoint's limit, the field the cut fell in, and
+    what helps, in the CLI's (``cli``) or Python's words.
+
+    Args:
+        stats: the run's counters (``n_truncated``, ``truncated_by``, ``truncated_fields``).
+        max_lengths: checkpoint name -> its tokens per query (:meth:`Engine.max_length`).
+        long_input: the run's long-input mode.
+        cli: name flags (``--long-input chunk``) instead of keywords (``long_input='chunk'``).
+    """
+    def opt(name: str, value: str) -> str:
+        return f"--{name.replace('_', '-')} {value}" if cli else f"{name}={value!r}"
+
+    limits = ", ".join(f"{n} {max_lengths.get(n, '?')} tokens" for n in (stats.truncated_by or max_lengths))
+    where = ", ".join(f"{f} ({k})" for f, k in sorted(stats.truncated_fields.items(), key=lambda x: -x[1]))
+    text = (f"{stats.n_truncated} of {stats.n_queries} distinct queries were longer than max_length ({limits}) and "
+            f"lost their end" + (f"; the cut fell in: {where}" if where else ""))
+    from .evaluators import get_evaluator
+
+    advice = []
+    chunking = [n for n in stats.truncated_by if get_evaluator(n).prompt_format.own_chunking]
+    others = [n for n in stats.truncated_by if n not in chunking]
+    if chunking:
+        advice.append(f"{', '.join(chunking)} read(s) the document in chunks of {opt('chunk_words', 'N')} words "
+                      f"whatever {opt('long_input', '...').split()[0] if cli else 'long_input'} says: lower "
+                      f"{opt('chunk_words', 'N')} or check long claims sentence by sentence (fact/sentence_support)")
+    if others or not chunking:
+        if set(stats.truncated_fields) <= {"target", "prompt"} and stats.truncated_fields:
+            advice.append("the target alone is too long: no long-input mode helps (split the target, or raise "
+                          f"{opt('max_length', 'N')} up to what the model was trained for)")
+        elif long_input == "truncate":
+            advice.append(f"{opt('long_input', 'chunk')} reads long fields whole in windows ({opt('long_input', 'fit')} "
+                          "keeps their beginning)")
+        else:
+            advice.append("a summary sentence, key point or instruction alone is that long")
+    advice.append("--evidence shows which" if cli else "evidence=True shows which")
+    return text + "; " + "; ".join(advice)
 
 
 class Engine:
@@ -193,15 +244,23 @@ class Engine:
         attention_mib: MiB of encoder attention scores per forward pass (T5 runner).
         offline: never touch the network (also ``HF_HUB_OFFLINE=1``).
         splitter: sentence splitter (default NLTK English Punkt, UniEval's).
+        threads: CPU threads torch uses for the model (``torch.set_num_threads``, process-wide;
+            None: torch's default, one per core). Set it when several jobs share a machine;
+            it does not change a score.
+        merge_punctuation: a letterless piece ("?", "1.") joins a neighbouring sentence
+            instead of being scored as a sentence (:class:`~unieval_local.sentences.MergePunctuation`;
+            default False: UniEval's behaviour).
         progress: a progress bar over queries inside the runner (``None``: on a terminal).
-        cache_dir: opt-in persistent score cache folder (never used with bfloat16).
+        cache_dir: opt-in persistent score cache folder (never used with bfloat16). A cache
+            that fails (folder not creatable, damaged or foreign file, read-only, disk full)
+            is disabled with one :class:`~unieval_local.cache.CacheUnusableWarning` and the
+            run goes on without it (``engine.cache.disabled`` says why).
         aspects_config: a YAML file of user-defined aspects.
         runner_factory: ``f(ResolvedCheckpoint, fingerprint, Evaluator) -> Runner``; default
             loads the T5 model (:func:`~unieval_local.runner.t5_runner_factory`).
 
     Raises:
         ValueError: an invalid setting (named), an unavailable device.
-        CacheError: an unusable ``cache_dir``.
         AspectsConfigError: an invalid aspects config.
     """
 
@@ -224,25 +283,33 @@ class Engine:
         long_input: str = "truncate",
         window_overlap: int = 1,
         chunk_words: int = 500,
+        merge_punctuation: bool = False,
+        threads: int | None = None,
         runner_factory: RunnerFactory | None = None,
     ):
         if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
             raise ValueError(f"batch_tokens must be a positive integer, got {batch_tokens!r}")
         if isinstance(attention_mib, bool) or not isinstance(attention_mib, (int, float)) or not attention_mib > 0:
             raise ValueError(f"attention_mib must be a positive number, got {attention_mib!r}")
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise ValueError(f"threads must be a positive integer (or None: torch's default), got {threads!r}")
+        self.threads = threads
         #: the keyword arguments this engine was made with (a Ray actor makes its own from them)
         self.settings: dict[str, Any] = dict(
             model=model, device=device, dtype=dtype, max_length=max_length, batch_tokens=batch_tokens,
             attention_mib=attention_mib, reference_reduction=reference_reduction, offline=offline,
             splitter=splitter, progress=progress, fast_forward=fast_forward, cache_dir=cache_dir,
             aspects_config=aspects_config, long_input=long_input, window_overlap=window_overlap,
-            chunk_words=chunk_words, runner_factory=runner_factory)
+            chunk_words=chunk_words, merge_punctuation=merge_punctuation, threads=threads,
+            runner_factory=runner_factory)
         self.model = model
         self.offline = offline
         self.batch_tokens = batch_tokens
         self.attention_mib = attention_mib
         self.progress = progress
         self.splitter: SentenceSplitter = splitter or DEFAULT_SPLITTER
+        if merge_punctuation:
+            self.splitter = MergePunctuation(self.splitter)
         if runner_factory is not None and device is None:
             self.device = "cpu"
         else:
@@ -261,7 +328,7 @@ class Engine:
         if cache_dir is not None:
             from .cache import ScoreCache
 
-            self.cache = ScoreCache(cache_dir)  # fail early on an unusable folder
+            self.cache = ScoreCache(cache_dir)  # an unusable one warns now, once, and is disabled
             if self.config.dtype == "bfloat16":
                 warnings.warn("the score cache is not used with bfloat16: bfloat16 scores depend on which "
                               "prompts share a batch (up to ~1e-3), so a cached value would not reproduce",
@@ -273,6 +340,7 @@ class Engine:
             self.registry = DEFAULT_REGISTRY.with_aspects(load_aspects_config(aspects_config, DEFAULT_REGISTRY))
         self._runner_factory = runner_factory
         self._checkpoints: dict[str, ResolvedCheckpoint] = {}
+        self._identity: dict[str, str] = {}
         self._fingerprints: dict[str, str] = {}
         self._runners: dict[str, Runner] = {}
         self._loads = 0
@@ -282,13 +350,31 @@ class Engine:
     def checkpoint(self, name: str) -> ResolvedCheckpoint:
         """Resolve checkpoint ``name`` (see :func:`~unieval_local.checkpoints.resolve_checkpoint`).
 
+        The folder's recorded identity is checked against the evaluator ``name``: one that
+        names another evaluator is refused; one that names nothing is used with one warning
+        (per engine) and signs as ``identity:unverified``.
+
         Raises:
             CheckpointNotFoundError: not found locally and not fetchable.
+            CheckpointError: the folder is another evaluator's model
+                (:func:`~unieval_local.checkpoints.check_identity`).
         """
         with self._lock:
             if name not in self._checkpoints:
-                self._checkpoints[name] = resolve_checkpoint(name, self.model, offline=self.offline)
+                ckpt = resolve_checkpoint(name, self.model, offline=self.offline)
+                status, identity = check_identity(ckpt.path, get_evaluator(name))
+                if status == "unverified":
+                    warnings.warn(unverified_message(name, ckpt.path, identity), UserWarning, stacklevel=3)
+                self._checkpoints[name] = ckpt
+                self._identity[name] = status
             return self._checkpoints[name]
+
+    def identity(self, name: str) -> str:
+        """``verified`` or ``unverified``: whether checkpoint ``name``'s folder says it is that
+        evaluator's model (:func:`~unieval_local.checkpoints.check_identity`; a folder that
+        names another evaluator is refused when it resolves)."""
+        self.checkpoint(name)
+        return self._identity[name]
 
     def fingerprint(self, name: str) -> str:
         """The content fingerprint (hex SHA-256) of checkpoint ``name``, from its files (no model
@@ -339,7 +425,10 @@ class Engine:
             return self._runners[name]
 
     def _default_factory(self, checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator) -> Runner:
-        from .runner import t5_runner_factory
+        from .runner import set_threads, t5_runner_factory
+
+        if self.threads is not None:
+            set_threads(self.threads)
 
         return t5_runner_factory(checkpoint, fingerprint, evaluator, device=self.device, dtype=self.config.dtype,
                                  batch_tokens=self.batch_tokens, attention_mib=self.attention_mib,
@@ -362,7 +451,8 @@ class Engine:
         None for "each evaluator's default")."""
         names = list(self.resolved_checkpoints())
         return {n: {"checkpoint": self.resolved_checkpoints()[n], "revision": self.checkpoint(n).revision,
-                    "fingerprint": self.fingerprint(n), "max_length": self.max_length(n)} for n in names}
+                    "fingerprint": self.fingerprint(n), "max_length": self.max_length(n),
+                    "identity": self.identity(n)} for n in names}
 
     @property
     def model_loads(self) -> int:
@@ -370,7 +460,10 @@ class Engine:
         return self._loads
 
     def cache_counts(self) -> tuple[int, int]:
-        """``(hits, misses)`` of the score cache over this engine's life (0, 0 without one)."""
+        """``(hits, misses)`` of the score cache over this engine's life (0, 0 without one).
+
+        Misses are the queries the model scored; once the cache is disabled by a failure
+        (``self.cache.disabled``), every query is a miss. Never raises."""
         from .cache import CachedRunner
 
         cached = [r for r in self._runners.values() if isinstance(r, CachedRunner)]
@@ -399,7 +492,8 @@ class Engine:
         return Signature.from_config(self.config, task=task, aspect=aspect, checkpoint=ckpt.hub_id or str(ckpt.path),
                                      revision=ckpt.revision, fingerprint=self.fingerprint(a.checkpoint),
                                      aspect_hash=self.aspect_hash(task, aspect), max_length=self.max_length(a.checkpoint),
-                                     evaluator=evaluator.name, chunk_words=self.config.chunk_words if chunking else None)
+                                     evaluator=evaluator.name, chunk_words=self.config.chunk_words if chunking else None,
+                                     identity=self.identity(a.checkpoint))
 
     # ------------------------------------------------------------------ running
     def run(self, jobs: Mapping[str, Job], *, evidence: bool = False, strict: bool = False,
@@ -453,7 +547,14 @@ class Engine:
                 runner = self.runner(ckpt_name)
                 p_yes, n_tokens = runner.score(prompts, max_length=max_length, on_batch=on_batch)
             stats.n_queries += len(set(prompts))
-            stats.n_truncated += len({p for p, n in zip(prompts, n_tokens) if n > max_length})
+            spans = {p: q.spans for name in members for p, q in zip(plans[name].prompts, plans[name].queries)}
+            cut = {p for p, n in zip(prompts, n_tokens) if n > max_length}
+            if cut:
+                stats.n_truncated += len(cut)
+                stats.truncated_by[ckpt_name] = stats.truncated_by.get(ckpt_name, 0) + len(cut)
+                for p in cut:
+                    where = truncated_field(p, spans[p], runner, max_length) or "prompt"
+                    stats.truncated_fields[where] = stats.truncated_fields.get(where, 0) + 1
             offset = 0
             for name in members:
                 plan, res = plans[name], results[name]
@@ -463,8 +564,9 @@ class Engine:
                 folded = fold_all(plan, py, config.reference_reduction)
                 res.values.update(folded.values)
                 res.unit_values.update(folded.unit_values)
-                if config.long_input == "fit":
-                    stats.n_shortened += len({p for p, q in zip(plan.prompts, plan.queries) if q.window is not None})
+                if config.long_input == "fit":  # windows that fit mode made (a format's own chunks are not)
+                    stats.n_shortened += len({p for p, q in zip(plan.prompts, plan.queries) if q.window is not None
+                                              and not format_of(plan.aspects[q.aspect]).own_chunking})
                 if evidence:
                     res.evidence.update(build_evidence(plan, folded, py, nt, jobs[name].examples,
                                                        max_length, runner))
@@ -475,4 +577,4 @@ class Engine:
 
 
 __all__ = ["DEFAULT_ATTENTION_MIB", "DEFAULT_BATCH_TOKENS", "Engine", "Job", "JobResult", "RunStats", "Runner",
-           "RunnerFactory", "jobs_by_checkpoint"]
+           "RunnerFactory", "jobs_by_checkpoint", "truncation_message"]

@@ -35,6 +35,8 @@ class Evaluator:
         input_hints: field -> (the ending its training data had, what that field is);
             inputs without it are scored as given, with one warning.
         description: one line for ``unieval-local tasks`` and the README.
+        model_types: the ``model_type`` values of ``config.json`` this family's checkpoints
+            have (``t5`` for UniEval and MiniCheck); a folder of another type is refused.
     """
 
     name: str
@@ -44,6 +46,7 @@ class Evaluator:
     max_length: int = 1024
     input_hints: dict[str, tuple[str, str]] = field(default_factory=dict)
     description: str = ""
+    model_types: tuple[str, ...] = ("t5",)
 
     def __post_init__(self) -> None:
         if len(self.answers) != 2 or self.answers[0] == self.answers[1]:
@@ -84,6 +87,14 @@ def get_evaluator(name: str) -> Evaluator:
     if HUB_ID.match(name):
         return Evaluator(name, name)
     raise ValueError(f"unknown evaluator {name!r}; built in: {', '.join(EVALUATORS)} (or a hub id 'owner/name')")
+
+
+def evaluator_of_hub_id(hub_id: str | None) -> Evaluator | None:
+    """The built-in evaluator whose hub repository is ``hub_id`` (case-insensitive, as the hub
+    treats repository names), or None."""
+    if not hub_id:
+        return None
+    return next((e for e in EVALUATORS.values() if e.hub_id and e.hub_id.lower() == hub_id.lower()), None)
 
 
 def answer_ids(tokenizer, evaluator: Evaluator) -> tuple[int, int]:

@@ -189,7 +189,15 @@ def build_report(output: str | Path, *, input: str | Path | None = None, title: 
         for ev in x.get("evidence", {}).values():
             n_q += len(ev["queries"])
             n_trunc += sum(bool(q.get("truncated")) for q in ev["queries"])
-    truncation = f"{n_trunc} of {n_q}" if has_evidence else "not recorded (score with --evidence to see them)"
+    run_stats = meta.get("stats") if sidecar.is_file() else None
+    if run_stats and run_stats.get("n_queries"):
+        truncation = (f"{run_stats['n_truncated']} of {run_stats['n_queries']} distinct queries (the run's count; "
+                      "a resumed run counts its own queries only)")
+    elif has_evidence:
+        truncation = (f"{n_trunc} of {n_q} queries, counted per example and aspect (a prompt that several examples "
+                      "share counts once for each; the CLI counts distinct queries)")
+    else:
+        truncation = "not recorded (score with --evidence to see them)"
     lowest = []
     for a in aspects:
         worst = sorted(scored, key=lambda x: x["scores"][a])[:n_lowest]

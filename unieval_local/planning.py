@@ -38,6 +38,21 @@ class TokenCounter(Protocol):
         """How many leading characters of ``text`` its first ``n_tokens`` tokens cover."""
         ...
 
+    def cut_points(self, text: str, n_tokens: int) -> list[int]:
+        """Character offsets that cut ``text`` into consecutive parts of ``n_tokens`` tokens
+        (the last part may be shorter): increasing, the last one ``len(text)``.
+
+        This default cuts the rest of the text again after each part (one tokenization per
+        part: quadratic in the length); the T5 runner overrides it with one tokenization of
+        the whole text and cuts by its token offsets (linear).
+        """
+        points, start = [], 0
+        while start < len(text):
+            k = max(1, self.cut(text[start:], max(1, n_tokens)))
+            start = min(len(text), start + k)
+            points.append(start)
+        return points
+
 
 @dataclass(frozen=True)
 class QueryInfo:
@@ -104,11 +119,13 @@ def make_windows(text: str, spans: list[tuple[int, int]], counter: TokenCounter,
     """
     pieces: list[tuple[int, int]] = []
     for (a, b), n in zip(spans, counter.count_plain([text[a:b] for a, b in spans])):
-        while n > budget and b - a > 1:
-            k = max(1, counter.cut(text[a:b], budget))
-            pieces.append((a, a + k))
-            a += k
-            n = counter.count_plain([text[a:b]])[0]
+        if n > budget and b - a > 1:  # a piece too long on its own: parts of `budget` tokens
+            start = a
+            for end in counter.cut_points(text[a:b], budget):
+                if a + end > start:
+                    pieces.append((start, a + end))
+                    start = a + end
+            continue
         pieces.append((a, b))
     counts = counter.count_plain([text[a:b] for a, b in pieces])
     windows, i = [], 0

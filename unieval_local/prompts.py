@@ -23,6 +23,7 @@ format:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # the registry imports this module: types only
@@ -52,6 +53,33 @@ def field_value(aspect: "Aspect", example: "UniEvalData", name: str, target: str
     return example.get_field(name)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a prompt format can express: an aspect asking for more is refused when it is
+    defined (:func:`aspect_problems`), since the format would silently drop it.
+
+    Attributes:
+        question: the prompt has a place for the aspect's question.
+        labels: each field is shown after its own label (``<label>: <value>``).
+        fields: the fields the prompt shows, exactly (None: any fields, in the aspect's order).
+        granularities: the target granularities it can score (``output``: the whole target
+            as one query; ``sentence``: one query per target sentence).
+        chunk_settings: the aspect's ``chunk_field`` / ``window_reduction`` / ``chunk_unit``
+            apply (False for a format that chunks the document itself: then only
+            ``document_field``, max over chunks, is possible).
+        document_field: the field a self-chunking format chunks (None otherwise).
+        shape: the prompt, for messages.
+    """
+
+    question: bool = True
+    labels: bool = True
+    fields: tuple[str, ...] | None = None
+    granularities: tuple[str, ...] = ("output", "sentence")
+    chunk_settings: bool = True
+    document_field: str | None = None
+    shape: str = ""
+
+
 @runtime_checkable
 class PromptFormat(Protocol):
     """How an evaluator's prompts are built.
@@ -60,10 +88,12 @@ class PromptFormat(Protocol):
         name: the format's name (part of the evaluator's identity in cache keys).
         own_chunking: True when the format splits the document into chunks itself
             (:meth:`chunks`), whatever ``long_input`` says.
+        capabilities: what the format can express (:class:`Capabilities`).
     """
 
     name: str
     own_chunking: bool
+    capabilities: Capabilities
 
     def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
                overrides: dict[str, str] | None = None) -> tuple[str, list[tuple[str, int, int]]]:
@@ -81,6 +111,7 @@ class BooleanQA:
 
     name = "boolean-qa"
     own_chunking = False
+    capabilities = Capabilities(shape="question: <question> </s> <label>: <value> </s> ...")
 
     def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
                overrides: dict[str, str] | None = None) -> tuple[str, list[tuple[str, int, int]]]:
@@ -135,6 +166,8 @@ class MiniCheckPrompt:
 
     name = "minicheck"
     own_chunking = True
+    capabilities = Capabilities(question=False, labels=False, fields=("source", "target"), chunk_settings=False,
+                                document_field="source", shape="predict: <document chunk></s><claim>")
 
     def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
                overrides: dict[str, str] | None = None) -> tuple[str, list[tuple[str, int, int]]]:
@@ -186,6 +219,51 @@ class MiniCheckPrompt:
 
 #: The one instance of :class:`MiniCheckPrompt`.
 MINICHECK = MiniCheckPrompt()
+
+
+def aspect_problems(fmt: PromptFormat, *, question: str | None, labels: dict[str, str | None],
+                    granularity: str, chunk_field: str | None = None, window_reduction: str | None = None,
+                    chunk_unit: str | None = None) -> list[tuple[str, str]]:
+    """What an aspect definition asks of ``fmt`` beyond its :class:`Capabilities`.
+
+    Args:
+        fmt: the prompt format of the aspect's evaluator.
+        question: the aspect's question (None or empty: none given).
+        labels: field -> its label (None: no label given), in prompt order.
+        granularity: ``output`` or ``sentence``.
+        chunk_field, window_reduction, chunk_unit: the chunk settings the aspect gives
+            (None: not given).
+
+    Returns:
+        ``(key, message)`` per problem (``key``: ``question``, ``fields``, ``granularity``,
+        ``chunk_field`` ...), [] when the format can express the aspect.
+    """
+    cap = fmt.capabilities
+    what = f"the {fmt.name} prompt format ({cap.shape})"
+    problems: list[tuple[str, str]] = []
+    if question and not cap.question:
+        problems.append(("question", f"{what} has no place for a question: the aspect would score the same "
+                         "whatever it asks; leave the question out"))
+    if not question and cap.question:
+        problems.append(("question", f"{what} needs a question"))
+    if cap.fields is not None and set(labels) != set(cap.fields):
+        problems.append(("fields", f"{what} shows exactly the fields {', '.join(cap.fields)}; got "
+                         f"{', '.join(labels) or 'none'}"))
+    if not cap.labels and any(v for v in labels.values()):
+        problems.append(("fields", f"{what} shows no labels; leave 'label' out of the fields"))
+    if cap.labels and any(not v for v in labels.values()):
+        problems.append(("fields", f"{what} shows each field after its label: give every field a 'label'"))
+    if granularity not in cap.granularities:
+        problems.append(("granularity", f"{what} scores granularity {' or '.join(cap.granularities)}, "
+                         f"not {granularity!r}"))
+    if not cap.chunk_settings:
+        fixed = {"chunk_field": (chunk_field, cap.document_field), "window_reduction": (window_reduction, "max"),
+                 "chunk_unit": (chunk_unit, None)}
+        for key, (given, own) in fixed.items():
+            if given is not None and given != own:
+                problems.append((key, f"{what} chunks the {cap.document_field} itself (max over its chunks): "
+                                 f"{key} {given!r} would be ignored; leave it out"))
+    return problems
 
 
 def format_of(aspect: "Aspect") -> PromptFormat:

@@ -75,6 +75,15 @@ def resolve_device(device: str | None) -> str:
     return dev
 
 
+def set_threads(n: int) -> None:
+    """Make torch use ``n`` CPU threads for its operators (``torch.set_num_threads``; for the
+    whole process). By default torch starts one per core, which oversubscribes a machine
+    that several jobs share."""
+    import torch
+
+    torch.set_num_threads(int(n))
+
+
 def sort_by_length(lengths: Sequence[int]) -> list[int]:
     """Query indices, longest first (ties by index: deterministic)."""
     return sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
@@ -125,15 +134,24 @@ def plan_batches(lengths: Sequence[int], batch_tokens: int, max_cells: int | Non
     return batches
 
 
-def attention_cells(attention_mib: float, n_heads: int, element_bytes: int) -> int:
-    """How many (row x S x S) attention scores per head fit ``attention_mib`` MiB:
-    ``attention_mib * 2**20 / (n_heads * element_bytes)``.
+#: (rows, heads, S, S) tensors alive at once in the encoder's attention: the additive mask
+#: (position bias with the padded keys at -inf, built once per batch) and, in each layer, the
+#: attention scores beside it. Measured on CPU (float32, 16 heads, 1,024 tokens): each extra
+#: row of a batch raised the peak resident memory by 2.1x one (1, 16, 1024, 1024) tensor.
+ATTENTION_COPIES = 2
 
-    The encoder's attention of one forward pass holds rows x heads x S x S scores
-    (S: the batch's longest prompt); e.g. T5-large (16 heads) in float32 at 1,024
-    tokens takes 64 MiB per row, so 1,024 MiB allows 16 rows.
+
+def attention_cells(attention_mib: float, n_heads: int, element_bytes: int) -> int:
+    """How many (row x S x S) attention cells per head fit ``attention_mib`` MiB:
+    ``attention_mib * 2**20 / (ATTENTION_COPIES * n_heads * element_bytes)``.
+
+    The encoder's attention of one forward pass holds :data:`ATTENTION_COPIES` tensors of
+    rows x heads x S x S values (S: the batch's longest prompt): the additive mask and the
+    scores; e.g. T5-large (16 heads) in float32 at 1,024 tokens takes 2 x 64 MiB per row, so
+    1,024 MiB allows 8 rows (as many as the default 8,192 batch tokens).
     """
-    return max(1, int(attention_mib * 2**20 // (max(1, n_heads) * max(1, element_bytes))))
+    per_cell = ATTENTION_COPIES * max(1, n_heads) * max(1, element_bytes)
+    return max(1, int(attention_mib * 2**20 // per_cell))
 
 
 #: Messages of allocation failures that are not ``torch.OutOfMemoryError``: CUDA's
@@ -197,6 +215,13 @@ def stored_weight_names(folder: Path) -> set[str]:
         raise CheckpointError(f"checkpoint folder {str(folder)!r} has no weights "
                               "(model.safetensors or pytorch_model.bin)")
     names: set[str] = set()
+    missing = [f for f in files if not f.is_file()]
+    if missing:
+        index = next((i for i in ("model.safetensors.index.json", "pytorch_model.bin.index.json")
+                      if (folder / i).is_file()), "the index")
+        raise CheckpointError(f"checkpoint folder {str(folder)!r}: {len(missing)} of {len(files)} weight shards "
+                              f"listed in {index} are missing ({', '.join(f.name for f in missing[:6])}"
+                              f"{' ...' if len(missing) > 6 else ''}): stage the checkpoint again")
     for f in files:
         try:
             if f.suffix == ".safetensors":
@@ -212,6 +237,86 @@ def stored_weight_names(folder: Path) -> set[str]:
             raise CheckpointError(f"cannot open weight file {str(f)!r} ({type(exc).__name__}: {exc}); "
                                   "it is truncated or corrupt: stage the checkpoint again") from exc
     return names
+
+
+def iter_stored_tensors(folder: Path, names: set[str] | None = None):
+    """``(name, tensor)`` for the tensors stored in a checkpoint's weight files (those in
+    ``names`` only, when given), one file at a time (safetensors read lazily, ``.bin``
+    memory-mapped).
+
+    Raises:
+        CheckpointError: a weight file cannot be opened.
+    """
+    for f in weight_files(folder):
+        try:
+            if f.suffix == ".safetensors":
+                from safetensors import safe_open
+
+                with safe_open(str(f), "pt") as fh:
+                    for k in fh.keys():
+                        if names is None or k in names:
+                            yield k, fh.get_tensor(k)
+            else:
+                import torch
+
+                state = torch.load(f, map_location="cpu", mmap=True, weights_only=True)
+                for k, v in state.items():
+                    if names is None or k in names:
+                        yield k, v
+        except CheckpointError:
+            raise
+        except Exception as exc:
+            raise CheckpointError(f"cannot read weight file {str(f)!r} ({type(exc).__name__}: {exc}); "
+                                  "it is truncated or corrupt: stage the checkpoint again") from exc
+
+
+def non_finite_tensors(folder: Path) -> list[str]:
+    """Names of the stored tensors that hold a NaN or an infinity (``verify`` checks every tensor).
+
+    Raises:
+        CheckpointError: a weight file cannot be read.
+    """
+    import torch
+
+    return sorted(k for k, v in iter_stored_tensors(folder) if v.is_floating_point() and not torch.isfinite(v).all())
+
+
+def check_head_matches_config(folder: Path, stored: set[str], tied: bool) -> None:
+    """Refuse a folder whose config says the LM head is tied to the embeddings (or omits the
+    key: transformers' default is tied) while its weights store an ``lm_head.weight`` of its
+    own that differs from them. transformers then scales the decoder output by d_model^-0.5
+    as for a tied head (T5), and every score moves without a word.
+
+    Raises:
+        CheckpointError: naming both (the config's flag and the two stored tensors).
+    """
+    if not tied or _HEAD_KEY not in stored:
+        return
+    embedding = next((k for k in _EMBEDDING_KEYS if k in stored), None)
+    if embedding is None:
+        return
+    import torch
+
+    tensors = dict(iter_stored_tensors(folder, {_HEAD_KEY, embedding}))
+    head, emb = tensors.get(_HEAD_KEY), tensors.get(embedding)
+    if head is None or emb is None or (head.shape == emb.shape and torch.equal(head, emb)):
+        return
+    flag = ("says \"tie_word_embeddings\": true" if _config_value(folder, "tie_word_embeddings") is True
+            else "omits \"tie_word_embeddings\" (transformers reads it as true: a tied head)")
+    raise CheckpointError(
+        f"checkpoint {str(folder)!r}: config.json {flag}, but the weights store an {_HEAD_KEY} that differs from "
+        f"{embedding}; transformers would rescale the decoder output as for a tied head and every score would "
+        "change. A T5 v1.1 checkpoint (the official UniEval layout) has an untied head: set "
+        "\"tie_word_embeddings\": false in its config.json, or stage the checkpoint again")
+
+
+def _config_value(folder: Path, key: str):
+    import json
+
+    try:
+        return json.loads((folder / "config.json").read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _stored_tie_flag(folder: Path) -> bool:
@@ -260,7 +365,9 @@ def load_model(folder: str | Path, dtype: str = "float32"):
 
     Raises:
         CheckpointError: the folder does not load, a weight file cannot be opened,
-            or tensors are missing, unexpected or of another shape (named, up to 12 each).
+            tensors are missing, unexpected or of another shape (named, up to 12 each), or
+            the config says the LM head is tied while the stored one differs from the
+            embeddings (:func:`check_head_matches_config`).
     """
     import torch
     import transformers
@@ -270,6 +377,7 @@ def load_model(folder: str | Path, dtype: str = "float32"):
     torch_dtype = getattr(torch, check_dtype(dtype))
     stored = stored_weight_names(folder)
     tied = _stored_tie_flag(folder)
+    check_head_matches_config(folder, stored, tied)
     # transformers' own report of a bad load is replaced by the CheckpointError below
     needles = ["LOAD REPORT", "checkpoint seem corrupted"] + ([] if tied else ["will NOT tie them"])
     quiet = _DropLogRecords(needles)
@@ -395,6 +503,16 @@ class T5Model:
         if n_tokens >= len(offsets):
             return len(text)
         return offsets[n_tokens - 1][1]
+
+    def cut_points(self, text: str, n_tokens: int) -> list[int]:
+        """Offsets cutting ``text`` into parts of ``n_tokens`` tokens, from ONE tokenization of
+        the whole text (linear in its length; see :meth:`TokenCounter.cut_points
+        <unieval_local.planning.TokenCounter.cut_points>`)."""
+        n_tokens = max(1, n_tokens)
+        offsets = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        points = [offsets[k - 1][1] for k in range(n_tokens, len(offsets), n_tokens)]
+        points = [p for i, p in enumerate(points) if 0 < p < len(text) and (i == 0 or p > points[i - 1])]
+        return points + [len(text)]
 
     # ------------------------------------------------------------------ forward
     def answer_rows(self, ids: tuple[int, int]):
@@ -552,6 +670,10 @@ class T5Runner(Runner):
     def cut(self, text: str, n_tokens: int) -> int:
         """How many leading characters of ``text`` its first ``n_tokens`` tokens cover."""
         return self.t5.cut(text, n_tokens)
+
+    def cut_points(self, text: str, n_tokens: int) -> list[int]:
+        """Offsets cutting ``text`` into parts of ``n_tokens`` tokens (one tokenization: linear)."""
+        return self.t5.cut_points(text, n_tokens)
 
     def _two_logits(self, ids: list[list[int]], batch: Sequence[int], fast: bool):
         """(B, 2) logits of (positive, negative) answers for one batch (a seam for out-of-memory tests)."""

@@ -133,6 +133,11 @@ class Signature(BaseModel):
             the same name differently give different signatures.
         window_overlap: windows' shared sentences (matters in ``chunk`` mode only).
         evaluator: the evaluator (checkpoint family) that answered.
+        origin: ``imported`` for scores this package did not compute (e.g. UniEval's own
+            published predictions, ``scripts/convert_summeval_unieval.py``); None for a run.
+        identity: ``verified`` when the checkpoint folder names that evaluator (download
+            manifest, Hugging Face cache, or ``config.json``), ``unverified`` when nothing in it
+            does (:func:`~unieval_local.checkpoints.check_identity`).
         chunk_words: words per document chunk, for evaluators that chunk it themselves (MiniCheck).
         splitter: the sentence splitter's name with its library versions.
         fast_forward: our single-step forward (True) or the model's own.
@@ -152,6 +157,8 @@ class Signature(BaseModel):
     fingerprint: str | None = None
     max_length: int
     evaluator: str | None = None
+    identity: str | None = None
+    origin: str | None = None
     chunk_words: int | None = None
     splitter: str
     reference_reduction: str
@@ -168,7 +175,8 @@ class Signature(BaseModel):
     @classmethod
     def from_config(cls, config: Any, *, task: str, aspect: str, checkpoint: str, revision: str | None,
                     fingerprint: str | None, max_length: int, aspect_hash: str | None = None,
-                    evaluator: str | None = None, chunk_words: int | None = None) -> "Signature":
+                    evaluator: str | None = None, chunk_words: int | None = None,
+                    identity: str | None = None) -> "Signature":
         """The signature of ``(task, aspect)`` answered by ``checkpoint`` under ``config``
         (a :class:`~unieval_local.config.RunConfig`), with the query length that applied
         (``max_length``: the run's, else the evaluator's default) and, for an evaluator that
@@ -176,7 +184,8 @@ class Signature(BaseModel):
         v = config.version_map
         return cls(package=config.package, task=task, aspect=aspect, aspect_hash=aspect_hash,
                    checkpoint=checkpoint, revision=revision, fingerprint=fingerprint[:12] if fingerprint else None,
-                   max_length=max_length, evaluator=evaluator, chunk_words=chunk_words, splitter=config.splitter,
+                   max_length=max_length, evaluator=evaluator, identity=identity, chunk_words=chunk_words,
+                   splitter=config.splitter,
                    reference_reduction=config.reference_reduction, long_input=config.long_input,
                    window_overlap=config.window_overlap, dtype=config.dtype, device=config.device,
                    fast_forward=config.fast_forward, torch=v.get("torch", "absent"),
@@ -189,7 +198,9 @@ class Signature(BaseModel):
         return (
             f"unieval-local:{self.package}|task:{self.task}|aspect:{self.aspect}"
             + (f"#{self.aspect_hash}" if self.aspect_hash else "") + f"|ckpt:{ckpt}"
-            f"|maxlen:{self.max_length}" + (f"|chunk:{self.chunk_words}w" if self.chunk_words else "")
+            + ("|identity:unverified" if self.identity == "unverified" else "")
+            + (f"|origin:{self.origin}" if self.origin else "")
+            + f"|maxlen:{self.max_length}" + (f"|chunk:{self.chunk_words}w" if self.chunk_words else "")
             + f"|split:{self.splitter}|refs:{self.reference_reduction}"
             f"|long:{self.long_input}" + (f"|overlap:{self.window_overlap}" if self.long_input == "chunk" else "")
             + f"|dtype:{self.dtype}|device:{self.device}" + ("" if self.fast_forward else "|ff:off")

@@ -11,6 +11,7 @@ splitting"). We never call ``nltk.download``.
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Protocol, runtime_checkable
 
@@ -84,6 +85,66 @@ class PunktEnglishSplitter:
 
 #: The default splitter, shared (it holds no per-call state).
 DEFAULT_SPLITTER = PunktEnglishSplitter()
+
+
+def has_letter(text: str) -> bool:
+    """Whether ``text`` holds a letter of any script (Unicode category L*)."""
+    return any(c.isalpha() for c in text)
+
+
+#: A list marker that Punkt leaves as a piece of its own: "1.", "2)", "(3)", "-", "*", "•".
+_LIST_MARKER = re.compile(r"^\(?\d{1,3}[.)]$|^[-*\u2022]$")
+
+
+class MergePunctuation:
+    """An opt-in rule over another splitter: a piece without any letter is not a sentence of
+    its own. A list marker ("1.", "2)") joins the sentence after it; other punctuation ("?",
+    "!!") joins the sentence before it (at the start of the text, the one after it); a text
+    of such pieces only stays one piece.
+
+    UniEval scores every Punkt piece, punctuation-only ones included, and averages them in:
+    the default keeps that (parity); this rule is ``merge_punctuation=True`` /
+    ``--merge-punctuation``. ``name`` is the wrapped splitter's with ``+merge-punctuation``,
+    so the signature and the cache keys tell the two apart.
+
+    Args:
+        inner: the splitter whose pieces are merged (default: NLTK English Punkt).
+    """
+
+    def __init__(self, inner: SentenceSplitter | None = None):
+        self.inner = inner or DEFAULT_SPLITTER
+
+    @property
+    def name(self) -> str:
+        """``<inner name>+merge-punctuation``."""
+        return f"{self.inner.name}+merge-punctuation"
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """``(start, end)`` of each merged sentence in ``text``."""
+        pieces = field_spans(text, "sentence", self.inner)
+        out: list[tuple[int, int]] = []
+        pending: int | None = None  # start of letterless pieces merged into the next sentence
+        for a, b in pieces:
+            piece = text[a:b]
+            if has_letter(piece):
+                out.append((pending if pending is not None else a, b))
+                pending = None
+            elif out and pending is None and not _LIST_MARKER.match(piece):
+                out[-1] = (out[-1][0], b)  # "?", "!!": the end of the sentence before
+            elif pending is None:
+                pending = a  # a list marker ("1.", "2)") or a leading piece: the start of the next
+        if pending is not None:  # trailing letterless pieces join the last sentence (or stay one piece)
+            if out:
+                out[-1] = (out[-1][0], pieces[-1][1])
+            else:
+                out.append((pending, pieces[-1][1]))
+        return out
+
+    def __call__(self, text: str) -> list[str]:
+        return [text[a:b] for a, b in self.spans(text)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
 
 
 def field_spans(text: str, unit: str, splitter: SentenceSplitter) -> list[tuple[int, int]]:

@@ -158,15 +158,15 @@ TASKS: dict[str, Task] = {
                description="every sentence is supported by the document (mean)"),
         # MiniCheck: the document in chunks of 500 words, the claim whole, max over chunks (its own protocol)
         Aspect(_FACT, "support", "(MiniCheck) is the claim supported by the document?",
-               _fields(("document", "source"), ("claim", "target")), checkpoint="minicheck-flan-t5-large",
+               _fields(("", "source"), ("", "target")), checkpoint="minicheck-flan-t5-large",
                chunk_field="source", window_reduction="max",
                description="MiniCheck's own protocol: the whole target is one claim, max over document chunks"),
         Aspect(_FACT, "sentence_support", "(MiniCheck) is the claim supported by the document?",
-               _fields(("document", "source"), ("claim", "target")), granularity="sentence",
+               _fields(("", "source"), ("", "target")), granularity="sentence",
                checkpoint="minicheck-flan-t5-large", chunk_field="source", window_reduction="max",
                description="not MiniCheck's own protocol: each target sentence is a claim, mean over sentences"),
         Aspect(_FACT, "sentence_support_min", "(MiniCheck) is the claim supported by the document?",
-               _fields(("document", "source"), ("claim", "target")), granularity="sentence", reduction="min",
+               _fields(("", "source"), ("", "target")), granularity="sentence", reduction="min",
                checkpoint="minicheck-flan-t5-large", chunk_field="source", window_reduction="max",
                description="not MiniCheck's own protocol: each target sentence is a claim, min over sentences"),
     ]),
@@ -196,7 +196,11 @@ class Registry:
         try:
             return self.tasks[task]
         except (KeyError, TypeError):
-            raise UnknownTaskError(f"unknown task {task!r}; valid tasks: {', '.join(self.tasks)}") from None
+            import difflib
+
+            close = difflib.get_close_matches(str(task).lower(), list(self.tasks), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UnknownTaskError(f"unknown task {task!r}{hint}; valid tasks: {', '.join(self.tasks)}") from None
 
     def get_aspect(self, task: str, aspect: str) -> Aspect:
         """Return the :class:`Aspect` ``aspect`` of ``task``.
@@ -208,9 +212,21 @@ class Registry:
         try:
             return t.aspects[aspect]
         except (KeyError, TypeError):
-            raise UnknownTaskError(
-                f"unknown aspect {aspect!r} for task {task!r}; valid aspects: {', '.join(t.aspects)}"
-            ) from None
+            raise UnknownTaskError(f"unknown aspect {aspect!r} for task {task!r}{self._hint(task, aspect)}; "
+                                   f"valid aspects: {', '.join(t.aspects)}") from None
+
+    def _hint(self, task: str, aspect) -> str:
+        """`` (did you mean 'coherence'?)`` for a near miss, or `` (an aspect of task dialogue)``
+        for an aspect of other tasks (UnknownTaskError's hint)."""
+        import difflib
+
+        if not isinstance(aspect, str):
+            return ""
+        others = [n for n, t in self.tasks.items() if n != task and aspect in t.aspects]
+        if others:
+            return f" (it is an aspect of task {', '.join(others)}: choose that task)"
+        close = difflib.get_close_matches(aspect.lower(), list(self.tasks[task].aspects), n=1, cutoff=0.6)
+        return f" (did you mean {close[0]!r}?)" if close else ""
 
     def aspect_names(self, task: str, aspects: str | list[str] | tuple[str, ...] | None) -> list[str]:
         """Expand ``None`` or ``"all"`` to every aspect of ``task``; check the names; drop repeats."""

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..extras import require
 from ..config import MAX_EXAMPLES_PER_REQUEST
-from ..engine import Engine, RunStats
+from ..engine import Engine, RunStats, truncation_message
 from .autoeval import AutoevalOptions, AutoevalReport, autoeval_aggregate, autoeval_rows
 from .common import BadRecord, ReportFile, ReportRecord, ReportRow, ReportSettings, RowError, in_user_names
 from .rating import (
@@ -118,13 +118,8 @@ def make_report(
     for note in notes if warn else ():
         warnings.warn(note, UserWarning, stacklevel=2)
     if stats.n_truncated and warn:
-        warnings.warn(
-            f"{stats.n_truncated} of {stats.n_queries} queries were longer than max_length="
-            f"{config.max_length or 'the evaluator default'} "
-            f"tokens and lost their end (long_input={config.long_input!r}"
-            + ("; use long_input='chunk' to read long sources whole" if config.long_input != "chunk" else
-               ": a summary sentence, key point or instruction alone is too long") + ")",
-            UserWarning, stacklevel=2)
+        limits = {n: engine.max_length(n) for n in stats.truncated_by}
+        warnings.warn(truncation_message(stats, limits, config.long_input, cli=False), UserWarning, stacklevel=2)
     settings = ReportSettings(
         package=config.package, checkpoints=engine.checkpoint_identities(), consistency_aspect=options.consistency_aspect,
         run=config.as_dict(), options=options.model_dump(mode="json", exclude={"templates"}))
@@ -132,6 +127,7 @@ def make_report(
     return ReportFile[report_model](
         format=format, n_records=len(rows), n_reported=len(rows) - n_err, n_errors=n_err,
         aggregate=aggregate_fn(rows), n_queries=stats.n_queries, n_truncated=stats.n_truncated,
+        truncated_fields=stats.truncated_fields, truncated_by=stats.truncated_by,
         settings=settings, notes=notes, reports=rows)
 
 

@@ -639,10 +639,18 @@ def autoeval_rows(records: Sequence[Any], engine: Engine, options: AutoevalOptio
                                 is_accurate=v >= options.accuracy_threshold) for text, v, w in checked]
         point_details = [PointDetails(point=text, score=v, source_window=w) for text, v, w in checked]
         # adherence
-        rubrics, rubric_details, addressed = [], [], []
+        rubrics, rubric_details, addressed, notes = [], [], [], []
         for r in plan.rubrics:
             if r["kind"] == "free_text":
                 v = float(results["rubric"].values["adherence"][r["pos"]])
+                ev = results["rubric"].evidence["adherence"][r["pos"]] if results["rubric"].evidence else None
+                if ev is not None and ev.truncated:
+                    cut = next((q for q in ev.queries if q.truncated), None)
+                    field_name = {"target": "summary", "instruction": "instruction"}.get(
+                        cut.truncated_field if cut else "", cut.truncated_field if cut else "prompt")
+                    notes.append(f"the adherence query for the instruction '{short(r['instruction'], 80)}' was longer "
+                                 f"than max_length and lost its end ({cut.tokens_dropped if cut else '?'} tokens, "
+                                 f"from the {field_name}): its rubric read only the beginning")
                 ok = v >= options.addressed_threshold
                 where = f"the '{r['section']}' section" if r["section"] and r["summary_text"] != rec.target \
                     else "the whole summary"
@@ -687,7 +695,7 @@ def autoeval_rows(records: Sequence[Any], engine: Engine, options: AutoevalOptio
                                                      n_related=n_related.get((q["k"], i), 0), items=items))
         details = (AutoevalDetails(accuracy=point_details, adherence=rubric_details, completeness=entry_details)
                    if options.details else None)
-        rows.append(ReportRow[AutoevalReport](index=start + i, id=rid, report=AutoevalReport(
+        rows.append(ReportRow[AutoevalReport](index=start + i, id=rid, notes=notes, report=AutoevalReport(
             accuracy=Accuracy(decomposition=points), accuracy_score=_percent([p.is_accurate for p in points]),
             adherence=Adherence(rubrics=rubrics), adherence_score=_percent(addressed),
             completeness=entries, completeness_score=_percent(covered_all), details=details)))

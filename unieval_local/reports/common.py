@@ -252,7 +252,7 @@ class ReportRecord(UniEvalData):
     """
 
     key_points: list[str] | None = None
-    n_key_points: int | None = Field(default=None, ge=0)
+    n_key_points: int | None = Field(default=None, ge=1)
     max_n_claims: int | None = Field(default=None, ge=1)
     threshold: float | None = Field(default=None, ge=0, le=100, allow_inf_nan=False)
     section_definitions: list[SectionDefinition] | None = None
@@ -318,7 +318,8 @@ class ReportRow(BaseModel, Generic[R]):
 class CheckpointIdentity(BaseModel):
     """Which checkpoint answered: hub id or folder, hub revision (when known), the
     content fingerprint (hex SHA-256 of its config, weight and tokenizer files) and the
-    tokens per query it read (``max_length``: the run's, else its evaluator's default)."""
+    tokens per query it read (``max_length``: the run's, else its evaluator's default), and
+    whether the folder names that evaluator (``identity``: ``verified`` / ``unverified``)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -326,6 +327,7 @@ class CheckpointIdentity(BaseModel):
     revision: str | None = None
     fingerprint: str
     max_length: int | None = None
+    identity: str | None = None
 
 
 class ReportSettings(BaseModel):
@@ -360,7 +362,9 @@ class ReportFile(BaseModel, Generic[R]):
             ``n_errors`` an error.
         aggregate: means over the reported records (keys per format, see README).
         n_queries: distinct Boolean-QA queries run; ``n_truncated`` of them were
-            longer than ``max_length`` and lost their end.
+            longer than ``max_length`` and lost their end, ``truncated_fields`` says in
+            which field the cut fell (field -> queries), ``truncated_by`` which checkpoint
+            read them (checkpoint -> queries).
         settings: :class:`ReportSettings`.
         notes: run-level notes (also given as ``UserWarning``): placeholder cut points
             in use, input keys that were ignored ...
@@ -374,6 +378,8 @@ class ReportFile(BaseModel, Generic[R]):
     aggregate: dict[str, float | int | None]
     n_queries: int
     n_truncated: int
+    truncated_fields: dict[str, int] = Field(default_factory=dict)
+    truncated_by: dict[str, int] = Field(default_factory=dict)
     settings: ReportSettings
     notes: list[str] = Field(default_factory=list)
     reports: list[ReportRow[R]]

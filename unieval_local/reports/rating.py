@@ -191,6 +191,12 @@ class RatingConfig(BaseModel):
             data["templates"] = merged
         return data
 
+    @field_validator("enabled_metrics", mode="before")
+    @classmethod
+    def _one_string(cls, v: Any) -> Any:
+        """``"coherence"`` or ``"coherence,fluency"`` (one string) reads as a list of metrics."""
+        return [m.strip() for m in v.split(",") if m.strip()] if isinstance(v, str) else v
+
     @field_validator("enabled_metrics")
     @classmethod
     def _unique(cls, v: list[str]) -> list[str]:

@@ -342,10 +342,15 @@ def read_custom_run(body: Mapping[str, Any]) -> tuple[list[Any], list[str]]:
     Raises:
         ValueError: the body's shape is wrong (no ``evaluations`` list, an evaluation
             without a ``data`` list, a metric other than ``summ``, bad metric_args); the
-            message names the place, e.g. ``evaluations[1].metrics[0]``.
+            message names the place, e.g. ``evaluations[1].metrics[0]``. Also a body with no
+            work: ``evaluations`` empty, or every evaluation's ``data`` empty.
     """
     if not isinstance(body, Mapping) or not isinstance(body.get("evaluations"), list):
-        raise ValueError("a custom-run request body needs 'evaluations': a list")
+        keys = ", ".join(map(repr, body)) if isinstance(body, Mapping) else type(body).__name__
+        raise ValueError(f"a custom-run request body needs 'evaluations': a list of evaluations "
+                         f"(each with 'metrics' and 'data'); got {keys or 'an empty object'}")
+    if not body["evaluations"]:
+        raise ValueError("the custom-run request body has no evaluation ('evaluations' is empty): nothing to score")
     notes: list[str] = []
     if body.get("model_slug") is not None:
         notes.append(f"model_slug {body['model_slug']!r} is ignored: claims and key points are checked by the "
@@ -383,9 +388,14 @@ def read_custom_run(body: Mapping[str, Any]) -> tuple[list[Any], list[str]]:
                 notes.append(f"{where}: threshold {threshold} is read on the 0-100 scale of the summ score "
                              f"(did you mean {threshold * 100:g}?)")
             args["threshold"] = threshold
+        if not ev["data"]:
+            notes.append(f"{where}.data is empty: that evaluation has no row to score")
         for j, row in enumerate(ev["data"]):
             if isinstance(row, Mapping):
                 row = {**args, **dict(row)}
                 row.setdefault("id", f"{where}.data[{j}]")
             records.append(row)
+    if not records:
+        raise ValueError("the custom-run request body holds no data row (every evaluations[i].data is empty): "
+                         "nothing to score")
     return records, notes
