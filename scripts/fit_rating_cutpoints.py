@@ -4,8 +4,10 @@
 For each metric, the model probability p of every example is paired with its
 human score; the human score is binned to 1-3 (``--bins LOW,HIGH``: below LOW
 -> 1, below HIGH -> 2, else 3) and the cut points (low, high) that make the
-rating (1 if p < low, 2 if p < high, else 3) agree most often with it are
-found by exhaustive search (:func:`unieval_local.cutpoints.fit_cut_points`).
+rating (1 if p < low, 2 if p < high, else 3) agree best with it are
+found by exhaustive search (:func:`unieval_local.cutpoints.fit_cut_points`), maximising the
+quadratic-weighted kappa (``--objective kappa``, default) or the exact agreement
+(``--objective accuracy``).
 The output is a full rating config (``--config``, default the built-in
 defaults) with those cut points replaced, ready for
 ``unieval-local report --format rating --config OUT.yaml``.
@@ -153,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--consistency-aspect", default=None, metavar="TASK/ASPECT",
                         help="set consistency_aspect in the output (the aspect the probabilities came from, "
                         "e.g. fact/consistency)")
+    parser.add_argument("--objective", default="kappa", choices=["kappa", "accuracy"],
+                        help="what the cut points maximise: quadratic-weighted kappa (default: on SummEval's "
+                        "cross-validation it keeps the minority ratings, `unieval-local calibration`) or exact "
+                        "agreement (rates almost everything with the majority rating where one rating dominates)")
     parser.add_argument("--min-examples", type=int, default=20, help="refuse to fit on fewer examples (default 20)")
     parser.add_argument("--output", "-o", required=True, help="the rating YAML to write")
     args = parser.parse_args(argv)
@@ -180,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
             if len(model) < args.min_examples:
                 raise ValueError(f"{metric}: {len(model)} examples with both a model and a human score "
                                  f"(need {args.min_examples}); check --human-field / --model-field / --scores")
-            fits[metric] = fit_cut_points(model, human_to_rating(human, (low, high)))
+            fits[metric] = fit_cut_points(model, human_to_rating(human, (low, high)), objective=args.objective)
         if not fits:
             raise ValueError("no metric has both model and human scores; check --human-field / --model-field")
     except (ValueError, OSError) as exc:
@@ -196,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     data = config.model_dump(mode="json")
     data["cut_points"] = {k: [round(v[0], 6), round(v[1], 6)] for k, v in data["cut_points"].items()}
     header = [f"# rating config written by scripts/fit_rating_cutpoints.py from {args.records}"
-              + (f" and {args.scores}" if args.scores else ""), f"# human bins: < {low} -> 1, < {high} -> 2, else 3"]
+              + (f" and {args.scores}" if args.scores else ""), f"# human bins: < {low} -> 1, < {high} -> 2, else 3",
+              f"# objective: {args.objective}"]
     print(f"{'metric':<20}{'n':>6}{'low':>9}{'high':>9}{'accuracy':>10}{'kappa':>8}  human 1/2/3")
     for metric, fit in fits.items():
         kappa = "n/a" if fit.kappa is None else f"{fit.kappa:.3f}"

@@ -179,7 +179,18 @@ def test_hosted_lines_are_requests_of_250_with_the_records_values(tmp_path, tiny
     assert [json.loads(x) for x in capsys.readouterr().out.splitlines()] == lines
 
 
-def test_failed_records_become_null_examples_and_the_others_keep_their_values(tmp_path, tiny_ckpt, capsys):
+def hosted_schema_validator():
+    """The hosted metric's result JSON Schema (tests/data/formats/hosted.schema.json)."""
+    import jsonschema
+
+    from conftest import ROOT
+
+    schema = json.loads((ROOT / "tests" / "data" / "formats" / "hosted.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_a_request_with_a_failed_record_is_one_error_line_and_the_others_validate(tmp_path, tiny_ckpt, capsys):
     good = short_records(251)
     rows = list(good)
     rows[3] = {"id": "empty", "target": "   "}
@@ -193,27 +204,55 @@ def test_failed_records_become_null_examples_and_the_others_keep_their_values(tm
         == EXIT_ROWS_FAILED
     assert "scored 246 of 251 records (5 failed)" in capsys.readouterr().err
     first, second = read(out)
-    ex = first["examples"] + second["examples"]
-    bad = {3: "target: the text under evaluation is empty or whitespace-only",
-           10: "record: line 11 of the file is not valid JSON",
-           20: "target: ",
-           30: "id: duplicate id 'r0' (first at record 0)",
-           250: "target: Input should be a valid string"}
-    for i, start in bad.items():
-        assert ex[i]["value"] is None and set(ex[i]) == {"value", "error"}, i
-        assert ex[i]["error"].startswith(start), ex[i]["error"]
-    assert "did you mean 'target'?" in ex[20]["error"]
-    assert second == {"overall": {"value": None}, "examples": [ex[250]]}  # no record of it scored
-    scored = [e["value"] for i, e in enumerate(first["examples"]) if i not in bad]
-    assert first["overall"]["value"] == pytest.approx(float(np.mean(scored)), rel=1e-12, abs=0)
-    # the others' values: those of a run without the bad records
+    # never an example with value null: each request is answered whole, or by one error line
+    assert set(first) == {"error"} and set(second) == {"error"}
+    assert first["error"]["type"] == "InvalidRequest" and first["error"]["n_examples"] == 250
+    assert "4 of 250 examples of this request cannot be scored" in first["error"]["message"]
+    bad = {3: ("target", "the text under evaluation is empty or whitespace-only"),
+           10: ("record", "line 11 of the file is not valid JSON"),
+           20: ("target", ""),
+           30: ("id", "duplicate id 'r0' (first at record 0)"),
+           250: ("target", "Input should be a valid string")}
+    named = {e["record"]: e for e in first["error"]["examples"] + second["error"]["examples"]}
+    assert sorted(named) == sorted(bad)
+    for i, (field, start) in bad.items():
+        e = named[i]
+        assert set(e) == {"index", "record", "key", "field", "message"} and e["field"] == field, e
+        assert e["message"].startswith(start), e
+        assert e["index"] == i % 250
+    assert "did you mean 'target'?" in named[20]["message"] and named[30]["key"] == "r0"
+    # without the bad records, both requests are answered and validate against the hosted schema
     clean = write_jsonl(tmp_path / "clean.jsonl", [r for i, r in enumerate(good) if i not in bad])
     ref = tmp_path / "ref.jsonl"
     assert main(["score", str(clean), *score_args(tiny_ckpt), "--output-format", "hosted", "-o", str(ref)]) == EXIT_OK
-    assert scored == [e["value"] for x in read(ref) for e in x["examples"]]
+    validator = hosted_schema_validator()
+    for line in read(ref):
+        validator.validate(line)
+    # the error lines are not results: they do not validate, and say so at the top
+    assert not validator.is_valid(first)
 
 
-def test_a_non_finite_score_is_an_error_example(tmp_path, fake_ckpt):
+def test_every_hosted_line_is_a_schema_valid_result_or_an_error_line(tmp_path, tiny_ckpt):
+    rows = short_records(600)
+    rows[260] = {"id": "empty", "target": ""}
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "hosted.jsonl"
+    assert main(["score", str(src), *score_args(tiny_ckpt), "--output-format", "hosted", "-o", str(out)]) \
+        == EXIT_ROWS_FAILED
+    validator = hosted_schema_validator()
+    lines = read(out)
+    assert [("error" in x) for x in lines] == [False, True, False]
+    for line in lines:
+        if "error" in line:
+            assert line["error"]["examples"] == [{"index": 10, "record": 260, "key": "empty", "field": "target",
+                                                  "message": line["error"]["examples"][0]["message"]}]
+        else:
+            validator.validate(line)
+    with pytest.raises(Exception):
+        validator.validate({"overall": {"value": None}, "examples": [{"value": None}]})  # what we used to write
+
+
+def test_a_non_finite_score_makes_its_request_an_error_line(tmp_path, fake_ckpt):
     rows = [{"id": i, "target": f"Summary {i}.", "source": "poison" if i == 1 else f"Document {i}."} for i in range(4)]
     src = write_jsonl(tmp_path / "in.jsonl", rows)
     out = tmp_path / "hosted.jsonl"
@@ -222,12 +261,8 @@ def test_a_non_finite_score_is_an_error_example(tmp_path, fake_ckpt):
                         settings=dict(model=fake_ckpt, runner_factory=fake_factory(runner)))
     assert summary.n_failed == 1 and summary.n_records == 4
     (line,) = read(out)
-    assert line["examples"][1] == {"value": None, "error": "value: the model gave non-finite logits for coherence"}
-    ok = [line["examples"][i]["value"] for i in (0, 2, 3)]
-    want = values(Scorer(model=fake_ckpt, runner_factory=fake_factory(FakeRunner(by_prompt))).score(
-        [rows[i] for i in (0, 2, 3)], aspect="coherence"))
-    assert ok == want
-    assert line["overall"]["value"] == pytest.approx(float(np.mean(want)), rel=1e-12, abs=0)
+    assert line["error"]["examples"] == [{"index": 1, "record": 1, "key": 1, "field": "value",
+                                          "message": "the model gave non-finite logits for coherence"}]
     # an existing output is never appended to
     with pytest.raises(ResumeError, match="already exists"):
         run_batch(src, out, aspects=["coherence"], output_format="hosted",

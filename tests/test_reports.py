@@ -182,8 +182,9 @@ def test_rating_report_exact_json(fake_ckpt):
         {"id": "c", "target": "Alpha rose."},  # no source: coherence and consistency cannot be rated
         {"id": "d", "target": "   ", "source": SOURCE},
     ]
-    with pytest.warns(UserWarning, match="placeholders") as caught:
-        out = make_report(records, "rating", engine=scorer)
+    thirds = {m: [0.3333, 0.6667] for m in ("coherence", "consistency", "relevance", "fluency")}  # pinned here:
+    with pytest.warns(UserWarning, match="placeholders") as caught:  # the hand-computed numbers use the thirds
+        out = make_report(records, "rating", engine=scorer, options={"cut_points": thirds})
     assert sum("placeholders" in str(w.message) for w in caught) == 1  # once per run, not per record
     assert out.notes and "fit_rating_cutpoints" in out.notes[0]
     a = out.reports[0].model_dump(mode="json")
@@ -243,22 +244,30 @@ def test_rating_details_option_and_fitted_cut_points(fake_ckpt):
     assert all(v.score == 3 for v in r.summary.metrics.values()) and r.summary.relevancy_rating == "good"
     assert_json_close(r.details.model_dump(mode="json"), {
         "metrics": {
-            "coherence": {"probability": 0.5, "cut_points": [0.2, 0.4], "placeholder_cut_points": False,
+            "coherence": {"probability": 0.5, "cut_points": [0.2, 0.4], "placeholder_cut_points": False, "calibrated": False,
                           "method": "unieval:summarization/coherence"},
-            "consistency": {"probability": 0.7, "cut_points": [0.2, 0.6], "placeholder_cut_points": False,
+            "consistency": {"probability": 0.7, "cut_points": [0.2, 0.6], "placeholder_cut_points": False, "calibrated": False,
                             "method": "unieval:summarization/consistency"},
-            "relevance": {"probability": 0.5, "cut_points": [0.2, 0.5], "placeholder_cut_points": False,
+            "relevance": {"probability": 0.5, "cut_points": [0.2, 0.5], "placeholder_cut_points": False, "calibrated": False,
                           "method": "key_point_coverage"},
-            "fluency": {"probability": 0.5, "cut_points": [0.2, 0.45], "placeholder_cut_points": False,
+            "fluency": {"probability": 0.5, "cut_points": [0.2, 0.45], "placeholder_cut_points": False, "calibrated": False,
                         "method": "unieval:summarization/fluency"}},
         "relevance_method": "key_point_coverage",
         "key_points": [
             {"key_point": "Alpha rose sharply today.", "score": 0.8, "covered": True, "start": None, "end": None},
             {"key_point": "Gamma stayed flat.", "score": 0.1, "covered": False, "start": None, "end": None}]})
-    # partly fitted: the note names only the metrics still on placeholders
-    with pytest.warns(UserWarning, match="cut points of fluency are the built-in placeholders"):
-        make_report([rec], "rating", engine=scorer, options={
-            "enabled_metrics": ["coherence", "fluency"], "cut_points": {"coherence": [0.2, 0.4]}})
+    # the built-in (calibrated) cut points: the note names only what no calibration covers
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        make_report([rec], "rating", engine=scorer, options={"enabled_metrics": ["coherence", "fluency"]})
+        make_report([{**rec, "references": ["Alpha rose."]}], "rating", engine=scorer)
+    assert not any("cut points" in str(w.message) for w in got)
+    with pytest.warns(UserWarning, match=r"cut points of consistency are calibrated for summarization/consistency "
+                                         r"\(unieval-sum\), not for fact/consistency; relevance_coverage are "
+                                         r"placeholders") as got:
+        make_report([rec], "rating", engine=scorer, options={"consistency_aspect": "fact/consistency"})
+    note = next(str(w.message) for w in got if "cut points" in str(w.message))
+    assert "coherence" not in note and "fluency" not in note
 
 
 def test_rating_reads_the_rating_formats_input_names(fake_ckpt):
@@ -305,14 +314,15 @@ def test_rating_subset_language_and_fact_checkpoint(fake_ckpt):
     rec = {"target": "Alpha rose. Beta fell.", "source": SOURCE}
     out = make_report([rec], "rating", engine=scorer, warn=False,
                       options={"enabled_metrics": ["consistency", "fluency"], "language": "fr",
-                               "consistency_aspect": "fact/consistency", "details": True})
+                               "consistency_aspect": "fact/consistency", "details": True,
+                               "cut_points": {"consistency": [0.3333, 0.6667]}})
     r = out.reports[0].report
     assert list(r.summary.metrics) == ["consistency", "fluency"] and r.details.relevance_method is None
     assert list(out.reports[0].model_dump()["report"]["summary"]) == [
         "global_explanation", "relevancy_rating", "score", "possible_issues", "binary_score", "avg_score",
         "consistency", "fluency"]  # only the enabled metrics, no null entries
     assert r.details.metrics["consistency"].method == "unieval:fact/consistency"
-    assert r.summary.relevancy_rating == "good" and r.summary.global_explanation.startswith("Bon : chaque métrique")
+    assert r.summary.relevancy_rating == "good" and r.summary.global_explanation == "Toutes les métriques atteignent les valeurs attendues."
     assert r.summary.fluency.explanation.startswith("Fluidité : 2/3 (probabilité 0.50). 1 phrase(s) sur 2")
     assert out.settings.consistency_aspect == "fact/consistency"
     assert set(out.settings.checkpoints) == {"unieval-fact", "unieval-sum"}

@@ -201,7 +201,14 @@ def score_records(engine: Engine, chunk: Sequence[Record], task: str, aspects: S
 
 
 def hosted_line(result: ChunkResult, aspect: str) -> dict[str, Any]:
-    """One request's result in the hosted UniEval metric's schema (``--output-format hosted``).
+    """One request's answer in the hosted UniEval metric's schema (``--output-format hosted``).
+
+    The hosted metric answers a request whole or not at all: its result is
+    ``{"overall": {"value": number}, "examples": [{"value": number}, ...]}`` and validates
+    against its JSON Schema, every value a number. So a request holding an example that cannot
+    be scored is answered by ONE request-level error line naming every bad example and field,
+    as the hosted metric (and ``score()``, with :class:`~unieval_local.errors.InvalidExampleError`)
+    refuses such a request; never by examples with ``value: null``.
 
     Args:
         result: the request's :class:`ChunkResult` (from :func:`score_records`).
@@ -209,19 +216,31 @@ def hosted_line(result: ChunkResult, aspect: str) -> dict[str, Any]:
 
     Returns:
         ``{"overall": {"value": mean}, "examples": [{"value": v}, ...]}``, one example per
-        record of the request in input order. A record that could not be scored is
-        ``{"value": None, "error": "<field>: <message>"}`` and is left out of the mean;
-        ``overall.value`` is None when no record of the request was scored.
+        record of the request in input order; or, when any record failed,
+        ``{"error": {"type": "InvalidRequest", "message", "n_examples", "examples": [{"index",
+        "record", "key", "field", "message"}]}}`` (``n_examples``: the request's size; ``examples``:
+        the bad ones) with ``index`` the example's position in the request,
+        ``record`` its index in the input, ``field`` the field at fault (``record`` for a line
+        that is not JSON, ``id`` for a repeated id, ``value`` for a non-finite score).
     """
     examples: list[dict[str, Any]] = []
+    bad: list[dict[str, Any]] = []
     for i, line in enumerate(result.lines):
         if "scores" in line:
             examples.append({"value": float(line["scores"][aspect])})
-        else:
-            reason = result.reasons[i] if i < len(result.reasons) else None
-            examples.append({"value": None, "error": reason or f"record: {line['error']['message']}"})
-    values = [e["value"] for e in examples if e["value"] is not None]
-    return {"overall": {"value": float(np.mean(values)) if values else None}, "examples": examples}
+            continue
+        reason = (result.reasons[i] if i < len(result.reasons) else None) or f"record: {line['error']['message']}"
+        field, _, message = reason.partition(": ")
+        bad.append({"index": i, "record": line["index"], "key": line["key"], "field": field, "message": message})
+    if bad:
+        return {"error": {"type": "InvalidRequest",
+                          "message": f"{len(bad)} of {len(result.lines)} examples of this request cannot be scored, "
+                                     "so the request is not answered (as the hosted metric answers a request whole "
+                                     "or not at all); fix them, or use --output-format records to keep the others' "
+                                     "scores",
+                          "n_examples": len(result.lines), "examples": bad}}
+    values = [e["value"] for e in examples]
+    return {"overall": {"value": float(np.mean(values))}, "examples": examples}
 
 
 # ----------------------------------------------------------------------------- output files
@@ -1161,7 +1180,8 @@ def run_batch(
             writer.close()
             try:  # count what is in the file: the signal may have come between a write and its bookkeeping
                 in_file = read_output(out_path)[0]
-                n_done = sum(len(x["examples"]) for x in in_file) if hosted else len(in_file)
+                n_done = (sum(len(x["examples"]) if "examples" in x else x["error"]["n_examples"]
+                              for x in in_file) if hosted else len(in_file))
                 meta["progress"]["written"] = n_done
                 if sidecar:
                     _write_sidecar(out_path, meta)

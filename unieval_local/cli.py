@@ -9,8 +9,8 @@ report formats, see :mod:`unieval_local.reports`). Each command's ``--help`` giv
 Exit status of ``unieval-local score``:
     0  every record was scored;
     1  some records failed: each has an error record in the output (with
-       --output-format hosted, an example {"value": null, "error": ...}), the
-       others are scored;
+       --output-format hosted, its request is one request-level error line
+       naming every bad example and field), the others are scored;
     2  usage error, unreadable or empty input, no record scorable for the aspects
        (wrong field names), unwritable output, unavailable device, or another
        process is writing the same output (it holds OUT.lock: the message names
@@ -192,7 +192,8 @@ def _build_parser() -> argparse.ArgumentParser:
             "5, 130 and 143 the records "
             "written are intact: rerun with --resume (which also repairs a torn last line and drops duplicate "
             "lines of a record, keeping the first). A failing --cache-dir is skipped with one warning. --output-format hosted writes instead one line per "
-            "request, {overall: {value}, examples: [{value} | {value: null, error}]}, as the hosted UniEval "
+            "request, {overall: {value}, examples: [{value}]}, or {error: {type, message, n_examples, examples: "
+            "[{index, record, key, field, message}]}} for a request holding a record that cannot be scored, as the hosted UniEval "
             "metric answers it (one aspect; no --resume, --shard, --engine ray or --evidence)."
         ),
     )
@@ -235,8 +236,10 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--output-format", default="records", choices=list(OUTPUT_FORMATS),
                     help="records (default): one line per record; hosted: one line per request of at most "
                     f"{MAX_EXAMPLES_PER_REQUEST} records in the hosted UniEval metric's schema, "
-                    '{"overall": {"value": mean}, "examples": [{"value": v}, ...]}, a failed record being '
-                    '{"value": null, "error": "FIELD: MESSAGE"}; exactly one --aspect, and no --resume, '
+                    '{"overall": {"value": mean}, "examples": [{"value": v}, ...]}; a request holding a record '
+                    'that cannot be scored is one line {"error": {"type", "message", "n_examples", "examples": '
+                    '[{"index", "record", "key", "field", "message"}]}} (the hosted metric answers a request whole '
+                    "or not at all); exactly one --aspect, and no --resume, "
                     "--shard, --engine ray or --evidence (use records for batch runs)")
     sc.add_argument("--resume", action="store_true",
                     help="continue OUTPUT: skip records already in it (refused if the run or input differ); a torn "
@@ -393,6 +396,17 @@ def _build_parser() -> argparse.ArgumentParser:
         description="Print every task and aspect: the fields it needs, granularity, range and checkpoint.",
     )
     tk.add_argument("--aspects-config", default=None, metavar="FILE", help="include user-defined aspects")
+
+    cb = sub.add_parser(
+        "calibration",
+        help="print the calibration card of the rating report's built-in cut points",
+        description="Print the card of the built-in rating cut points: fitted on the official unieval-sum's "
+        "SummEval scores against the expert ratings (binned < 2.5 -> 1, < 4 -> 2, else 3), with the "
+        "cross-validated accuracy and quadratic kappa (95% intervals over documents) of the fitted cut points "
+        "and of the thirds, what the card holds for, and the command that refits it "
+        "(scripts/fit_calibration.py). Exit 0.",
+    )
+    cb.add_argument("--json", action="store_true", dest="card_json", help="print the card as JSON instead")
 
     vf = sub.add_parser(
         "verify",
@@ -908,6 +922,16 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_calibration(args: argparse.Namespace) -> int:
+    """``unieval-local calibration``: print the calibration card (a table, or ``--json``); exit 0."""
+    from .cutpoints import format_card
+    from .reports.rating import calibration_card
+
+    card = calibration_card()
+    print(json.dumps(card, indent=2) if args.card_json else format_card(card))
+    return EXIT_OK
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
     """``unieval-local verify``: print a report per checkpoint; exit 0 when all pass, else 1."""
     from .checkpoints import verify_checkpoint
@@ -995,7 +1019,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     handler = {"score": cmd_score, "download": cmd_download, "verify": cmd_verify, "tasks": cmd_tasks,
                "merge": cmd_merge, "meta": cmd_meta, "compare": cmd_compare,
-               "report-html": cmd_report_html, "report": cmd_report}[args.command]
+               "report-html": cmd_report_html, "report": cmd_report, "calibration": cmd_calibration}[args.command]
     try:
         with _LogHandler(), _WarningLines():
             return handler(args)

@@ -14,7 +14,11 @@ Code written for that evaluator keeps working with one changed import::
 report of :mod:`unieval_local.reports.rating` (ratings 1-3 from local UniEval queries by
 cut points; ``normalized_score = score / 3``; ``avg_score`` their mean; the
 good/incomplete/bad rule engine). No LLM is called: ``model`` names a local checkpoint,
-not a judge.
+not a judge, and ``model_credentials`` is accepted (one note) and never used or logged.
+``normalized_score`` and ``avg_score`` are rounded to two decimals as the evaluator's
+documented example shows them; the cut points are the calibrated ones (``unieval-local
+calibration``). ``load_simple_summarization_dataset().load()`` gives the evaluator's small
+example dataset (a meeting transcript and its summary) as :class:`SummaryData` rows.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import os
 import threading
 import warnings
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictStr
@@ -32,7 +37,7 @@ from .errors import CheckpointNotFoundError, ExampleProblem, InvalidExampleError
 from .extras import require
 from .reports.common import BadRecord, rename_fields
 
-__all__ = ["SummarizationEvaluator", "SummaryData"]
+__all__ = ["SimpleSummarizationDataset", "SummarizationEvaluator", "SummaryData", "load_simple_summarization_dataset"]
 
 
 class SummaryData(BaseModel):
@@ -43,6 +48,9 @@ class SummaryData(BaseModel):
         summary: the summary under evaluation.
         references: optional reference summaries; relevance then uses UniEval's relevance
             against them instead of key-point coverage of ``input``.
+
+    Fields read as attributes or, as the evaluator's dataset rows are read, by key:
+    ``data["input"]``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -50,6 +58,67 @@ class SummaryData(BaseModel):
     input: StrictStr
     summary: StrictStr
     references: list[StrictStr] | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        """``data["input"]``: a field by name (KeyError for another name)."""
+        if key not in type(self).model_fields:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def keys(self) -> list[str]:
+        """The field names, so ``dict(data)`` and ``**data`` work as for a dict row."""
+        return list(type(self).model_fields)
+
+
+class SimpleSummarizationDataset:
+    """The rating evaluator's small example dataset: meeting transcripts and their summaries.
+
+    Args:
+        data_dir: a folder holding ``simple_summarization.json`` (a JSON list of ``{input,
+            summary}`` rows); default the one built into this package.
+    """
+
+    def __init__(self, data_dir: str | os.PathLike | None = None):
+        self.data_dir = data_dir
+
+    def load(self) -> list[SummaryData]:
+        """The rows, as :class:`SummaryData` (read by attribute or by key, ``row["input"]``).
+
+        Raises:
+            OSError, ValueError: the file cannot be read or is not a list of ``{input, summary}``.
+        """
+        import json
+        from importlib import resources
+
+        if self.data_dir is None:
+            text = resources.files("unieval_local").joinpath("data/simple_summarization.json").read_text("utf-8")
+        else:
+            text = (Path(self.data_dir) / "simple_summarization.json").read_text(encoding="utf-8")
+        rows = json.loads(text)
+        if not isinstance(rows, list):
+            raise ValueError("simple_summarization.json must hold a list of {input, summary} rows")
+        return [SummaryData.model_validate({k: r[k] for k in ("input", "summary", "references") if k in r})
+                for r in rows]
+
+
+def load_simple_summarization_dataset(data_dir: str | os.PathLike | None = None) -> SimpleSummarizationDataset:
+    """The evaluator's built-in example dataset (``.load()`` gives the rows), as its own
+    ``load_simple_summarization_dataset`` does: an English meeting transcript with its summary
+    (original text written for this package, MIT). ``data_dir``: a folder with your own
+    ``simple_summarization.json`` instead."""
+    return SimpleSummarizationDataset(data_dir)
+
+
+def _rounded(summary: dict[str, Any], metrics: Sequence[str]) -> dict[str, Any]:
+    """The rating summary with ``avg_score`` and each metric's ``normalized_score`` rounded to
+    two decimals, as the evaluator's documented example shows them (0.67, 0.92)."""
+    out = dict(summary)
+    if isinstance(out.get("avg_score"), float):
+        out["avg_score"] = round(out["avg_score"], 2)
+    for m in metrics:
+        if isinstance(out.get(m), dict) and isinstance(out[m].get("normalized_score"), float):
+            out[m] = {**out[m], "normalized_score": round(out[m]["normalized_score"], 2)}
+    return out
 
 
 class SummarizationEvaluator:
@@ -67,6 +136,10 @@ class SummarizationEvaluator:
             the path of a rating YAML (e.g. fitted cut points,
             ``scripts/fit_rating_cutpoints.py``); ``enabled_metrics`` overrides its own.
         device: ``cpu``, ``cuda``, ``cuda:N`` (default: cuda when available).
+        model_credentials: accepted so that code written for the hosted evaluator runs as it
+            is (``SummarizationEvaluator(model_credentials=os.getenv(...))``); a local
+            evaluator needs none: one note on the first call, and the value is never kept,
+            shown nor logged.
         engine: an existing :class:`~unieval_local.engine.Engine` to share (a
             ``Scorer``'s ``scorer.engine``); then ``model`` and ``device`` are not used.
         **engine_settings: other :class:`~unieval_local.engine.Engine` settings (``dtype``,
@@ -81,8 +154,16 @@ class SummarizationEvaluator:
     """
 
     def __init__(self, model: Any = None, enabled_metrics: Sequence[str] | None = None, *,
-                 config: Any = None, device: str | None = None, engine: Any = None, **engine_settings: Any):
+                 config: Any = None, device: str | None = None, engine: Any = None,
+                 model_credentials: Any = None, **engine_settings: Any):
         require("reports")
+        #: a note about an ignored ``model_credentials`` (the value itself is never kept)
+        self._credentials_note = None
+        if model_credentials is not None:
+            self._credentials_note = ("model_credentials is not used: this evaluator rates with local UniEval "
+                                      "checkpoints and calls no API, so it needs no credentials (the value was "
+                                      "neither kept nor logged)")
+        del model_credentials
         from .reports.common import load_options
         from .reports.rating import RatingConfig
 
@@ -118,24 +199,31 @@ class SummarizationEvaluator:
             self._engine = Engine(model=self.model, device=self.device, **self._settings)
         return self._engine
 
-    async def evaluate(self, data: SummaryData | Mapping[str, Any]) -> dict[str, Any]:
-        """Rate one summary.
+    async def evaluate(self, data: SummaryData | Mapping[str, Any] | Sequence[SummaryData | Mapping[str, Any]]
+                       ) -> dict[str, Any] | list[dict[str, Any]]:
+        """Rate one summary (or, given a list, each of them: :meth:`evaluate_batch`).
 
         Args:
             data: :class:`SummaryData`, or a dict with ``input`` and ``summary`` (also
-                ``source``/``target``; optional ``references``).
+                ``source``/``target``; optional ``references``); or a list of them.
 
         Returns:
             ``{"summary": {...}}`` (module docstring): ``score`` 1 / 0.5 / 0 for good /
             incomplete / bad, ``binary_score`` 1 only for good, ``avg_score`` in [1/3, 1],
             per enabled metric ``score`` 1-3, ``normalized_score = score / 3`` and an
-            ``explanation``.
+            ``explanation``. ``normalized_score`` and ``avg_score`` are rounded to two
+            decimals, as the evaluator's documented example shows them (0.67, 0.92); with the
+            ``details`` option, ``details`` holds every probability at full precision. For a
+            list: one such result (or ``{"error": ...}``) per item.
 
         Raises:
             InvalidExampleError: the input is unusable (the message names the field: an
-                empty summary, a missing input ...).
+                empty summary, a missing input ...); not raised for a list, whose bad items
+                become ``{"error": ...}``.
             CheckpointNotFoundError, CheckpointError: no usable checkpoint.
         """
+        if isinstance(data, (list, tuple)):
+            return await self.evaluate_batch(data)
         (result,) = await self.evaluate_batch([data])
         if "error" in result:
             err = result["error"]
@@ -158,6 +246,8 @@ class SummarizationEvaluator:
         """
         records = [self._record(i, item) for i, item in enumerate(data)]
         results, notes = await asyncio.to_thread(self._rate, records)
+        if self._credentials_note:
+            notes = [self._credentials_note, *notes]
         for note in notes:  # warned here, in the caller's thread, once per evaluator
             if note not in self._warned:
                 self._warned.add(note)
@@ -183,9 +273,17 @@ class SummarizationEvaluator:
                     hint = (f" (model={self.model!r} looks like an LLM name: this evaluator rates with local "
                             "UniEval checkpoints; pass model=None, a checkpoint folder or a hub id)")
                 raise CheckpointNotFoundError(f"{exc}{hint}") from None
-        return [{"summary": r.report.model_dump(mode="json")["summary"]} if r.error is None else
-                {"error": rename_fields(r.error, _NAMES).model_dump()}
-                for r in out.reports], out.notes
+        results = []
+        for r in out.reports:
+            if r.error is not None:
+                results.append({"error": rename_fields(r.error, _NAMES).model_dump()})
+                continue
+            dumped = r.report.model_dump(mode="json")
+            result = {"summary": _rounded(dumped["summary"], self.config.enabled_metrics)}
+            if dumped.get("details") is not None:
+                result["details"] = dumped["details"]
+            results.append(result)
+        return results, out.notes
 
 
 #: Our field names in the rating evaluator's words.

@@ -126,6 +126,7 @@ th{background:#f3f3f3} .sig{font-family:monospace;font-size:12px;background:#f6f
 <h1>unieval-local report: {{ title }}</h1>
 <section id="signature"><h2>Run</h2>
 <div class="sig">{{ signature or "no sidecar signature found" }}</div>
+{% if origin %}<p class="origin"><b>Imported scores, no model was run:</b> {{ origin.what }} ({{ origin.source }})</p>{% endif %}
 <p>{{ n_records }} records: {{ n_scored }} scored, {{ n_failed }} failed.
 Queries cut by max_length (repeated prompts counted): {{ truncation }}.</p></section>
 <section id="overall"><h2>Overall per aspect</h2>
@@ -153,7 +154,9 @@ def build_report(output: str | Path, *, input: str | Path | None = None, title: 
     """The HTML text of the report for ``output`` (see the module docstring).
 
     Args:
-        output: a ``score`` output JSONL (its sidecar ``.meta.json`` gives the signature).
+        output: a ``score`` output JSONL (its sidecar ``.meta.json`` gives the signature, and,
+            for imported scores such as ``scripts/convert_summeval_unieval.py`` writes, their
+            ``origin``, shown under the signature).
         input: the input records, to show target text and source windows by key.
         title: page title (default: the output's file name).
         n_lowest: lowest-scoring examples shown per aspect.
@@ -171,12 +174,13 @@ def build_report(output: str | Path, *, input: str | Path | None = None, title: 
     if input is not None:
         inputs = {json.dumps(r.key): r.data for r in iter_records(str(input)) if isinstance(r.data, dict)}
     sidecar = Path(str(output) + ".meta.json")
-    signature = None
+    signature = origin = None
     if sidecar.is_file():
         from .schema import Signature
 
         meta = json.loads(sidecar.read_text())
         signature = str(Signature(**meta["run"]["signature"]))
+        origin = meta.get("origin")
     scored = [x for x in lines if "scores" in x]
     overall = []
     for a in aspects:
@@ -222,7 +226,8 @@ def build_report(output: str | Path, *, input: str | Path | None = None, title: 
     sys_fig = plot_systems(lines, aspects, n_boot=n_boot, seed=seed) if scored else None
     env = jinja2.Environment(autoescape=True)
     return env.from_string(TEMPLATE).render(
-        title=title or Path(output).name, signature=signature, n_records=len(lines), n_scored=len(scored),
+        title=title or Path(output).name, signature=signature, origin=origin, n_records=len(lines),
+        n_scored=len(scored),
         n_failed=len(lines) - len(scored), truncation=truncation, overall=overall, dist_svg=dist_svg,
         systems_svg=_svg(sys_fig) if sys_fig is not None else "", lowest=lowest,
     )

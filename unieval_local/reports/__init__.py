@@ -101,8 +101,11 @@ def make_report(
             raise ValueError("records must be a list of records (a mapping is read only as a custom-run request "
                              "body {'evaluations': [...]} by the summ format)")
         records, notes = read_custom_run(records)
-    if format == "rating" and (note := placeholder_note(options)):
-        notes.insert(0, note)
+    if format == "rating":
+        coverage_used = any(isinstance(r, Mapping) and not (r.get("references") or r.get("reference"))
+                            for r in records)  # relevance without a reference: key-point coverage
+        if note := placeholder_note(options, coverage_used):
+            notes.insert(0, note)
     engine = engine or Engine(model=model, device=device, long_input="chunk")
     config = engine.config
     records = _mark_duplicate_ids(list(records))

@@ -78,7 +78,7 @@ DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
         "coverage_missing": " Least supported: \"{text}\" ({value:.2f}).",
         "issue_below": "{label} is {score}/3; a good summary needs at least {needed}.",
         "issue_bad": "{label} is {score}/3, at most {bad}: the summary is rated bad.",
-        "global_good": "Good: every enabled metric meets its rule (mean normalized score {avg_score:.2f}).",
+        "global_good": "All metrics met the expected values.",
         "global_incomplete": "Incomplete: {n_issues} rule(s) not met, none at the lowest rating "
                              "(mean normalized score {avg_score:.2f}).",
         "global_bad": "Bad: {n_bad} metric(s) at the lowest rating (mean normalized score {avg_score:.2f}).",
@@ -97,7 +97,7 @@ DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
         "coverage_missing": " Le moins confirmé : « {text} » ({value:.2f}).",
         "issue_below": "{label} vaut {score}/3 ; un bon résumé demande au moins {needed}.",
         "issue_bad": "{label} vaut {score}/3, au plus {bad} : le résumé est jugé mauvais.",
-        "global_good": "Bon : chaque métrique satisfait sa règle (score normalisé moyen {avg_score:.2f}).",
+        "global_good": "Toutes les métriques atteignent les valeurs attendues.",
         "global_incomplete": "Incomplet : {n_issues} règle(s) non satisfaite(s), aucune au plus bas "
                              "(score normalisé moyen {avg_score:.2f}).",
         "global_bad": "Mauvais : {n_bad} métrique(s) au plus bas (score normalisé moyen {avg_score:.2f}).",
@@ -121,12 +121,25 @@ _TEMPLATE_SAMPLE: dict[str, Any] = {"label": "Coherence", "score": 2, "probabili
                                     "n": 2, "threshold": 0.5, "text": "x", "value": 0.5, "covered": 1, "needed": 3,
                                     "bad": 1, "avg_score": 0.5, "n_issues": 1, "n_bad": 1}
 
-#: Default cut points (low, high) per metric. Placeholders, NOT fitted: thirds of the
-#: probability range, since no official-weight scores with human ratings exist on these
-#: machines; fit your own with scripts/fit_rating_cutpoints.py (see README).
+#: The thirds of the probability range: the placeholder cut points of what no calibration covers.
+PLACEHOLDER_CUT_POINTS: tuple[float, float] = (round(1 / 3, 4), round(2 / 3, 4))
+
+#: Default cut points (low, high) per metric: those of the calibration card
+#: (``unieval_local/data/calibration_unieval_sum.json``, :func:`calibration_card`), fitted by
+#: ``scripts/fit_calibration.py`` on the official unieval-sum's SummEval scores against the
+#: binned expert ratings (quadratic-kappa objective, 10-fold CV by document). Fluency keeps the
+#: thirds: the fit did not beat them. ``relevance_coverage`` (relevance by key-point coverage,
+#: without a reference) is not calibrated: the thirds, as placeholders. A test pins these to the card.
 DEFAULT_CUT_POINTS: dict[str, tuple[float, float]] = {
-    m: (round(1 / 3, 4), round(2 / 3, 4)) for m in (*METRICS, "relevance_coverage")
+    "coherence": (0.5837, 0.9483),
+    "consistency": (0.5993, 0.8178),
+    "relevance": (0.0276, 0.6935),
+    "fluency": PLACEHOLDER_CUT_POINTS,
+    "relevance_coverage": PLACEHOLDER_CUT_POINTS,
 }
+
+#: The metric -> the ``task/aspect`` the calibration card holds for (its checkpoint: unieval-sum).
+CALIBRATED_FOR: dict[str, str] = {m: f"summarization/{m}" for m in METRICS}
 DEFAULT_GOOD_RULES: dict[str, int] = {"coherence": 2, "consistency": 3, "relevance": 3, "fluency": 2}
 
 
@@ -355,7 +368,11 @@ class MetricDetails(BaseModel):
         probability: what was mapped: the UniEval score in [0, 1], or the
             key-point coverage share for relevance without a reference.
         cut_points: the ``[low, high]`` used.
-        placeholder_cut_points: True when those are the built-in, unfitted defaults.
+        placeholder_cut_points: True when those are built-in cut points that no calibration
+            covers for how this metric was measured (:func:`uncalibrated_metrics`).
+        calibrated: True when they are the calibration card's for this metric's aspect
+            (unieval-sum on SummEval; ``unieval-local calibration``); False for placeholders
+            and for cut points a config set (calibrated, if at all, by whoever set them).
         method: ``unieval:<task>/<aspect>`` (``minicheck:fact/support`` ...) or ``key_point_coverage``.
     """
 
@@ -364,6 +381,7 @@ class MetricDetails(BaseModel):
     probability: float
     cut_points: tuple[float, float]
     placeholder_cut_points: bool
+    calibrated: bool = False
     method: str
 
 
@@ -427,21 +445,60 @@ class RatingReport(WithOptionalDetails):
     details: RatingDetails | None = None
 
 
+def calibration_card() -> dict:
+    """The calibration card of the built-in cut points (``unieval_local/data/
+    calibration_unieval_sum.json``, written by ``scripts/fit_calibration.py``): data set, n,
+    bins, cut points, cross-validated agreement with intervals, what it holds for.
+
+    Raises:
+        OSError: the card is missing from the installation.
+    """
+    import json
+    from importlib import resources
+
+    return json.loads(resources.files("unieval_local").joinpath("data/calibration_unieval_sum.json").read_text())
+
+
+def metric_aspect(config: RatingConfig, metric: str) -> str:
+    """The ``task/aspect`` that answers ``metric`` under ``config`` (consistency: the
+    ``consistency_aspect``; the others: summarization's aspect of that name)."""
+    return config.consistency_aspect if metric == "consistency" else f"summarization/{metric}"
+
+
+def uncalibrated_metrics(config: RatingConfig, coverage_used: bool = True) -> dict[str, str]:
+    """The enabled metrics rated with built-in cut points that no calibration covers, and why:
+    ``relevance_coverage`` (with relevance: its thirds are placeholders), and a metric answered
+    by another aspect than the one the card was fitted for (consistency by ``fact/support``,
+    MiniCheck, or ``fact/consistency``, unieval-fact). Cut points a config sets are the user's
+    own and are not listed. ``coverage_used``: False when every record has references (then
+    relevance is measured against them and ``relevance_coverage`` is not used)."""
+    out: dict[str, str] = {}
+    for m in config.enabled_metrics:
+        built_in = tuple(config.cut_points[m]) == tuple(DEFAULT_CUT_POINTS[m])
+        if built_in and metric_aspect(config, m) != CALIBRATED_FOR[m]:
+            out[m] = (f"calibrated for {CALIBRATED_FOR[m]} (unieval-sum), not for {metric_aspect(config, m)}")
+    if coverage_used and "relevance" in config.enabled_metrics and \
+            tuple(config.cut_points["relevance_coverage"]) == PLACEHOLDER_CUT_POINTS:
+        out["relevance_coverage"] = "placeholders (thirds of the range), not fitted: key-point coverage, used " \
+                                    "for relevance without a reference"
+    return out
+
+
 def placeholder_metrics(config: RatingConfig) -> list[str]:
-    """The enabled metrics whose cut points are the built-in placeholders (thirds of the
-    probability range, not fitted); ``relevance_coverage`` is listed with relevance."""
-    names = [*config.enabled_metrics] + (["relevance_coverage"] if "relevance" in config.enabled_metrics else [])
-    return [m for m in names if tuple(config.cut_points[m]) == tuple(DEFAULT_CUT_POINTS[m])]
+    """The names of :func:`uncalibrated_metrics`."""
+    return list(uncalibrated_metrics(config))
 
 
-def placeholder_note(config: RatingConfig) -> str | None:
-    """The run-level note when placeholder cut points are in use, else None."""
-    names = placeholder_metrics(config)
+def placeholder_note(config: RatingConfig, coverage_used: bool = True) -> str | None:
+    """The run-level note naming every metric whose built-in cut points are not calibrated for
+    how it is measured (:func:`uncalibrated_metrics`), else None (the four calibrated metrics
+    answered by unieval-sum give no note)."""
+    names = uncalibrated_metrics(config, coverage_used)
     if not names:
         return None
-    return (f"the rating cut points of {', '.join(names)} are the built-in placeholders (thirds of the "
-            "probability range), not fitted to human ratings: the 1-3 ratings are not calibrated. Fit them "
-            "on your data with scripts/fit_rating_cutpoints.py and pass the YAML with --config (README, rating)")
+    return ("the rating cut points of " + "; ".join(f"{m} are {why}" for m, why in names.items())
+            + ": those 1-3 ratings are not calibrated. Fit them on your data with scripts/fit_rating_cutpoints.py "
+            "and pass the YAML with --config (README, rating; `unieval-local calibration` prints the card)")
 
 
 def _sentence_detail(config: RatingConfig, ev) -> str:
@@ -564,7 +621,10 @@ def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
             metrics[m] = MetricRating(
                 score=score, explanation=config.t(template, label=label, score=score, probability=p, detail=detail),
                 normalized_score=normalized_score(score))
+            calibrated = (cut_name != "relevance_coverage" and cuts == tuple(DEFAULT_CUT_POINTS[cut_name])
+                          and metric_aspect(config, m) == CALIBRATED_FOR[m])
             details[m] = MetricDetails(probability=p, cut_points=cuts, placeholder_cut_points=cut_name in placeholders,
+                                       calibrated=calibrated,
                                        method=method_name)
         if failed:
             rows.append(ReportRow[RatingReport](index=start + i, id=rid, error=RowError(

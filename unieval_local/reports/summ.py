@@ -331,8 +331,9 @@ def read_custom_run(body: Mapping[str, Any]) -> tuple[list[Any], list[str]]:
     [{"input", "output", ...}]}]}``. Each data row becomes one record, in order; it takes
     its evaluation's ``n_key_points``, ``max_n_claims`` and ``threshold`` (the
     evaluation's, else the body's; on the 0-100 scale of the score) unless the row gives
-    its own, and the id ``evaluations[E].data[J]`` unless it has one. ``model_slug`` is
-    ignored (claims and key points are checked by the local checkpoint), with a note.
+    its own, and the id ``evaluations[E].data[J]`` unless it has one. ``model_slug`` (the
+    body's, or an evaluation's) is ignored (claims and key points are checked by the local
+    checkpoint), with a note.
 
     Returns:
         ``(records, notes)``: the records (a row that is not an object stays as it is, and
@@ -363,6 +364,9 @@ def read_custom_run(body: Mapping[str, Any]) -> tuple[list[Any], list[str]]:
         where = f"evaluations[{e}]"
         if not isinstance(ev, Mapping) or not isinstance(ev.get("data"), list):
             raise ValueError(f"{where}: an evaluation needs 'data': a list of rows")
+        if ev.get("model_slug") is not None:
+            notes.append(f"{where}.model_slug {ev['model_slug']!r} is ignored: claims and key points are checked by "
+                         "the local checkpoint of consistency_aspect (settings.checkpoints)")
         args: dict[str, Any] = {}
         for k, metric in enumerate(ev.get("metrics") or [{"metric": "summ"}]):
             if not isinstance(metric, Mapping) or metric.get("metric") != "summ":
