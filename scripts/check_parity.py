@@ -44,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from unieval_local.sentences import DEFAULT_SPLITTER
 
+    import transformers
+
+    transformers.logging.set_verbosity_error()  # its tie-weights advice is for configs that mean tied heads
     tok = AutoTokenizer.from_pretrained(args.model)
     model = T5ForConditionalGeneration.from_pretrained(args.model).double().eval()
     yes, no = tok("Yes").input_ids[0], tok("No").input_ids[0]

@@ -80,7 +80,7 @@ def check_report(report: dict, records: list, path: str) -> None:
                          "give the report made from these records")
     for row, rec in zip(rows, records):
         rid = rec.get("id") if isinstance(rec, dict) else None
-        if rid is not None and row.get("id") is not None and str(rid) != row["id"]:
+        if rid is not None and row.get("id") is not None and str(rid) != str(row["id"]):
             raise ValueError(f"{path}: row {row.get('index')} has id {row['id']!r} but record {row.get('index')} "
                              f"has id {str(rid)!r}; give the report made from these records, in order")
 

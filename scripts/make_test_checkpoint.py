@@ -251,8 +251,10 @@ def v11_config(config) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", help="folder to write the checkpoint into")
-    parser.add_argument("--data-dir", default=None, help="shared data folder (default ../shared/data; without it, "
-                        "the tokenizer is trained on scripts/data/tokenizer_corpus.txt: another fingerprint)")
+    parser.add_argument("--data-dir", default=None, help="shared data folder (default $UNIEVAL_SHARED_DATA, else "
+                        "../shared/data beside the clone; without it, the tokenizer is trained on "
+                        "scripts/data/tokenizer_corpus.txt: another tokenizer, another fingerprint and other numbers "
+                        "than the README's)")
     parser.add_argument("--vocab-size", type=int, default=2000)
     parser.add_argument("--d-model", type=int, default=64)
     parser.add_argument("--d-ff", type=int, default=128)
@@ -279,7 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         init_factor=args.init_factor, model_vocab_size=args.model_vocab_size, n_docs=args.docs,
         layout=args.layout, weights=args.weights, answers=tuple(args.answers.split(",")), evaluator=args.evaluator,
     )
-    print(f"wrote {path}", file=sys.stderr)
+    found = Path(args.data_dir) if args.data_dir else shared_data_dir(must_exist=False)
+    corpus = (f"SummEval text of {found}" if (found / "summeval" / "summeval_raw.json").is_file() else
+              f"{REPO_CORPUS.relative_to(REPO_CORPUS.parents[2])} (no SummEval data at {found}: set "
+              "UNIEVAL_SHARED_DATA for the README's fingerprints)")
+    print(f"wrote {path} (tokenizer trained on the {corpus})", file=sys.stderr)
     return 0
 
 

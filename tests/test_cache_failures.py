@@ -274,3 +274,25 @@ def test_cli_report_says_the_cache_was_disabled(tiny_ckpt, tmp_path, capsys):
     assert rc in (0, 1), err
     assert len([x for x in err.splitlines() if x.startswith("unieval-local: warning: score cache")]) == 1, err
     assert f"disabled ({cache_dir / 'scores.sqlite'}: file is not a database): scored without it" in err
+
+
+@pytest.mark.parametrize("stored", [-1.1885954387096992e148, 1.5, "garbage"])  # (NaN reads back the same way)
+def test_a_stored_value_that_is_no_probability_disables_the_cache(stored, tmp_path, fake_ckpt):
+    """Damage SQLite does not see (an overwritten REAL): the value must never become a score."""
+    import sqlite3
+
+    cache = tmp_path / "cache"
+    populate(fake_ckpt, cache)
+    db = sqlite3.connect(cache / "scores.sqlite")
+    key = db.execute("SELECT key FROM scores LIMIT 1").fetchone()[0]
+    db.execute("UPDATE scores SET value = ? WHERE key = ?", (stored, key))
+    db.commit()
+    db.close()
+    clean, _ = scorer(fake_ckpt)
+    want = scores(clean, DATA)
+    s, inner = scorer(fake_ckpt, cache)
+    with pytest.warns(CacheUnusableWarning, match=r"a stored score is not a probability in \[0, 1\].*the file is "
+                                                  r"damaged"):
+        got = scores(s, DATA)
+    assert got == want and all(0 <= v <= 1 for v in got)
+    assert s.engine.cache.disabled and inner.prompts  # every query scored by the model

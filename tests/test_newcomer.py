@@ -114,7 +114,7 @@ def test_the_not_found_error_mentions_a_generated_checkpoint(tmp_path, capsys):
     src = write(tmp_path / "in.jsonl", [{"target": "A.", "source": "B."}])
     assert main(["score", str(src), "--aspect", "coherence", "--no-progress"]) == EXIT_CHECKPOINT
     err = capsys.readouterr().err
-    assert "python scripts/make_test_checkpoint.py out/tck --layout v1.1" in err
+    assert "python scripts/make_test_checkpoint.py out/home/unieval-sum --layout v1.1 --evaluator unieval-sum" in err
 
 
 def test_make_test_checkpoint_works_without_the_shared_data(tmp_path):
@@ -149,3 +149,145 @@ def test_one_query_count_labelled_in_the_cli_and_the_html_report(tmp_path, tiny_
     (tmp_path / "o.jsonl.meta.json").unlink()
     html = build_report(out, input=src)
     assert "2 of 2 queries, counted per example and aspect" in html
+
+
+# ----------------------------------------------------------------------------- a fresh-user trial's findings
+def test_resume_and_merge_compare_checkpoint_content_not_how_its_path_is_spelled(tmp_path, tiny_ckpt, monkeypatch):
+    import shutil
+
+    rows = [{"id": f"r{i}", "target": f"Claim {i} holds.", "source": "A document."} for i in range(6)]
+    src = write(tmp_path / "in.jsonl", rows)
+    copy = tmp_path / "elsewhere" / "unieval-sum"
+    shutil.copytree(tiny_ckpt, copy)
+    out = tmp_path / "o.jsonl"
+    base = ["score", str(src), "--aspect", "fluency", "--no-progress", "-o", str(out)]
+    assert main([*base, "--model", str(tiny_ckpt)]) == EXIT_OK
+    lines = out.read_text().splitlines()
+    out.write_text("\n".join(lines[:3]) + "\n")  # a run that stopped after 3 records
+    monkeypatch.chdir(tiny_ckpt.parent)
+    assert main([*base, "--model", "unieval-sum", "--resume"]) == EXIT_OK  # relative spelling, same content
+    assert main([*base[:-2], "-o", str(tmp_path / "c.jsonl"), "--model", str(copy)]) == EXIT_OK
+    resumed = [json.loads(x)["scores"]["fluency"] for x in out.read_text().splitlines()]
+    copied = [json.loads(x)["scores"]["fluency"] for x in (tmp_path / "c.jsonl").read_text().splitlines()]
+    assert resumed == pytest.approx(copied, abs=1e-5)  # float32: other batches, the same checkpoint
+    shards = []
+    for k, model in ((0, str(tiny_ckpt)), (1, str(copy))):  # shards made from two copies merge
+        shards.append(tmp_path / f"s{k}.jsonl")
+        assert main(["score", str(src), "--aspect", "fluency", "--no-progress", "--shard", f"{k}/2", "--model", model,
+                     "-o", str(shards[-1])]) in (EXIT_OK,)
+    assert main(["merge", *map(str, shards), "-o", str(tmp_path / "m.jsonl")]) == EXIT_OK
+
+
+def test_a_list_id_is_an_error_record_and_report_rows_keep_the_id_type(tmp_path, fake_ckpt, tiny_ckpt, capsys):
+    src = write(tmp_path / "in.jsonl", [{"id": [1], "target": "A b.", "source": "C d."},
+                                        {"id": 1, "target": "A b.", "source": "C d."},
+                                        {"id": "1", "target": "A b.", "source": "C d."}])
+    out = tmp_path / "o.jsonl"
+    assert main(["score", str(src), "--aspect", "coherence", "--model", str(tiny_ckpt), "--no-progress",
+                 "-o", str(out)]) == 1
+    lines = read(out)
+    assert lines[0]["error"]["type"] == "InvalidId" and lines[0]["key"] == 0
+    assert [x["key"] for x in lines[1:]] == [1, "1"] and all("scores" in x for x in lines[1:])
+    from unieval_local.engine import Engine
+    from unieval_local.reports import make_report
+    from conftest import FakeRunner, fake_factory
+
+    engine = Engine(model=fake_ckpt, runner_factory=fake_factory(FakeRunner()))
+    rep = make_report([{"id": 1, "target": "A b.", "source": "A b c."}, {"id": "1", "target": "A b.",
+                                                                      "source": "A b c."}], "summ", engine=engine,
+                      warn=False)
+    assert [r.id for r in rep.reports] == [1, "1"] and rep.n_errors == 0
+    assert json.loads(rep.model_dump_json())["reports"][0]["id"] == 1
+
+
+def test_merge_names_a_shard_given_twice_once(tmp_path, tiny_ckpt, capsys):
+    rows = [{"id": f"r{i}", "target": f"Claim {i}.", "source": "Doc."} for i in range(8)]
+    src = write(tmp_path / "in.jsonl", rows)
+    for k in (0, 1):
+        assert main(["score", str(src), "--aspect", "coherence", "--model", str(tiny_ckpt), "--no-progress",
+                     "--shard", f"{k}/2", "-o", str(tmp_path / f"s{k}.jsonl")]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["merge", str(tmp_path / "s0.jsonl"), str(tmp_path / "s1.jsonl"), str(tmp_path / "s0.jsonl"),
+                 "-o", str(tmp_path / "m.jsonl")]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "shard(s) given more than once: 0/2" in err and "is twice in" not in err
+
+
+def test_a_damaged_middle_line_on_resume_names_its_line(tmp_path, tiny_ckpt, capsys):
+    rows = [{"id": f"r{i}", "target": f"Claim {i}.", "source": "Doc."} for i in range(4)]
+    src = write(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "o.jsonl"
+    args = ["score", str(src), "--aspect", "coherence", "--model", str(tiny_ckpt), "--no-progress", "-o", str(out)]
+    assert main(args) == EXIT_OK
+    lines = out.read_text().splitlines()
+    out.write_text(lines[0] + "\n" + lines[1] + lines[2] + "\n" + lines[3] + "\n")  # two lines glued into one
+    capsys.readouterr()
+    assert main([*args, "--resume"]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "is damaged: line 2 is not one JSON record" in err and "not an unieval-local output" not in err
+
+
+def test_without_aspect_a_record_lacking_references_keeps_its_other_scores(tmp_path, tiny_ckpt, capsys):
+    src = write(tmp_path / "in.jsonl", [{"id": "a", "target": "A b.", "source": "C d.", "references": ["A."]},
+                                        {"id": "b", "target": "E f.", "source": "G h."}])
+    out = tmp_path / "o.jsonl"
+    assert main(["score", str(src), "--model", str(tiny_ckpt), "--no-progress", "-o", str(out)]) == EXIT_OK
+    assert [sorted(x["scores"]) for x in read(out)] == [["coherence", "consistency", "fluency"]] * 2
+    err = capsys.readouterr().err
+    assert ("skipped aspect relevance (no --aspect: every aspect that can run): only 1 of the 2 scorable records "
+            "have 'references'; --aspect relevance scores it") in err
+
+
+def test_ray_flags_without_the_ray_engine_warn(tmp_path, tiny_ckpt, capsys):
+    src = write(tmp_path / "in.jsonl", [{"target": "A b.", "source": "C d."}])
+    assert main(["score", str(src), "--aspect", "coherence", "--model", str(tiny_ckpt), "--no-progress",
+                 "--ray-actors", "2", "-o", str(tmp_path / "o.jsonl")]) == EXIT_OK
+    assert "--ray-actors apply to --engine ray (ignored with --engine local)" in capsys.readouterr().err
+
+
+def test_progress_lines_show_fractions_of_a_few_records(caplog):
+    import logging
+
+    from unieval_local.progress import LogLines
+
+    lines = LogLines("records", 1, every=0)
+    with caplog.at_level(logging.INFO, logger="unieval_local"):
+        lines.set(0.57)
+    assert "records 0.6/1 (57%)" in caplog.text
+
+
+def test_task_typos_get_a_did_you_mean(tmp_path, capsys):
+    src = write(tmp_path / "in.jsonl", [{"target": "A."}])
+    with pytest.raises(SystemExit):
+        main(["score", str(src), "--task", "summarisation"])
+    assert "did you mean 'summarization'?" in capsys.readouterr().err
+
+
+def test_a_line_that_is_not_utf8_is_an_error_record(tmp_path, tiny_ckpt):
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b'{"target": "A b.", "source": "C."}\n{"target": "caf\xe9", "source": "x"}\n'
+                    b'{"target": "D e.", "source": "F."}\n')
+    out = tmp_path / "o.jsonl"
+    assert main(["score", str(src), "--aspect", "coherence", "--model", str(tiny_ckpt), "--no-progress",
+                 "-o", str(out)]) == 1
+    lines = read(out)
+    assert "scores" in lines[0] and "scores" in lines[2]
+    assert lines[1]["error"]["type"] == "InvalidText" and "line 2 of the file is not UTF-8" in lines[1]["error"]["message"]
+
+
+def test_an_unverified_checkpoint_is_in_the_report_notes_and_verify_says_how_it_checked(tmp_path, fake_ckpt, tiny_ckpt,
+                                                                                         capsys):
+    from unieval_local.engine import Engine
+    from unieval_local.reports import make_report
+    from conftest import FakeRunner, fake_factory
+    from unieval_local.checkpoints import verify_checkpoint
+    import shutil
+
+    engine = Engine(model=fake_ckpt, runner_factory=fake_factory(FakeRunner()))
+    out = make_report([{"target": "A b.", "source": "A b c."}], "summ", engine=engine, warn=False)
+    assert any("was used unchecked" in n and "identity is unverified" in n for n in out.notes)
+    odd = tmp_path / "my-model"
+    shutil.copytree(tiny_ckpt, odd)
+    msgs = verify_checkpoint(odd)[0].messages
+    assert any("is checked as unieval-sum, its identity unchecked" in m for m in msgs)
+    assert any("its folder name 'my-model' is none; give --evaluator NAME" in m for m in msgs)

@@ -98,6 +98,17 @@ def _flatten(d: Any, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def comparable_run(run: dict) -> dict:
+    """A run identity without how the checkpoint's folder was spelled: ``signature.checkpoint``
+    is a path for a folder without a hub id (``out/tck`` vs ``/abs/out/tck``, or a copy staged on
+    another node), while ``checkpoint_fingerprints`` (the content) decides whether it is the same
+    checkpoint (the same content under a hub id or a folder is the same model)."""
+    out = json.loads(json.dumps(run))
+    if out.get("checkpoint_fingerprints"):
+        (out.get("signature") or {}).pop("checkpoint", None)
+    return out
+
+
 def run_differences(old: dict, new: dict) -> list[str]:
     """What differs between two run identities (a sidecar's ``run`` and this run's), one
     ``key: old -> new`` per setting, e.g. ``config.window_overlap: 1 -> 2``; [] when equal."""
@@ -314,12 +325,14 @@ def read_output(path: str | os.PathLike, repair: bool = False) -> tuple[list[dic
     good_end = data.rfind(b"\n") + 1
     torn = good_end < len(data)
     lines = []
-    for raw in data[:good_end].splitlines():
+    for lineno, raw in enumerate(data[:good_end].split(b"\n"), 1):
         if raw.strip():
             try:
                 lines.append(json.loads(raw))
             except json.JSONDecodeError as exc:
-                raise ResumeError(f"{p} has a corrupt line in the middle ({exc}); it is not an unieval-local output") from None
+                raise ResumeError(f"{p} is damaged: line {lineno} is not one JSON record ({exc.msg} at column "
+                                  f"{exc.colno}; two lines written into one?); only a torn LAST line can be repaired: "
+                                  "remove or fix that line, or write to a new output") from None
     if torn and repair:
         try:
             with open(p, "r+b") as fh:
@@ -973,9 +986,12 @@ def run_batch(
             :func:`~unieval_local.records.input_fingerprint`.
         output: the output JSONL; ``None`` (or ``"-"``) writes to ``stream`` (stdout),
             without sidecar or resume.
-        task, aspects: what to score (``None`` or ``"all"``: every aspect of the task that
-            some record can be scored for, as UniEval's ``evaluate`` scores every dimension;
-            for stdin, which is read once, those the first record has the fields for).
+        task, aspects: what to score. ``"all"``: every aspect of the task that some record can
+            be scored for; ``None``: every aspect that all the records can be scored for that
+            any aspect can (as UniEval's ``evaluate`` scores every dimension, without one
+            aspect's missing field turning a record into an error line; the others are named in
+            ``summary.skipped_aspects``); for stdin, which is read once, both mean the aspects
+            the first record has the fields for.
         settings: keyword arguments of :class:`~unieval_local.engine.Engine` (the same as
             :class:`~unieval_local.Scorer`'s: model, device, dtype, max_length ...).
         resume: keep the records already in ``output`` and score the rest.
@@ -1054,11 +1070,20 @@ def run_batch(
     if input_path != "-":  # a first pass, before any model is loaded: can anything be scored?
         survey = survey_input(input_path, registry, task, list(registry.get_task(task).aspects), shard)
         if expand_all:
+            # --aspect all: every aspect some record can be scored for. No --aspect: those that every
+            # record can be scored for that any aspect can (so no record loses all its scores to one
+            # aspect it lacks a field for; the others are named, with how to score them)
+            best = max((survey.scorable[a] for a in names), default=0)
             for a in names:
+                missing = [f for f in registry.get_aspect(task, a).required_fields if f not in survey.fields]
                 if survey.scorable[a] == 0:
-                    missing = [f for f in registry.get_aspect(task, a).required_fields if f not in survey.fields]
                     skipped_aspects[a] = (f"needs {', '.join(repr(f) for f in missing)}; no record has it"
                                           if missing else "no record can be scored for it")
+                elif aspects is None and survey.scorable[a] < best:
+                    lacking = [f for f in registry.get_aspect(task, a).required_fields if f != "target"]
+                    skipped_aspects[a] = (f"only {survey.scorable[a]} of the {best} scorable records have "
+                                          f"{', '.join(repr(f) for f in lacking) or 'its fields'}; --aspect {a} "
+                                          "scores it (records without them become error lines)")
             if len(skipped_aspects) < len(names):
                 names = [a for a in names if a not in skipped_aspects]
             else:
@@ -1283,7 +1308,7 @@ def _resumable(out_path: Path, resume: bool, run_id: dict, input_fp: dict | None
     if not meta_file.is_file():
         raise ResumeError(f"{out_path} has no sidecar {meta_file.name}; it cannot be resumed safely")
     meta = json.loads(meta_file.read_text())
-    diffs = run_differences(meta["run"], run_id)
+    diffs = run_differences(comparable_run(meta["run"]), comparable_run(run_id))
     if diffs:
         raise ResumeError(f"refusing to resume {out_path}: the run settings differ ({'; '.join(diffs)}); "
                           "rerun with the original settings, or write to a new output")
@@ -1387,7 +1412,7 @@ def _merge_outputs(paths: Sequence[str | os.PathLike], output: str | os.PathLike
             raise MergeError(f"{p} ends with a torn line: resume that shard first")
         lines_by.append(lines)
     problems = []
-    runs = [json.dumps(m["run"], sort_keys=True) for m in metas]
+    runs = [json.dumps(comparable_run(m["run"]), sort_keys=True) for m in metas]
     if len(set(runs)) > 1:
         odd = [str(p) for p, r in zip(paths, runs) if r != runs[0]]
         problems.append(f"the outputs come from different runs (signature, checkpoint or aspects differ): "
@@ -1413,7 +1438,11 @@ def _merge_outputs(paths: Sequence[str | os.PathLike], output: str | os.PathLike
             problems.append(f"{p} is incomplete (the run stopped early): resume it first")
     seen: dict[int, str] = {}
     dups = []
-    for p, lines in zip(paths, lines_by):
+    given: dict[str, int] = {}
+    for p in paths:  # the same file given twice is named once above (its shard repeats), not record by record
+        given[os.path.realpath(p)] = given.get(os.path.realpath(p), 0) + 1
+    distinct = [(p, lines) for p, lines in zip(paths, lines_by) if given.pop(os.path.realpath(p), 0)]
+    for p, lines in distinct:
         for line in lines:
             k = line["index"]
             if k in seen:

@@ -41,6 +41,16 @@ from .evaluators import Evaluator
 from .errors import UniEvalError
 
 
+def _is_probability(v) -> bool:
+    """A stored P(Yes): a finite real in [0, 1] (what :meth:`ScoreCache.put_many` stores)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 1.0
+
+
+def _is_count(n) -> bool:
+    """A stored token count: None or a non-negative integer."""
+    return n is None or (isinstance(n, int) and not isinstance(n, bool) and n >= 0)
+
+
 class CacheError(ValueError, UniEvalError):
     """Kept for code that catches it: :class:`ScoreCache` no longer raises it (an unusable
     cache is disabled with one warning, :class:`CacheUnusableWarning`)."""
@@ -77,11 +87,18 @@ class ScoreCache:
         self.disabled: str | None = None
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        if self.folder.exists() and not self.folder.is_dir():
+            self._disable(f"{str(self.folder)!r} is a file, not a folder", "pass a folder as --cache-dir (cache_dir=)")
+            return
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             self._disable(f"cannot create its folder {str(self.folder)!r}: {exc.strerror or exc}",
                           "pass another --cache-dir (cache_dir=)")
+            return
+        if not self.path.exists() and not os.access(self.folder, os.W_OK):
+            self._disable(f"its folder {str(self.folder)!r} is not writable",
+                          "make the folder writable, or pass another --cache-dir (cache_dir=)")
             return
         try:
             self._db = sqlite3.connect(self.path, timeout=120, check_same_thread=False, isolation_level=None)
@@ -154,7 +171,9 @@ class ScoreCache:
 
         Returns:
             The keys found; ``{}`` when the cache is disabled, or when this read fails (which
-            disables it: nothing read by a failing lookup is used). Never raises.
+            disables it: nothing read by a failing lookup is used), or when a value read is not
+            a probability in [0, 1] or a token count not a non-negative integer (damage SQLite
+            itself does not notice: the cache is disabled the same way). Never raises.
         """
         found: dict[str, tuple[float, int | None]] = {}
         keys = list(dict.fromkeys(keys))
@@ -171,6 +190,11 @@ class ScoreCache:
             except (OSError, sqlite3.Error) as exc:
                 self._fail(exc)
                 return {}
+            bad = next(((k, v) for k, (v, n) in found.items() if not _is_probability(v) or not _is_count(n)), None)
+        if bad is not None:  # only finite probabilities are ever stored: anything else is damage
+            self._disable(f"a stored score is not a probability in [0, 1] ({bad[1]!r}): the file is damaged",
+                          "move or delete that file, or pass another --cache-dir (cache_dir=)")
+            return {}
         return found
 
     def put_many(self, items: dict[str, float | tuple[float, int | None]]) -> None:

@@ -181,14 +181,18 @@ def _identity_error(where: str, identity: CheckpointIdentity, evaluator) -> Chec
         f"`unieval-local download --checkpoint {evaluator.name}`")
 
 
-def unverified_message(name: str, folder: str | os.PathLike, identity: CheckpointIdentity) -> str:
-    """The warning for a folder used as evaluator ``name`` whose identity cannot be checked."""
+def unverified_message(name: str, folder: str | os.PathLike, identity: CheckpointIdentity,
+                       verify: bool = False) -> str:
+    """The warning for a folder used as evaluator ``name`` whose identity cannot be checked
+    (``verify``: worded for ``unieval-local verify``, which checks it as ``name``)."""
     says = (f"it names {identity.hub_id!r}, which is not a built-in evaluator's hub repository"
             if identity.hub_id else "nothing in it names the model (no unieval_manifest.json from `unieval-local "
             f"download`, not a Hugging Face cache snapshot, no \"{EVALUATOR_KEY}\" in config.json)")
-    return (f"checkpoint folder {str(folder)!r} is used as {name} unchecked: {says}; the signature says "
-            f"identity:unverified. Stage it with `unieval-local download --checkpoint {name}`, or, for a model of "
-            f"your own, add \"{EVALUATOR_KEY}\": \"{name}\" to its config.json")
+    use = (f"checked as {name}, its identity unchecked: {says}; scores made with it would sign identity:unverified"
+           if verify else f"used as {name} unchecked: {says}; the signature says identity:unverified")
+    return (f"checkpoint folder {str(folder)!r} is {use}. Stage it with `unieval-local download --checkpoint "
+            f"{name}`, or, for a model of your own or a generated one, add \"{EVALUATOR_KEY}\": \"{name}\" to its "
+            "config.json (make_test_checkpoint.py --evaluator does)")
 
 
 def is_offline(offline: bool | None = None) -> bool:
@@ -255,7 +259,9 @@ def _staging_help(name: str) -> str:
         f"{name}); check it with `unieval-local verify DIR`.\n"
         "To try unieval-local without the weights, generate a stand-in checkpoint from a clone of the "
         "repository (random weights: the numbers mean nothing): python scripts/make_test_checkpoint.py "
-        "out/tck --layout v1.1, then --model out/tck."
+        f"out/home/{name} --layout v1.1 --evaluator {name}"
+        + (" --answers 1,0" if name == "minicheck-flan-t5-large" else "")
+        + f", then --model out/home/{name} (or UNIEVAL_LOCAL_HOME=out/home)."
     )
 
 
@@ -569,7 +575,10 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
         if status == "verified":
             report.info(f"identity: {identity.describe()} is {spec.name}")
         else:
-            report.warn(unverified_message(spec.name, folder, identity))
+            report.warn(unverified_message(spec.name, folder, identity, verify=True))
+            if not evaluator and folder.name not in EVALUATORS:
+                report.warn(f"checked as {spec.name}: the folder names no evaluator and its folder name "
+                            f"{folder.name!r} is none; give --evaluator NAME to check it as another")
     manifest = _read_manifest(folder)
     if manifest is None:
         report.warn(f"no {MANIFEST_NAME} (written by `unieval-local download`): checksums not checked")

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT, EXIT_WRITE, EXIT_MODEL = 0, 1, 2, 3, 4, 5
@@ -87,6 +88,17 @@ def _number(kind: type, low: float, *, strict: bool = False, high: float | None 
 
     parse.__name__ = kind.__name__
     return parse
+
+
+def _task_name(text: str) -> str:
+    """``--task``: a task of the registry, with a did-you-mean for a near miss."""
+    from .tasks import DEFAULT_REGISTRY
+    from .errors import UnknownTaskError
+
+    try:
+        return DEFAULT_REGISTRY.get_task(text).name
+    except UnknownTaskError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _dtype(text: str) -> str:
@@ -211,7 +223,8 @@ def _build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--contexts", default=None, metavar="C.txt",
                     help="with --targets: the context of each target, one per line. Every file must have the "
                     "same number of lines (else exit 2); --resume checks every file")
-    sc.add_argument("--task", default="summarization", choices=list(TASKS), help="task (default summarization)")
+    sc.add_argument("--task", default="summarization", type=_task_name, metavar="{" + ",".join(TASKS) + "}",
+                    help="task (default summarization)")
     sc.add_argument("--aspect", action="append", dest="aspects", metavar="ASPECT",
                     help=f"aspect to score, repeatable; 'all' for every aspect of the task (default, as UniEval's "
                     f"evaluate: every aspect of the task that the records have the fields for). {aspects_help}")
@@ -461,6 +474,11 @@ def cmd_score(args: argparse.Namespace) -> int:
     )
     engine_options = ({"actors": args.ray_actors, "gpus_per_actor": args.gpus_per_actor, "address": args.ray_address}
                       if args.engine == "ray" else {})
+    ray_flags = [f for f, v, default in (("--ray-actors", args.ray_actors, 1), ("--gpus-per-actor", args.gpus_per_actor, 0.0),
+                                         ("--ray-address", args.ray_address, None)) if v != default]
+    if ray_flags and args.engine != "ray":
+        print(f"unieval-local: warning: {', '.join(ray_flags)} apply to --engine ray (ignored with --engine "
+              f"{args.engine})", file=sys.stderr)
     if args.window_overlap is not None and args.long_input != "chunk":
         print(f"unieval-local: warning: --window-overlap only applies to --long-input chunk "
               f"(ignored with {args.long_input})", file=sys.stderr)
@@ -853,7 +871,9 @@ def _report(args: argparse.Namespace, held) -> int:
         if args.output:  # fail before scoring when the output cannot be written, or has another writer
             _check_writable(args.output)
             held.enter_context(output_lock(args.output))
-        result = make_report(records, args.report_format, engine=engine, options=options, warn=False)
+        with warnings.catch_warnings():  # an unchecked checkpoint is one of the report's notes, printed below
+            warnings.filterwarnings("ignore", message="checkpoint folder .* unchecked")
+            result = make_report(records, args.report_format, engine=engine, options=options, warn=False)
     except (CheckpointNotFoundError, CheckpointError) as exc:
         print(f"unieval-local: error: {exc}", file=sys.stderr)
         return EXIT_CHECKPOINT
@@ -882,7 +902,7 @@ def _report(args: argparse.Namespace, held) -> int:
     for note in result.notes:
         print(f"note: {note}", file=sys.stderr)
     for row in result.reports:
-        where = f"  record {row.index}{f' ({row.id})' if row.id else ''}"
+        where = f"  record {row.index}{f' ({row.id})' if row.id is not None else ''}"
         if row.error is not None:
             print(f"{where}: {row.error.field}: {row.error.message}", file=sys.stderr)
         for note in row.notes:

@@ -46,7 +46,8 @@ class LogLines:
         if self.total:
             eta = (self.total - done) / rate if rate > 0 else float("inf")
             left = f", about {eta / 60:.1f} min left" if eta != float("inf") else ""
-            self.log.info("%s %d/%d (%.0f%%), %.2f %s/s%s", self.what, int(done), self.total,
+            shown = f"{done:.1f}" if done != int(done) and self.total < 100 else f"{int(done)}"  # 0.6/1, not 0/1
+            self.log.info("%s %s/%d (%.0f%%), %.2f %s/s%s", self.what, shown, self.total,
                           100 * done / self.total, rate, self.what, left)
         else:
             self.log.info("%s %d, %.2f %s/s", self.what, int(done), rate, self.what)

@@ -187,13 +187,14 @@ class Record:
 
 
 #: (phrase in a reading error, the output error record's type), checked in order.
-_ERROR_TYPES: tuple[tuple[str, str], ...] = (("UTF-16 surrogate", "InvalidText"), ("is not valid CSV", "InvalidCSV"),
-                                             ("is not valid TSV", "InvalidCSV"))
+_ERROR_TYPES: tuple[tuple[str, str], ...] = (("UTF-16 surrogate", "InvalidText"), ("is not UTF-8 text", "InvalidText"),
+                                             ("is not valid CSV", "InvalidCSV"),
+                                             ("is not valid TSV", "InvalidCSV"), ("field 'id' must be", "InvalidId"))
 
 
 def record_error_type(error: str) -> str:
     """The ``error.type`` of the output record of a Record whose ``error`` is ``error``:
-    ``InvalidText`` (a UTF-16 surrogate), ``InvalidCSV`` (a CSV or TSV row that cannot be
+    ``InvalidText`` (a UTF-16 surrogate, a line that is not UTF-8), ``InvalidCSV`` (a CSV or TSV row that cannot be
     read), else ``InvalidJSON``. Derived from the message, so that it survives a Record's
     trip through the Ray engine (which sends index, data and error)."""
     return next((kind for phrase, kind in _ERROR_TYPES if phrase in error), "InvalidJSON")
@@ -201,11 +202,17 @@ def record_error_type(error: str) -> str:
 
 def _checked(index: int, data: Any, where: str = "") -> Record:
     """``Record(index, data)``, or an error record when ``data`` holds a UTF-16 surrogate
-    (``where``, e.g. ``"line 3 of the file: "``, starts the message)."""
+    (``where``, e.g. ``"line 3 of the file: "``, starts the message), or whose ``id`` is not a
+    string or a number (a list or an object cannot be a key: the record's key is then its
+    index)."""
     hits = find_surrogates(data)
-    if not hits:
-        return Record(index, data)
-    return Record(index, escape_surrogates(data), where + surrogate_error(hits))
+    if hits:
+        return Record(index, escape_surrogates(data), where + surrogate_error(hits))
+    rid = data.get("id") if isinstance(data, dict) else None
+    if rid is not None and (isinstance(rid, bool) or not isinstance(rid, (str, int, float))):
+        return Record(index, {k: v for k, v in data.items() if k != "id"},
+                      f"{where}field 'id' must be a string or a number (a record's key), got {type(rid).__name__}")
+    return Record(index, data)
 
 
 # ----------------------------------------------------------------------------- input specs
@@ -339,7 +346,21 @@ def _count_lines(path: str) -> int:
 def _iter_jsonl(stream: IO, name: str = "the input") -> Iterator[Record]:
     """Records of a JSONL stream (binary preferred: only ``\\n`` ends a line)."""
     index = 0
-    for lineno, line in _lines(stream, name):
+    for lineno, raw in enumerate(stream, 1):
+        if isinstance(raw, bytes):  # a line whose bytes are not UTF-8 is an error record; the others are read
+            try:
+                line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                if lineno == 1 and raw[:2] in (b"\xff\xfe", b"\xfe\xff"):
+                    raise InputFileError(f"{name} is not UTF-8 text (it starts with a UTF-16 byte-order mark); "
+                                         "save it as UTF-8") from None
+                if raw.strip():
+                    yield Record(index, None, f"line {lineno} of the file is not UTF-8 text (byte {exc.start + 1}: "
+                                 f"{exc.reason}); save the file as UTF-8")
+                    index += 1
+                continue
+        else:
+            line = raw.removeprefix("\ufeff") if lineno == 1 else raw
         if not line.strip():
             continue
         try:

@@ -115,6 +115,10 @@ def make_report(
         part, st = rows_fn(records[at:at + request_size], engine, options, start=at)
         rows += part
         stats += st
+    for name, ident in engine.checkpoint_identities().items():  # also a warning: kept in the file too
+        if ident.get("identity") == "unverified":
+            notes.append(f"checkpoint {name} ({ident['checkpoint']}) was used unchecked: nothing in its folder names "
+                         f"the model, so its identity is unverified (settings.checkpoints.{name}.identity)")
     # errors in the field names each record used (summary, input...), not ours
     rows = [r.model_copy(update={"error": in_user_names(r.error, records[r.index])}) if r.error else r
             for r in rows]

@@ -299,7 +299,7 @@ class ReportRow(BaseModel, Generic[R]):
 
     Attributes:
         index: the record's position in the input (0-based).
-        id: the record's ``id`` if it has one, else None.
+        id: the record's ``id`` if it has one (a string or a number, as given), else None.
         report: the report (None when ``error`` is set).
         error: why there is no report.
         notes: what the reader should know about this record's report, e.g. fewer key
@@ -309,7 +309,7 @@ class ReportRow(BaseModel, Generic[R]):
     model_config = ConfigDict(frozen=True)
 
     index: int
-    id: str | None = None
+    id: str | int | float | None = None
     report: R | None = None
     error: RowError | None = None
     notes: list[str] = Field(default_factory=list)
@@ -496,10 +496,13 @@ def load_options(model: type[BaseModel], path: str | os.PathLike | None = None,
         raise ValueError(f"{path}: {text}" if path is not None else text) from None
 
 
-def record_id(record: Any) -> str | None:
-    """The record's ``id`` as a string, or None."""
+def record_id(record: Any) -> str | int | float | None:
+    """The record's ``id`` as it is (a string or a number, so that ids ``1`` and ``"1"``, two
+    ids as in ``score``, stay two in the report's rows), another value as its string, or None."""
     rid = record.get("id") if isinstance(record, Mapping) else getattr(record, "id", None)
-    return None if rid is None else str(rid)
+    if rid is None or (isinstance(rid, (str, int, float)) and not isinstance(rid, bool)):
+        return rid
+    return str(rid)
 
 
 def require_text(rec: ReportRecord, name: str, why: str) -> RowError | None:
