@@ -131,6 +131,30 @@ def collect(pairs: list[tuple[dict, dict]], metric: str) -> tuple[list, list]:
     return model, human
 
 
+def changed_settings(config: RatingConfig) -> dict:
+    """What ``config`` changes from the built-in defaults, JSON-ready: only the cut points,
+    rules and templates that differ, and the other keys that differ (a rating YAML gives only
+    what it changes; the rest stays the built-in, calibrated default, so a fitted file never
+    resets another metric's calibrated cut points to placeholders)."""
+    ours, base = config.model_dump(mode="json"), RatingConfig().model_dump(mode="json")
+    out: dict = {}
+    for key, value in ours.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            if key == "templates":
+                diff = {lang: {k: v for k, v in table.items() if base[key].get(lang, {}).get(k) != v}
+                        for lang, table in value.items()}
+                diff = {lang: table for lang, table in diff.items() if table}
+            else:
+                diff = {k: v for k, v in value.items() if base[key].get(k) != v}
+            if key == "cut_points":
+                diff = {k: [round(v[0], 6), round(v[1], 6)] for k, v in diff.items()}
+            if diff:
+                out[key] = diff
+        elif value != base.get(key):
+            out[key] = value
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Fit and write the config (see the module docstring); returns the exit status (0, or 2)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
@@ -199,8 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.consistency_aspect:
         update["consistency_aspect"] = args.consistency_aspect
     config = RatingConfig.model_validate({**base.model_dump(), **update})
-    data = config.model_dump(mode="json")
-    data["cut_points"] = {k: [round(v[0], 6), round(v[1], 6)] for k, v in data["cut_points"].items()}
+    data = changed_settings(config)
     header = [f"# rating config written by scripts/fit_rating_cutpoints.py from {args.records}"
               + (f" and {args.scores}" if args.scores else ""), f"# human bins: < {low} -> 1, < {high} -> 2, else 3",
               f"# objective: {args.objective}"]

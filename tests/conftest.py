@@ -126,6 +126,18 @@ def fake_ckpt(tmp_path_factory) -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def official_shape_ckpt(tmp_path_factory) -> Path:
+    """A fake-runner checkpoint folder that names unieval-sum and has the official T5-large
+    shape in its config (what the calibration card holds for; the weights are never loaded)."""
+    folder = tmp_path_factory.mktemp("official-shape") / "unieval-sum"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "t5", "d_model": 1024, "num_layers": 24, '
+                                        '"unieval_local_evaluator": "unieval-sum"}')
+    (folder / "tokenizer.json").write_text("{}")
+    return folder
+
+
 @pytest.fixture
 def real_home() -> Path:
     """``$UNIEVAL_LOCAL_HOME`` holding the official ``unieval-sum``; skips where absent."""

@@ -65,7 +65,8 @@ def test_the_html_report_shows_real_scores_and_says_they_were_imported(converted
     from unieval_local.html_report import build_report
 
     html = build_report(converted / "scores.jsonl", input=converted / "records.jsonl", n_boot=10)
-    assert "Imported scores, no model was run" in html and "origin:imported" in html
+    assert "<b>Imported scores:</b> the official MingZhong/unieval-sum model" in html and "origin:imported" in html
+    assert html.count("no model was run") == 1
     assert "no sidecar signature found" not in html
 
 
@@ -134,50 +135,61 @@ def test_document_folds_never_split_a_document():
     assert sorted(np.bincount(folds).tolist()) == [160] * 10
 
 
-def test_no_placeholder_warning_for_the_four_calibrated_metrics(fake_ckpt):
+def test_no_placeholder_warning_for_the_four_calibrated_metrics(official_shape_ckpt):
     import warnings
 
     from unieval_local import Scorer
     from unieval_local.reports import make_report
 
-    engine = Scorer(model=fake_ckpt, runner_factory=fake_factory(FakeRunner(default=0.7))).engine
+    engine = Scorer(model=official_shape_ckpt, runner_factory=fake_factory(FakeRunner(default=0.7))).engine
     rec = {"target": "Alpha rose.", "source": "Alpha rose sharply today.", "references": ["Alpha rose."]}
     with warnings.catch_warnings(record=True) as got:
         warnings.simplefilter("always")
         out = make_report([rec], "rating", engine=engine, options={"details": True})
-    assert not any("cut points" in str(w.message) for w in got)
-    assert [n for n in out.notes if "used unchecked" not in n] == []  # the fake folder: an identity note only
+    assert not got and out.notes == []
     details = out.reports[0].report.details.metrics
-    assert all(d.calibrated and not d.placeholder_cut_points for d in details.values())
-    # MiniCheck answering consistency, and relevance by key-point coverage: named
-    with pytest.warns(UserWarning, match=r"consistency are calibrated for summarization/consistency \(unieval-sum\), "
-                                         r"not for fact/support; relevance_coverage are placeholders"):
-        out = make_report([{**rec, "references": None}], "rating", engine=engine,
-                          options={"consistency_aspect": "fact/support", "details": True})
-    d = out.reports[0].report.details.metrics
-    assert not d["consistency"].calibrated and d["consistency"].placeholder_cut_points
-    assert d["coherence"].calibrated and not d["relevance"].calibrated
+    assert all(d.calibrated for d in details.values())
+    # placeholder_cut_points says the cut points are the thirds: fluency's (the card kept them)
+    assert {m: d.placeholder_cut_points for m, d in details.items()} == \
+        {"coherence": False, "consistency": False, "relevance": False, "fluency": True}
 
 
-# ----------------------------------------------------------------------------- the seed evaluator's code
-@pytest.mark.parametrize("script", ["summarization_evaluator_dataset.py", "summarization_evaluator_direct.py"])
-def test_the_seed_examples_run_with_only_the_import_changed(script, tiny_ckpt, tmp_path):
-    secret = "AIza-not-a-real-key-0123456789"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "UNIEVAL_LOCAL_HOME": str(tiny_ckpt.parent),
-           "GOOGLE_API_KEY": secret, "PYTHONWARNINGS": "default"}
-    run = subprocess.run([sys.executable, str(ROOT / "tests" / "data" / "seed" / script)], capture_output=True,
-                         text=True, timeout=300, env=env, cwd=tmp_path)
-    assert run.returncode == 0, run.stderr
-    result = json.loads(run.stdout)
-    assert_same_shape(result, documented_shape("rating"))
-    s = result["summary"]
-    assert set(s) >= {"coherence", "consistency", "relevance", "fluency"}
-    for m in ("coherence", "consistency", "relevance", "fluency"):
-        assert s[m]["normalized_score"] == round(s[m]["score"] / 3, 2)  # 0.33, 0.67, 1.0
-    assert s["avg_score"] == round(np.mean([s[m]["score"] / 3 for m in ("coherence", "consistency", "relevance",
-                                                                         "fluency")]), 2)
-    assert secret not in run.stdout + run.stderr  # the credentials are never shown
-    assert run.stderr.count("model_credentials is not used") == 1
+def test_a_checkpoint_the_card_was_not_fitted_on_is_not_calibrated(tmp_path, fake_ckpt):
+    """A unieval-sum folder of another shape (the generated ones) or of unverified identity gets
+    the note, and calibrated false, for every metric that uses the card's cut points."""
+    from unieval_local import Scorer
+    from unieval_local.reports import make_report
+
+    small = tmp_path / "unieval-sum"
+    small.mkdir()
+    (small / "config.json").write_text('{"model_type": "t5", "d_model": 64, "num_layers": 2, '
+                                       '"unieval_local_evaluator": "unieval-sum"}')
+    (small / "tokenizer.json").write_text("{}")
+    rec = {"target": "Alpha rose.", "source": "Alpha rose sharply today.", "references": ["Alpha rose."]}
+    for folder, why in ((small, "is not the shape of the official model the card was fitted on (d_model 64, not "
+                                "1024; num_layers 2, not 24)"),
+                        (fake_ckpt, "does not say it is unieval-sum (identity unverified)")):
+        engine = Scorer(model=folder, runner_factory=fake_factory(FakeRunner(default=0.7))).engine
+        out = make_report([rec], "rating", engine=engine, options={"details": True}, warn=False)
+        card_notes = [n for n in out.notes if "cut points" in n]
+        assert card_notes == [f"the rating cut points of coherence, consistency, relevance, fluency are calibrated for "
+                              f"the official unieval-sum, but checkpoint unieval-sum ({folder}) {why}: those 1-3 "
+                              "ratings are not calibrated. Fit them on your data with scripts/fit_rating_cutpoints.py "
+                              "and pass the YAML as the rating config (--config FILE in the CLI, config= in Python; "
+                              "README, rating; `unieval-local calibration` prints the card)"]
+        assert not any(d.calibrated for d in out.reports[0].report.details.metrics.values())
+
+
+def test_a_config_that_sets_the_thirds_is_named_and_the_default_cut_points_are_the_cards():
+    from unieval_local.reports.rating import (DEFAULT_CUT_POINTS, RatingConfig, calibration_card,
+                                              uncalibrated_metrics)
+
+    card = calibration_card()
+    assert {m: DEFAULT_CUT_POINTS[m] for m in card["metrics"]} == \
+        {m: tuple(r["cut_points"]) for m, r in card["metrics"].items()}
+    config = RatingConfig(cut_points={"coherence": [0.3333, 0.6667]})
+    assert uncalibrated_metrics(config, coverage_used=False) == {
+        "coherence": "the thirds of the range set by the rating config (placeholders, not fitted)"}
 
 
 def test_the_example_dataset_rows_read_by_key_and_attribute():
@@ -249,3 +261,82 @@ def test_official_unieval_sum_reproduces_the_files_scores(real_home, converted):
     for a in ("consistency", "fluency"):
         diff = np.abs(np.array([e.scores[a] for e in got.examples]) - np.array([w[a] for w in want]))
         assert np.mean(diff < 1e-4) >= 0.98, (a, np.mean(diff < 1e-4))
+
+
+def test_fit_rating_cutpoints_writes_only_what_it_changes():
+    sys_path = str(ROOT / "scripts")
+    import sys
+
+    if sys_path not in sys.path:
+        sys.path.insert(0, sys_path)
+    from fit_rating_cutpoints import changed_settings
+
+    from unieval_local.reports.rating import RatingConfig
+
+    assert changed_settings(RatingConfig()) == {}
+    config = RatingConfig(cut_points={"consistency": [0.1, 0.2]}, consistency_aspect="fact/consistency",
+                          templates={"en": {"whole_document": "Whole."}})
+    assert changed_settings(config) == {"cut_points": {"consistency": [0.1, 0.2]},
+                                        "consistency_aspect": "fact/consistency",
+                                        "templates": {"en": {"whole_document": "Whole."}}}
+
+
+def test_fit_calibration_writes_nothing_without_o(tmp_path, monkeypatch, capsys):
+    import sys
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import fit_calibration
+
+    monkeypatch.setattr(fit_calibration, "card", lambda path, objective, n_boot: json.loads(
+        (ROOT / "unieval_local" / "data" / "calibration_unieval_sum.json").read_text()))
+    before = (ROOT / "unieval_local" / "data" / "calibration_unieval_sum.json").read_bytes()
+    monkeypatch.chdir(tmp_path)
+    assert fit_calibration.main([str(tmp_path / "any.jsonl")]) == 0
+    assert "(not written: give -o FILE)" in capsys.readouterr().err and list(tmp_path.iterdir()) == []
+    assert (ROOT / "unieval_local" / "data" / "calibration_unieval_sum.json").read_bytes() == before
+    assert fit_calibration.main([str(tmp_path / "any.jsonl"), "-o", str(tmp_path / "card.json")]) == 0
+    assert json.loads((tmp_path / "card.json").read_text()) == json.loads(before)
+
+
+def test_summ_threshold_option_overridden_by_a_records_own_is_noted(official_shape_ckpt):
+    from unieval_local import Scorer
+    from unieval_local.reports import make_report
+
+    engine = Scorer(model=official_shape_ckpt, runner_factory=fake_factory(FakeRunner(default=0.9))).engine
+    recs = [{"target": "A b.", "source": "A b c.", "key_points": ["A b."], "threshold": 70},
+            {"target": "A b.", "source": "A b c.", "key_points": ["A b."]}]
+    out = make_report(recs, "summ", engine=engine, options={"threshold": 90}, warn=False)
+    assert [r.report.threshold for r in out.reports] == [70, 90]
+    assert out.notes == ["the threshold option 90 is not used for 1 record(s) that give their own threshold (a "
+                         "record's own, or its custom-run evaluation's or body's, takes precedence over the option)"]
+    assert make_report(recs, "summ", engine=engine, warn=False).notes == []  # the option not given: no note
+
+
+def test_a_misspelt_field_gets_a_did_you_mean_and_one_sentence_reads_as_one():
+    from unieval_local.reports.rating import RatingConfig
+    from unieval_local.validate import parse_example
+
+    _, problems = parse_example(0, {"sumary": "x", "input": "y"})
+    assert problems[0].field == "target" and "the record has 'sumary': did you mean 'target'?" in problems[0].message
+    assert RatingConfig().t("sentence_one", threshold=0.5, text="x", value=0.61) == \
+        "Its one sentence scored 0.61 (threshold 0.50)."
+
+
+def test_compat_notes_point_at_the_callers_line(official_shape_ckpt):
+    import asyncio
+    import warnings
+
+    from unieval_local import Scorer
+    from unieval_local.compat import SummarizationEvaluator
+
+    engine = Scorer(model=official_shape_ckpt, runner_factory=fake_factory(FakeRunner(default=0.9))).engine
+    ev = SummarizationEvaluator(engine=engine, model_credentials="SECRET")
+
+    async def user_code():
+        return await ev.evaluate({"input": "Alpha rose today.", "summary": "Alpha rose."})
+
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        asyncio.run(user_code())
+    assert got and all(w.filename == __file__ for w in got)
+    assert not any("SECRET" in str(w.message) for w in got)

@@ -34,9 +34,10 @@ def answer(prompt: str) -> float:
 
 
 @pytest.fixture()
-def engine(fake_ckpt):
+def engine(official_shape_ckpt):
+    """A fake-runner engine on a folder of the card's shape (so the calibrated cut points apply)."""
     runner = FakeRunner(answer)
-    return Scorer(model=fake_ckpt, runner_factory=fake_factory(runner), long_input="chunk").engine
+    return Scorer(model=official_shape_ckpt, runner_factory=fake_factory(runner), long_input="chunk").engine
 
 
 def run(coro):

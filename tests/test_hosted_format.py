@@ -158,7 +158,7 @@ def test_hosted_lines_are_requests_of_250_with_the_records_values(tmp_path, tiny
     src = write_jsonl(tmp_path / "in.jsonl", short_records(251))
     hosted, records = tmp_path / "hosted.jsonl", tmp_path / "records.jsonl"
     assert main(["score", str(src), *score_args(tiny_ckpt), "--output-format", "hosted", "-o", str(hosted)]) == EXIT_OK
-    assert "scored 251 of 251 records (0 failed)" in capsys.readouterr().err  # the summary, on stderr
+    assert "hosted: 2 requests answered (251 records)" in capsys.readouterr().err  # the summary, on stderr
     assert main(["score", str(src), *score_args(tiny_ckpt), "-o", str(records)]) == EXIT_OK
     lines = read(hosted)
     assert len(lines) == 2 and MAX_EXAMPLES_PER_REQUEST == 250
@@ -179,13 +179,14 @@ def test_hosted_lines_are_requests_of_250_with_the_records_values(tmp_path, tiny
     assert [json.loads(x) for x in capsys.readouterr().out.splitlines()] == lines
 
 
-def hosted_schema_validator():
-    """The hosted metric's result JSON Schema (tests/data/formats/hosted.schema.json)."""
+def hosted_schema_validator(name: str = "hosted.schema.json"):
+    """A validator of the hosted metric's result JSON Schema (tests/data/formats/hosted.schema.json),
+    or of ``name`` there (``hosted_error.schema.json``: a refused request's line)."""
     import jsonschema
 
     from conftest import ROOT
 
-    schema = json.loads((ROOT / "tests" / "data" / "formats" / "hosted.schema.json").read_text())
+    schema = json.loads((ROOT / "tests" / "data" / "formats" / name).read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     return jsonschema.Draft202012Validator(schema)
 
@@ -202,7 +203,9 @@ def test_a_request_with_a_failed_record_is_one_error_line_and_the_others_validat
     out = tmp_path / "hosted.jsonl"
     assert main(["score", str(src), *score_args(tiny_ckpt), "--output-format", "hosted", "-o", str(out)]) \
         == EXIT_ROWS_FAILED
-    assert "scored 246 of 251 records (5 failed)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert ("hosted: 0 of 2 requests answered (0 records with a value); 2 refused (251 records, 5 of them cannot be "
+            "scored") in err and "scored 246 of 251" not in err
     first, second = read(out)
     # never an example with value null: each request is answered whole, or by one error line
     assert set(first) == {"error"} and set(second) == {"error"}
@@ -228,8 +231,13 @@ def test_a_request_with_a_failed_record_is_one_error_line_and_the_others_validat
     validator = hosted_schema_validator()
     for line in read(ref):
         validator.validate(line)
-    # the error lines are not results: they do not validate, and say so at the top
+    # the error lines are not results: they do not validate as one, and say so at the top; they
+    # validate against the error schema (and a result does not)
     assert not validator.is_valid(first)
+    errors = hosted_schema_validator("hosted_error.schema.json")
+    errors.validate(first)
+    errors.validate(second)
+    assert not errors.is_valid(read(ref)[0])
 
 
 def test_every_hosted_line_is_a_schema_valid_result_or_an_error_line(tmp_path, tiny_ckpt):

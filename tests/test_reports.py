@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+import yaml
 
 from unieval_local import Scorer
 from unieval_local.engine import Job
@@ -133,7 +134,12 @@ def test_rating_config_file_equals_defaults_and_validates(tmp_path):
     assert load_rating_config(ROOT / "configs" / "rating.yaml") == RatingConfig()
     fitted = load_rating_config(ROOT / "configs" / "rating.fact-qags.yaml")
     assert fitted.consistency_aspect == "fact/consistency"
-    assert fitted.cut_points["consistency"] == pytest.approx((0.604201, 0.917664))
+    assert fitted.cut_points["consistency"] == pytest.approx((0.849505, 0.917664))
+    # the file gives only what it fitted: the other metrics keep the built-in, calibrated cut points
+    assert {m: fitted.cut_points[m] for m in ("coherence", "relevance", "fluency", "relevance_coverage")} == \
+        {m: RatingConfig().cut_points[m] for m in ("coherence", "relevance", "fluency", "relevance_coverage")}
+    assert set(yaml.safe_load((ROOT / "configs" / "rating.fact-qags.yaml").read_text())) == \
+        {"cut_points", "consistency_aspect"}
     old = tmp_path / "old.yaml"  # options written before consistency_aspect still read, with a warning
     old.write_text("consistency_task: fact\n")
     with pytest.warns(DeprecationWarning, match="consistency_aspect"):
@@ -226,8 +232,8 @@ def test_rating_report_exact_json(fake_ckpt):
     assert len(runner.calls) == 1 and len(set(runner.prompts)) == 8
 
 
-def test_rating_details_option_and_fitted_cut_points(fake_ckpt):
-    scorer, _ = fake_scorer(fake_ckpt, rating_answer)
+def test_rating_details_option_and_fitted_cut_points(official_shape_ckpt, fake_ckpt):
+    scorer, _ = fake_scorer(official_shape_ckpt, rating_answer)
     rec = {"id": "b", "target": "Alpha rose. Beta fell.", "source": SOURCE,
            "key_points": ["Alpha rose sharply today.", "Gamma stayed flat."]}
     fitted = {"coherence": [0.2, 0.4], "consistency": [0.2, 0.6], "relevance": [0.2, 0.6],
@@ -236,9 +242,8 @@ def test_rating_details_option_and_fitted_cut_points(fake_ckpt):
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # fitted cut points: no placeholder warning
-        warnings.filterwarnings("ignore", message="checkpoint .* unchecked")  # the fake folder names nothing
         out = make_report([rec], "rating", engine=scorer, options={"details": True, "cut_points": fitted})
-    assert [n for n in out.notes if "used unchecked" not in n] == []
+    assert out.notes == []
     r = out.reports[0].report
     assert [m for m, v in r.summary.metrics.items()] == ["coherence", "consistency", "relevance", "fluency"]
     assert all(v.score == 3 for v in r.summary.metrics.values()) and r.summary.relevancy_rating == "good"
@@ -265,7 +270,10 @@ def test_rating_details_option_and_fitted_cut_points(fake_ckpt):
     with pytest.warns(UserWarning, match=r"cut points of consistency are calibrated for summarization/consistency "
                                          r"\(unieval-sum\), not for fact/consistency; relevance_coverage are "
                                          r"placeholders") as got:
-        make_report([rec], "rating", engine=scorer, options={"consistency_aspect": "fact/consistency"})
+        both = Scorer(model={"unieval-sum": official_shape_ckpt, "unieval-fact": fake_ckpt},
+                      runner_factory=fake_factory(FakeRunner(lambda prompt: rating_answer(*parse_prompt(prompt)))),
+                      long_input="chunk").engine
+        make_report([rec], "rating", engine=both, options={"consistency_aspect": "fact/consistency"})
     note = next(str(w.message) for w in got if "cut points" in str(w.message))
     assert "coherence" not in note and "fluency" not in note
 

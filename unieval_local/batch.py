@@ -505,6 +505,9 @@ class BatchSummary:
             has their fields (aspect -> why).
         n_non_latin: targets mostly in non-Latin script (the evaluators are English-only).
         failures: ``(reason, keys)`` of the error records, most frequent reason first.
+        hosted: with ``--output-format hosted``: ``(requests, refused requests, records in them)``;
+            ``means``, ``counts`` and ``per_system`` are then over the answered requests' records
+            only (a refused request's line holds no value for any of its records).
     """
 
     aspects: list[str]
@@ -524,6 +527,7 @@ class BatchSummary:
     skipped_aspects: dict[str, str] = field(default_factory=dict)
     n_non_latin: int = 0
     failures: list[tuple[str, list]] = field(default_factory=list)
+    hosted: tuple[int, int, int] | None = None
 
 
 def summarize(lines: Sequence[dict], aspects: Sequence[str]) -> BatchSummary:
@@ -558,6 +562,14 @@ def format_summary(s: BatchSummary) -> str:
     out = [f"\nscored {s.n_records - s.n_failed} of {s.n_records} records ({s.n_failed} failed)"
            + (f"; {s.n_skipped} of them were already in the output (resumed), {s.n_records - s.n_skipped} "
               "written by this run" if s.n_skipped else "")]
+    if s.hosted:
+        n_req, n_refused, n_in_refused = s.hosted
+        out[0] = (f"\nhosted: {n_req - n_refused} of {n_req} requests answered ({s.n_records - n_in_refused} records "
+                  f"with a value); {n_refused} refused ({n_in_refused} records, {s.n_failed} of them cannot be scored: "
+                  "a refused request's line holds no value for any of its records)") if n_refused else \
+            f"\nhosted: {n_req} requests answered ({s.n_records} records)"
+        if n_refused:
+            out.append("means over the answered requests' records:")
     width = max(len(a) for a in s.aspects) + 2
     out.append(f"{'aspect':<{width}}{'n':>7}  {'mean':>9}")
     for a in s.aspects:
@@ -1184,11 +1196,20 @@ def run_batch(
         _check_stop()
         bar.set(len(written) + sizes[k] * done_q / max(total_q, 1))
 
+    refused: tuple[list[int], list[int]] = ([], [])  # hosted: records per refused / answered request
+    answered: list[dict] = []  # hosted: the records of answered requests
     _STOP.clear()
     try:
         for res in eng.map(requests(), task, names, evidence, on_batch):
             _check_stop()
-            writer.write([hosted_line(res, names[0])] if hosted else res.lines)
+            if hosted:
+                line = hosted_line(res, names[0])
+                writer.write([line])
+                refused[0 if "error" in line else 1].append(len(res.lines))
+                if "error" not in line:
+                    answered.extend(res.lines)
+            else:
+                writer.write(res.lines)
             written.extend(res.lines)
             stats += res.stats
             meta["stats"] = stats.to_dict()  # this run's distinct queries (a resumed run: its own only)
@@ -1219,6 +1240,11 @@ def run_batch(
         writer.close()
         eng.close()
     summary = summarize(written, names)
+    if hosted:  # the means are over the records of answered requests: the others have no value in the output
+        answered_summary = summarize(answered, names)
+        summary.means, summary.counts = answered_summary.means, answered_summary.counts
+        summary.per_system = answered_summary.per_system
+        summary.hosted = (len(refused[0]) + len(refused[1]), len(refused[0]), sum(refused[0]))
     summary.n_skipped = skipped
     summary.stats = stats
     summary.max_lengths = {name: core.max_length(name) for name in checkpoints}

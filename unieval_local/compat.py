@@ -223,8 +223,11 @@ class SummarizationEvaluator:
             CheckpointNotFoundError, CheckpointError: no usable checkpoint.
         """
         if isinstance(data, (list, tuple)):
-            return await self.evaluate_batch(data)
-        (result,) = await self.evaluate_batch([data])
+            results, notes = await self._batch(data)
+            self._warn(notes)
+            return results
+        (result,), notes = await self._batch([data])
+        self._warn(notes)
         if "error" in result:
             err = result["error"]
             raise InvalidExampleError([ExampleProblem(0, err["field"], err["message"])])
@@ -244,15 +247,25 @@ class SummarizationEvaluator:
         Raises:
             CheckpointNotFoundError, CheckpointError: no usable checkpoint.
         """
+        results, notes = await self._batch(data)
+        self._warn(notes)
+        return results
+
+    async def _batch(self, data: Sequence[Any]) -> tuple[list[dict[str, Any]], list[str]]:
+        """Rate ``data`` off the event loop's thread; ``(results, notes)``."""
         records = [self._record(i, item) for i, item in enumerate(data)]
         results, notes = await asyncio.to_thread(self._rate, records)
         if self._credentials_note:
             notes = [self._credentials_note, *notes]
-        for note in notes:  # warned here, in the caller's thread, once per evaluator
+        return results, notes
+
+    def _warn(self, notes: Sequence[str]) -> None:
+        """Each note as a ``UserWarning`` pointing at the caller's line (``await evaluator.evaluate(...)``),
+        in the caller's thread, once per evaluator."""
+        for note in notes:
             if note not in self._warned:
                 self._warned.add(note)
-                warnings.warn(note, UserWarning, stacklevel=2)
-        return results
+                warnings.warn(note, UserWarning, stacklevel=3)
 
     def _record(self, i: int, item: Any) -> Any:
         if isinstance(item, SummaryData):

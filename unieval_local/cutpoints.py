@@ -277,7 +277,7 @@ def format_card(card: dict) -> str:
     out = [f"{card['card']} (objective: {card['objective']}; {card['data']['n']} summaries, "
            f"{card['data']['n_documents']} documents; {cv['folds']}-fold CV by {cv['by']}, bootstrap "
            f"{cv['bootstrap']['n']} over {cv['bootstrap']['over']}, {cv['bootstrap']['interval']} intervals)",
-           f"{'metric':<12}{'cut points':<18}{'human 1/2/3':<15}{'CV':<16}{'accuracy':<24}{'kappa':<24}"]
+           f"{'metric':<12}{'cut points':<18}{'human 1/2/3':<15}{'CV':<20}{'accuracy':<24}{'kappa':<24}"]
     for m, r in card["metrics"].items():
         bins = "/".join(str(r["human_bins"][k]) for k in ("1", "2", "3"))
         cuts = f"[{r['cut_points'][0]:.4f}, {r['cut_points'][1]:.4f}]"
@@ -286,11 +286,12 @@ def format_card(card: dict) -> str:
         for i, name in enumerate(names):
             a = r["cv"][name]
             out.append(f"{m if i == 0 else '':<12}{cuts if i == 0 else '':<18}{bins if i == 0 else '':<15}"
-                       f"{name:<16}{fmt(a, 'accuracy'):<24}{fmt(a, 'kappa'):<24}".rstrip())
+                       f"{name:<20}{fmt(a, 'accuracy'):<24}{fmt(a, 'kappa'):<24}".rstrip())
         d = r["differences"][f"fitted_{card['objective']} - thirds"]
-        out.append(f"{'':<45}{'fit - thirds':<16}{fmt(d, 'accuracy'):<24}{fmt(d, 'kappa'):<24}".rstrip())
+        out.append(f"{'':<45}{'fitted - thirds':<20}{fmt(d, 'accuracy'):<24}{fmt(d, 'kappa'):<24}".rstrip())
         out.append(f"{'':<12}-> {r['choice']}: {r['note']}")
-    out += ["", f"checkpoint: {card['checkpoint']}", f"holds for: {card['holds_for']}",
+    out += ["", f"rating: {card['rating']}; the 'fitted - thirds' rows are paired differences (same resamples)",
+            f"checkpoint: {card['checkpoint']}", f"holds for: {card['holds_for']}",
             f"bins: " + "; ".join(f"{k} = {v}" for k, v in card["bins"].items()),
             f"objective: {card['objective_reason']}", f"data: {card['data']['name']}, {card['data']['file']} "
             f"(sha256 {card['data']['sha256'][:12]}, {card['data']['origin']})",

@@ -126,7 +126,7 @@ th{background:#f3f3f3} .sig{font-family:monospace;font-size:12px;background:#f6f
 <h1>unieval-local report: {{ title }}</h1>
 <section id="signature"><h2>Run</h2>
 <div class="sig">{{ signature or "no sidecar signature found" }}</div>
-{% if origin %}<p class="origin"><b>Imported scores, no model was run:</b> {{ origin.what }} ({{ origin.source }})</p>{% endif %}
+{% if origin %}<p class="origin"><b>Imported scores:</b> {{ origin.what }} ({{ origin.source }})</p>{% endif %}
 <p>{{ n_records }} records: {{ n_scored }} scored, {{ n_failed }} failed.
 Queries cut by max_length (repeated prompts counted): {{ truncation }}.</p></section>
 <section id="overall"><h2>Overall per aspect</h2>

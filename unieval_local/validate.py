@@ -65,7 +65,15 @@ FIELD_ALIASES: dict[str, str] = {
 def alias_hint(field: str, present: Iterable[str]) -> str:
     """`` (the record has 'summary': did you mean 'target'?)`` when ``present`` holds a
     common other name of ``field`` (:data:`FIELD_ALIASES`), else ``""``."""
-    names = [k for k in present if FIELD_ALIASES.get(str(k).lower()) == field]
+    present = [str(k) for k in present]
+    names = [k for k in present if FIELD_ALIASES.get(k.lower()) == field]
+    if not names:  # a misspelling of the field or of one of its other names ('sumary', 'targt')
+        import difflib
+
+        spellings = [field, *(k for k, v in FIELD_ALIASES.items() if v == field)]
+        known = {"target", "source", "references", "context", *FIELD_ALIASES}
+        names = [k for k in present if k.lower() not in known
+                 and difflib.get_close_matches(k.lower(), spellings, n=1, cutoff=0.75)]
     if not names:
         return ""
     return f" (the record has {', '.join(repr(n) for n in names)}: did you mean {field!r}? rename it)"

@@ -26,6 +26,7 @@ from .rating import (
     RatingConfig,
     RatingReport,
     apply_rules,
+    card_checkpoint_problem,
     load_rating_config,
     normalized_score,
     placeholder_note,
@@ -101,12 +102,21 @@ def make_report(
             raise ValueError("records must be a list of records (a mapping is read only as a custom-run request "
                              "body {'evaluations': [...]} by the summ format)")
         records, notes = read_custom_run(records)
+    if format == "summ" and "threshold" in options.model_fields_set:
+        own = sum(1 for r in records if isinstance(r, Mapping) and r.get("threshold") is not None
+                  and r.get("threshold") != options.threshold)
+        if own:
+            notes.append(f"the threshold option {options.threshold:g} is not used for {own} record(s) that give their "
+                         "own threshold (a record's own, or its custom-run evaluation's or body's, takes precedence "
+                         "over the option)")
+    engine = engine or Engine(model=model, device=device, long_input="chunk")
     if format == "rating":
         coverage_used = any(isinstance(r, Mapping) and not (r.get("references") or r.get("reference"))
                             for r in records)  # relevance without a reference: key-point coverage
-        if note := placeholder_note(options, coverage_used):
+        usable = any(isinstance(r, Mapping) for r in records)
+        problem = card_checkpoint_problem(engine, options) if usable else None
+        if note := placeholder_note(options, coverage_used, problem):
             notes.insert(0, note)
-    engine = engine or Engine(model=model, device=device, long_input="chunk")
     config = engine.config
     records = _mark_duplicate_ids(list(records))
     rows: list[ReportRow] = []

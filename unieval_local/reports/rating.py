@@ -71,6 +71,7 @@ DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
         "metric_coverage": "{label}: {score}/3 (share of key points covered {probability:.2f}). {detail}",
         "sentences_low": "{n_low} of {n} sentences scored below {threshold:.2f}; the lowest is \"{text}\" ({value:.2f}).",
         "sentences_ok": "All {n} sentences scored at least {threshold:.2f}; the lowest is \"{text}\" ({value:.2f}).",
+        "sentence_one": "Its one sentence scored {value:.2f} (threshold {threshold:.2f}).",
         "whole_document": "Scored on the whole summary against the source.",
         "whole_references": "Scored on the whole summary against {n} reference(s) (mean over references).",
         "coverage": "No reference was given, so relevance is key-point coverage: {covered} of {n} key points "
@@ -90,6 +91,7 @@ DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
         "metric_coverage": "{label} : {score}/3 (part des points clés couverts {probability:.2f}). {detail}",
         "sentences_low": "{n_low} phrase(s) sur {n} sous {threshold:.2f} ; la plus basse : « {text} » ({value:.2f}).",
         "sentences_ok": "Les {n} phrases atteignent au moins {threshold:.2f} ; la plus basse : « {text} » ({value:.2f}).",
+        "sentence_one": "Son unique phrase obtient {value:.2f} (seuil {threshold:.2f}).",
         "whole_document": "Évalué sur tout le résumé par rapport à la source.",
         "whole_references": "Évalué sur tout le résumé par rapport à {n} référence(s) (moyenne).",
         "coverage": "Sans référence, la pertinence est la couverture des points clés : {covered} sur {n} "
@@ -111,6 +113,7 @@ _TEMPLATE_FIELDS: dict[str, set[str]] = {
     "metric_coverage": {"label", "score", "probability", "detail"},
     "sentences_low": {"n_low", "n", "threshold", "text", "value"},
     "sentences_ok": {"n_low", "n", "threshold", "text", "value"},
+    "sentence_one": {"threshold", "text", "value"},
     "whole_document": set(), "whole_references": {"n"},
     "coverage": {"covered", "n"}, "coverage_missing": {"text", "value"},
     "issue_below": {"label", "score", "needed", "bad"}, "issue_bad": {"label", "score", "needed", "bad"},
@@ -124,17 +127,29 @@ _TEMPLATE_SAMPLE: dict[str, Any] = {"label": "Coherence", "score": 2, "probabili
 #: The thirds of the probability range: the placeholder cut points of what no calibration covers.
 PLACEHOLDER_CUT_POINTS: tuple[float, float] = (round(1 / 3, 4), round(2 / 3, 4))
 
-#: Default cut points (low, high) per metric: those of the calibration card
-#: (``unieval_local/data/calibration_unieval_sum.json``, :func:`calibration_card`), fitted by
+def calibration_card() -> dict:
+    """The calibration card of the built-in cut points (``unieval_local/data/
+    calibration_unieval_sum.json``, written by ``scripts/fit_calibration.py``): data set, n,
+    bins, cut points, cross-validated agreement with intervals, what it holds for (the
+    checkpoint's evaluator and shape, ``checkpoint_config``).
+
+    Raises:
+        OSError: the card is missing from the installation.
+    """
+    import json
+    from importlib import resources
+
+    return json.loads(resources.files("unieval_local").joinpath("data/calibration_unieval_sum.json").read_text())
+
+
+#: Default cut points (low, high) per metric: read from the calibration card (the one source:
+#: ``unieval_local/data/calibration_unieval_sum.json``, :func:`calibration_card`), fitted by
 #: ``scripts/fit_calibration.py`` on the official unieval-sum's SummEval scores against the
 #: binned expert ratings (quadratic-kappa objective, 10-fold CV by document). Fluency keeps the
 #: thirds: the fit did not beat them. ``relevance_coverage`` (relevance by key-point coverage,
-#: without a reference) is not calibrated: the thirds, as placeholders. A test pins these to the card.
+#: without a reference) is not calibrated: the thirds, as placeholders.
 DEFAULT_CUT_POINTS: dict[str, tuple[float, float]] = {
-    "coherence": (0.5837, 0.9483),
-    "consistency": (0.5993, 0.8178),
-    "relevance": (0.0276, 0.6935),
-    "fluency": PLACEHOLDER_CUT_POINTS,
+    **{m: tuple(calibration_card()["metrics"][m]["cut_points"]) for m in METRICS},
     "relevance_coverage": PLACEHOLDER_CUT_POINTS,
 }
 
@@ -368,11 +383,14 @@ class MetricDetails(BaseModel):
         probability: what was mapped: the UniEval score in [0, 1], or the
             key-point coverage share for relevance without a reference.
         cut_points: the ``[low, high]`` used.
-        placeholder_cut_points: True when those are built-in cut points that no calibration
-            covers for how this metric was measured (:func:`uncalibrated_metrics`).
-        calibrated: True when they are the calibration card's for this metric's aspect
-            (unieval-sum on SummEval; ``unieval-local calibration``); False for placeholders
-            and for cut points a config set (calibrated, if at all, by whoever set them).
+        placeholder_cut_points: True when those are the thirds of the range (0.3333, 0.6667),
+            not fitted: relevance by key-point coverage, fluency (the card kept the thirds: the fit
+            did not beat them), or thirds a config set.
+        calibrated: True when they are the calibration card's for this metric's aspect, on a
+            checkpoint of the card's evaluator and shape (unieval-sum, T5-large, identity
+            verified; :func:`card_checkpoint_problem`; ``unieval-local calibration``); False for
+            relevance by key-point coverage, another aspect or checkpoint, and for cut points a
+            config set (calibrated, if at all, by whoever set them).
         method: ``unieval:<task>/<aspect>`` (``minicheck:fact/support`` ...) or ``key_point_coverage``.
     """
 
@@ -445,38 +463,70 @@ class RatingReport(WithOptionalDetails):
     details: RatingDetails | None = None
 
 
-def calibration_card() -> dict:
-    """The calibration card of the built-in cut points (``unieval_local/data/
-    calibration_unieval_sum.json``, written by ``scripts/fit_calibration.py``): data set, n,
-    bins, cut points, cross-validated agreement with intervals, what it holds for.
-
-    Raises:
-        OSError: the card is missing from the installation.
-    """
-    import json
-    from importlib import resources
-
-    return json.loads(resources.files("unieval_local").joinpath("data/calibration_unieval_sum.json").read_text())
-
-
 def metric_aspect(config: RatingConfig, metric: str) -> str:
     """The ``task/aspect`` that answers ``metric`` under ``config`` (consistency: the
     ``consistency_aspect``; the others: summarization's aspect of that name)."""
     return config.consistency_aspect if metric == "consistency" else f"summarization/{metric}"
 
 
-def uncalibrated_metrics(config: RatingConfig, coverage_used: bool = True) -> dict[str, str]:
-    """The enabled metrics rated with built-in cut points that no calibration covers, and why:
-    ``relevance_coverage`` (with relevance: its thirds are placeholders), and a metric answered
-    by another aspect than the one the card was fitted for (consistency by ``fact/support``,
-    MiniCheck, or ``fact/consistency``, unieval-fact). Cut points a config sets are the user's
-    own and are not listed. ``coverage_used``: False when every record has references (then
-    relevance is measured against them and ``relevance_coverage`` is not used)."""
+def card_checkpoint_problem(engine: Engine, config: RatingConfig) -> str | None:
+    """Why the checkpoint that answers the card's aspects (``unieval-sum``) is not the model the
+    calibration card was fitted on, or None when it is (or when no enabled metric uses the
+    card's cut points for the card's aspect, so nothing depends on it).
+
+    The card holds for the official ``MingZhong/unieval-sum`` (T5-large). A folder whose
+    identity is unverified (nothing in it names unieval-sum), or whose ``config.json`` differs
+    from the card's ``checkpoint_config`` (``model_type``, ``d_model``, ``num_layers``: the
+    generated test checkpoints, a smaller T5), is not that model. A fine-tune of the same shape
+    cannot be told apart from the official weights this way (the card says so). No model is loaded.
+    """
+    uses_card = [m for m in config.enabled_metrics if metric_aspect(config, m) == CALIBRATED_FOR[m]
+                 and tuple(config.cut_points[m]) == tuple(DEFAULT_CUT_POINTS[m])]
+    if not uses_card:
+        return None
+    name = "unieval-sum"
+    ckpt = engine.checkpoint(name)
+    where = ckpt.hub_id or str(ckpt.path)
+    if engine.identity(name) != "verified":
+        return f"checkpoint {name} ({where}) does not say it is unieval-sum (identity unverified)"
+    want = calibration_card().get("checkpoint_config") or {}
+    try:
+        import json
+
+        got = json.loads((ckpt.path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        got = {}
+    differ = [f"{k} {got.get(k)!r}, not {v!r}" for k, v in want.items() if got.get(k) != v]
+    if differ:
+        return (f"checkpoint {name} ({where}) is not the shape of the official model the card was fitted on "
+                f"({'; '.join(differ)})")
+    return None
+
+
+def uncalibrated_metrics(config: RatingConfig, coverage_used: bool = True,
+                         checkpoint_problem: str | None = None) -> dict[str, str]:
+    """The enabled metrics whose 1-3 ratings no calibration covers, and why:
+
+    * ``relevance_coverage`` (with relevance measured by key-point coverage): placeholders;
+    * a metric with the card's cut points answered by another aspect than the one the card
+      was fitted for (consistency by ``fact/support``, MiniCheck, or ``fact/consistency``);
+    * a metric a config set to the thirds of the range (placeholders, not fitted; fluency's
+      calibrated choice IS the thirds, so not fluency);
+    * with ``checkpoint_problem`` (:func:`card_checkpoint_problem`), every metric with the card's
+      cut points: the checkpoint is not the one they were fitted for.
+
+    Other cut points a config sets are the user's own and are not listed. ``coverage_used``:
+    False when every record has references (relevance is then measured against them)."""
     out: dict[str, str] = {}
     for m in config.enabled_metrics:
-        built_in = tuple(config.cut_points[m]) == tuple(DEFAULT_CUT_POINTS[m])
+        cuts = tuple(config.cut_points[m])
+        built_in = cuts == tuple(DEFAULT_CUT_POINTS[m])
         if built_in and metric_aspect(config, m) != CALIBRATED_FOR[m]:
-            out[m] = (f"calibrated for {CALIBRATED_FOR[m]} (unieval-sum), not for {metric_aspect(config, m)}")
+            out[m] = f"calibrated for {CALIBRATED_FOR[m]} (unieval-sum), not for {metric_aspect(config, m)}"
+        elif built_in and checkpoint_problem:
+            out[m] = f"calibrated for the official unieval-sum, but {checkpoint_problem}"
+        elif not built_in and cuts == PLACEHOLDER_CUT_POINTS:
+            out[m] = "the thirds of the range set by the rating config (placeholders, not fitted)"
     if coverage_used and "relevance" in config.enabled_metrics and \
             tuple(config.cut_points["relevance_coverage"]) == PLACEHOLDER_CUT_POINTS:
         out["relevance_coverage"] = "placeholders (thirds of the range), not fitted: key-point coverage, used " \
@@ -484,21 +534,22 @@ def uncalibrated_metrics(config: RatingConfig, coverage_used: bool = True) -> di
     return out
 
 
-def placeholder_metrics(config: RatingConfig) -> list[str]:
-    """The names of :func:`uncalibrated_metrics`."""
-    return list(uncalibrated_metrics(config))
-
-
-def placeholder_note(config: RatingConfig, coverage_used: bool = True) -> str | None:
-    """The run-level note naming every metric whose built-in cut points are not calibrated for
-    how it is measured (:func:`uncalibrated_metrics`), else None (the four calibrated metrics
-    answered by unieval-sum give no note)."""
-    names = uncalibrated_metrics(config, coverage_used)
+def placeholder_note(config: RatingConfig, coverage_used: bool = True,
+                     checkpoint_problem: str | None = None) -> str | None:
+    """The run-level note naming every metric whose ratings are not calibrated
+    (:func:`uncalibrated_metrics`), metrics with one reason named together; None when there is
+    none (the four calibrated metrics answered by the official unieval-sum give no note)."""
+    names = uncalibrated_metrics(config, coverage_used, checkpoint_problem)
     if not names:
         return None
-    return ("the rating cut points of " + "; ".join(f"{m} are {why}" for m, why in names.items())
+    by_reason: dict[str, list[str]] = {}
+    for m, why in names.items():
+        by_reason.setdefault(why, []).append(m)
+    return ("the rating cut points of " + "; ".join(f"{', '.join(ms)} are {why}"
+                                                    for why, ms in by_reason.items())
             + ": those 1-3 ratings are not calibrated. Fit them on your data with scripts/fit_rating_cutpoints.py "
-            "and pass the YAML with --config (README, rating; `unieval-local calibration` prints the card)")
+            "and pass the YAML as the rating config (--config FILE in the CLI, config= in Python; README, rating; "
+            "`unieval-local calibration` prints the card)")
 
 
 def _sentence_detail(config: RatingConfig, ev) -> str:
@@ -506,6 +557,9 @@ def _sentence_detail(config: RatingConfig, ev) -> str:
     if not sents:
         return config.t("whole_document")
     lowest = min(sents, key=lambda s: s.value)
+    if len(sents) == 1:
+        return config.t("sentence_one", threshold=config.sentence_threshold, text=short(lowest.text, 120),
+                        value=lowest.value)
     n_low = sum(s.value < config.sentence_threshold for s in sents)
     key = "sentences_low" if n_low else "sentences_ok"
     return config.t(key, n_low=n_low, n=len(sents), threshold=config.sentence_threshold,
@@ -571,7 +625,7 @@ def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
         problems_to_errors(results["coverage"].problems, coverage.flat.positions(), errors)
 
     rows: list[ReportRow[RatingReport]] = []
-    placeholders = set(placeholder_metrics(config))
+    checkpoint_problem = card_checkpoint_problem(engine, config) if any(r is not None for r in parsed) else None
     for i, rec in enumerate(parsed):
         rid = record_id(records[i])
         if i in errors or rec is None:
@@ -622,10 +676,9 @@ def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
                 score=score, explanation=config.t(template, label=label, score=score, probability=p, detail=detail),
                 normalized_score=normalized_score(score))
             calibrated = (cut_name != "relevance_coverage" and cuts == tuple(DEFAULT_CUT_POINTS[cut_name])
-                          and metric_aspect(config, m) == CALIBRATED_FOR[m])
-            details[m] = MetricDetails(probability=p, cut_points=cuts, placeholder_cut_points=cut_name in placeholders,
-                                       calibrated=calibrated,
-                                       method=method_name)
+                          and metric_aspect(config, m) == CALIBRATED_FOR[m] and checkpoint_problem is None)
+            details[m] = MetricDetails(probability=p, cut_points=cuts, placeholder_cut_points=cuts == PLACEHOLDER_CUT_POINTS,
+                                       calibrated=calibrated, method=method_name)
         if failed:
             rows.append(ReportRow[RatingReport](index=start + i, id=rid, error=RowError(
                 field=failed, message=f"the model gave a non-finite score for {failed}; try dtype float32")))
