@@ -205,7 +205,7 @@ def test_unusable_cache_folder_warns_once_and_the_run_goes_on(tmp_path, tiny_ckp
     from unieval_local.cli import main
 
     (tmp_path / "file").write_text("x")  # a file where the cache folder should be
-    with pytest.warns(CacheUnusableWarning, match="cannot create its folder"):
+    with pytest.warns(CacheUnusableWarning, match="is a file, not a folder"):
         s = Scorer(model=tiny_ckpt, cache_dir=tmp_path / "file")
     assert s.engine.cache.disabled and s.cache_stats()["hits"] == 0
     src = tmp_path / "in.jsonl"
@@ -214,8 +214,9 @@ def test_unusable_cache_folder_warns_once_and_the_run_goes_on(tmp_path, tiny_ckp
                  str(tmp_path / "file"), "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert [x for x in err.splitlines() if "warning" in x] == [
-        f"unieval-local: warning: score cache {tmp_path / 'file' / 'scores.sqlite'} is unusable (cannot create its "
-        f"folder {str(tmp_path / 'file')!r}: File exists); scoring without it: pass another --cache-dir (cache_dir=)"]
+        f"unieval-local: warning: score cache {tmp_path / 'file' / 'scores.sqlite'} is unusable "
+        f"({str(tmp_path / 'file')!r} is a file, not a folder); scoring without it: pass a folder as --cache-dir "
+        "(cache_dir=)"]
     assert "score cache: 0 queries reused, 1 scored; disabled (" in err
     for run in ("1", "2"):
         assert main(["score", str(src), "--model", str(tiny_ckpt), "--aspect", "consistency", "--cache-dir",
