@@ -111,7 +111,7 @@ class UniEvalLoop:
 
     def evaluate(self, records: list[dict], aspects: list[str]) -> dict[str, list[float]]:
         """UniEval ``SumEvaluator.evaluate`` minus the overall: per aspect, per record."""
-        from unieval_local.sentences import DEFAULT_SPLITTER as sent_tokenize
+        from unieval_local.text.sentences import DEFAULT_SPLITTER as sent_tokenize
 
         out: dict[str, list[float]] = {}
         for dim in aspects:
@@ -154,8 +154,8 @@ def run_variant(args) -> dict:
         dtype = "float32"
     else:
         from unieval_local.engine import Engine, jobs_by_checkpoint
-        from unieval_local.tasks import get_aspect
-        from unieval_local.validate import validate_examples
+        from unieval_local.registry.tasks import get_aspect
+        from unieval_local.pipeline.validate import validate_examples
 
         engine = Engine(model=args.model, device=args.device, dtype=args.dtype_b, batch_tokens=args.batch_tokens)
         engine.runner("unieval-sum")  # load outside the timed region, as (a) does
@@ -223,13 +223,13 @@ def planning_benchmark(model_dir: str, sizes: list[int], old_up_to: int) -> None
     and tokenizer, after one warm-up call, for sources of ``sizes`` words (the old one only up
     to ``old_up_to`` words). Then the whole ``build_plan`` of one consistency query over the
     text (Punkt splitting included). Prints one line per size."""
-    from unieval_local.checkpoints import resolve_checkpoint
-    from unieval_local.evaluators import EVALUATORS
-    from unieval_local.planning import build_plan, make_windows
-    from unieval_local.runner import T5Runner, load_t5_model
+    from unieval_local.models.checkpoints import resolve_checkpoint
+    from unieval_local.registry.evaluators import EVALUATORS
+    from unieval_local.pipeline.planning import build_plan, make_windows
+    from unieval_local.models.t5.runner import T5Runner, load_t5_model
     from unieval_local.schema import UniEvalData
-    from unieval_local.sentences import DEFAULT_SPLITTER, field_spans
-    from unieval_local.tasks import get_aspect
+    from unieval_local.text.sentences import DEFAULT_SPLITTER, field_spans
+    from unieval_local.registry.tasks import get_aspect
 
     t5 = load_t5_model(resolve_checkpoint("unieval-sum", model_dir), "cpu", "float32")
     counter = T5Runner(t5, evaluator=EVALUATORS["unieval-sum"], fingerprint="bench")

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     from tqdm import tqdm
     from transformers import AutoTokenizer, T5ForConditionalGeneration
 
-    from unieval_local.sentences import DEFAULT_SPLITTER
+    from unieval_local.text.sentences import DEFAULT_SPLITTER
 
     import transformers
 

@@ -6,18 +6,18 @@ Data: ``$UNIEVAL_SHARED_DATA/summeval-unieval/summeval_unieval.jsonl`` (default 
 official ``MingZhong/unieval-sum`` model's P(Yes) for coherence, consistency, fluency and
 relevance of the 1,600 SummEval summaries (100 documents x 16 systems), beside the expert
 ratings (means of 3 experts, 1-5). Each human score is binned as the README does: < 2.5 -> 1,
-< 4 -> 2, else 3 (:func:`~unieval_local.cutpoints.human_to_rating`).
+< 4 -> 2, else 3 (:func:`~unieval_local.analysis.cutpoints.human_to_rating`).
 
 Per metric:
 
 1. Agreement is measured out of sample: 10 folds of whole documents (no document's summaries
-   on both sides; :func:`~unieval_local.cutpoints.document_folds`, seed 0); each fold is rated
-   with cut points fitted on the other nine (:func:`~unieval_local.cutpoints.cross_validated_ratings`),
+   on both sides; :func:`~unieval_local.analysis.cutpoints.document_folds`, seed 0); each fold is rated
+   with cut points fitted on the other nine (:func:`~unieval_local.analysis.cutpoints.cross_validated_ratings`),
    once maximising exact agreement and once the quadratic-weighted kappa. The thirds
    (0.3333, 0.6667, the old placeholders) need no fitting.
 2. Accuracy and quadratic kappa of each, with percentile 95% intervals over 1,000 resamples of
    the documents, and the paired differences (the same resamples;
-   :func:`~unieval_local.cutpoints.bootstrap_agreement`).
+   :func:`~unieval_local.analysis.cutpoints.bootstrap_agreement`).
 3. The objective is the one the cross-validation favours (``--objective``, default ``kappa``:
    exact agreement rewards rating everything 3 where 90% of the human bins are 3, which
    collapses fluency's kappa to 0.27; kappa does not). A metric keeps the fitted cut points
@@ -54,7 +54,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_test_checkpoint import shared_data_dir  # noqa: E402
 
-from unieval_local.cutpoints import (OBJECTIVES, bootstrap_agreement, cross_validated_ratings,  # noqa: E402
+from unieval_local.analysis.cutpoints import (OBJECTIVES, bootstrap_agreement, cross_validated_ratings,  # noqa: E402
                                      document_folds, fit_cut_points, format_card, human_to_rating, to_rating)
 from unieval_local.hashing import sha256_file  # noqa: E402
 

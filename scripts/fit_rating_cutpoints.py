@@ -5,7 +5,7 @@ For each metric, the model probability p of every example is paired with its
 human score; the human score is binned to 1-3 (``--bins LOW,HIGH``: below LOW
 -> 1, below HIGH -> 2, else 3) and the cut points (low, high) that make the
 rating (1 if p < low, 2 if p < high, else 3) agree best with it are
-found by exhaustive search (:func:`unieval_local.cutpoints.fit_cut_points`), maximising the
+found by exhaustive search (:func:`unieval_local.analysis.cutpoints.fit_cut_points`), maximising the
 quadratic-weighted kappa (``--objective kappa``, default) or the exact agreement
 (``--objective accuracy``).
 The output is a full rating config (``--config``, default the built-in
@@ -44,9 +44,9 @@ from pathlib import Path
 
 import yaml
 
-from unieval_local.meta import load_items
+from unieval_local.analysis.meta import load_items
 from unieval_local.records import read_records
-from unieval_local.cutpoints import fit_cut_points, human_to_rating
+from unieval_local.analysis.cutpoints import fit_cut_points, human_to_rating
 from unieval_local.reports.rating import METRICS, RatingConfig, load_rating_config
 
 

@@ -2,8 +2,10 @@
 
 ``score()`` delegates to a cached default ``Scorer``; no logic is duplicated. A ``Scorer``
 is the user-facing face of an :class:`~unieval_local.engine.Engine` (which holds the run
-configuration, the registry and the runner pool, and runs the jobs): it validates whole
-requests and shapes the results in the hosted metric's schema.
+configuration, the registry and the runner pool) and a
+:class:`~unieval_local.requests.scheduler.Scheduler` (which runs requests on it): it
+validates whole requests, sends them as :class:`~unieval_local.requests.score.ScoreRequest`
+objects, and shapes the answers in the hosted metric's schema.
 """
 
 from __future__ import annotations
@@ -17,90 +19,48 @@ from typing import Any
 
 import numpy as np
 
-from .checkpoints import ModelSpec, ResolvedCheckpoint
 from .config import MAX_EXAMPLES_PER_REQUEST, RunConfig
-from .engine import DEFAULT_ATTENTION_MIB, DEFAULT_BATCH_TOKENS, Engine, JobResult, Runner, RunnerFactory, RunStats, jobs_by_checkpoint, truncation_message
+from .engine import Engine, RunStats, truncation_message
 from .errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, RequestTooLargeError
-from .fold import ReferenceReduction
-from .planning import LongInput
-from .schema import (EvaluationResult, ExampleScores, Signature, UniEvalConfig, UniEvalData, UniEvalResult,
-                     UniEvalStats)
-from .sentences import SentenceSplitter
-from .tasks import Registry
-from .validate import non_latin_share, validate_examples, warn_input_hints
+from .models.base import Runner, RunnerFactory
+from .models.checkpoints import ModelSpec, ResolvedCheckpoint
+from .pipeline.fold import ReferenceReduction
+from .pipeline.planning import LongInput
+from .pipeline.validate import non_latin_share, validate_examples, warn_input_hints
+from .registry.tasks import Registry
+from .requests.scheduler import Scheduler
+from .requests.score import ScoreRequest
+from .schema import EvaluationResult, ExampleScores, Signature, UniEvalData, UniEvalResult, UniEvalStats
+from .settings import SETTINGS, EngineSettings, default
+from .text.sentences import SentenceSplitter
+from .wire.hosted import DEFAULT_ASPECT, DEFAULT_TASK, UniEvalConfig, resolve_task_aspect
 
-#: Examples planned and run together inside :meth:`Scorer.evaluate` (bounds prompt memory).
-ENGINE_PASS_EXAMPLES = 1000
+__all__ = ["DEFAULT_ASPECT", "DEFAULT_TASK", "EvaluationResult", "MAX_EXAMPLES_PER_REQUEST", "Scorer",
+           "UniEvalResult", "as_examples", "resolve_task_aspect", "score"]
 
-#: The task and aspect scored when none is named (the hosted metric's defaults, UniEvalConfig's).
-DEFAULT_TASK, DEFAULT_ASPECT = "summarization", "coherence"
 
-#: The keys a ``config`` dict may hold (UniEvalConfig's fields; ``aspect`` is its alias).
-_CONFIG_KEYS = ("task", "evaluation_aspect", "aspect")
+def settings_doc(indent: str = "        ") -> str:
+    """The ``Args`` entries of the engine settings, from their declaration (each written once,
+    in :data:`~unieval_local.settings.SETTINGS`): ``name: help (CLI flag); default ...``."""
+    lines = []
+    for s in SETTINGS:
+        flag = s.flag or s.negative_flag
+        lines.append(f"{indent}{s.name}: {s.help_text()}{f' (CLI {flag})' if flag else ''}; "
+                     f"default ``{s.default!r}``.")
+    return "\n".join(lines)
 
 
 class Scorer:
     """Scores examples with UniEval checkpoints, loading each checkpoint once.
 
-    Args (keyword only):
-        model: ``None`` (the registry's checkpoint per task, found through
-            ``$UNIEVAL_LOCAL_HOME``, the HF cache or the hub), a checkpoint folder
-            or hub id used for every task, or a mapping from checkpoint name
-            (``unieval-sum``, ``unieval-dialog``, ``unieval-fact``) to folder.
-        device: ``cpu``, ``cuda`` or ``cuda:N``; default CUDA when available. Checked
-            here: an unavailable device raises ``ValueError`` listing the available ones.
-        dtype: ``float32`` (default, UniEval parity to 1e-5) or ``bfloat16``.
-            ``float16`` raises ``ValueError`` (T5 overflows to NaN).
-        max_length: tokens per query; longer prompts lose their END, as in
-            UniEval (default None: each evaluator's own, 1024 for UniEval, 2048 for MiniCheck).
-        batch_tokens: the most padded tokens (rows x longest prompt) in one forward
-            pass (default 8192).
-        attention_mib: the most MiB the encoder's attention scores of one forward pass
-            may take (rows x heads x longest**2 x bytes per element; default 1024): the
-            token budget grows linearly with the length, attention with its square,
-            so both bound a batch (:func:`~unieval_local.runner.next_batch_end`).
-        reference_reduction: ``mean`` (default) or ``max`` over several references.
-        offline: never touch the network (also ``HF_HUB_OFFLINE=1``).
-        splitter: sentence splitter (default: NLTK English Punkt, UniEval's).
-        progress: show a progress bar over queries (``None``: only on a terminal).
-        fast_forward: run our own exact T5 forward for the single decoder step
-            (encoder attention bias built once per batch, cross-attention
-            reassociated so that encoder states are not projected through each
-            layer's key/value matrices, only the Yes/No rows of the LM head;
-            default on, agrees with the model's forward to ~1e-6). ``False``
-            runs the model's own ``forward``.
-        cache_dir: opt-in persistent score cache (SQLite) in this folder; a query
-            already scored with the same checkpoint content and settings is not
-            run again (see :mod:`unieval_local.cache`). Not used with bfloat16. A cache
-            that fails (damaged, read-only, disk full, folder not creatable) is disabled
-            with one ``CacheUnusableWarning`` (a ``RuntimeWarning``); scoring goes on without it.
-        long_input: ``truncate`` (default, UniEval: a prompt longer than
-            ``max_length`` loses its end, silently in UniEval, with a warning
-            here), ``fit`` (shorten the long context field so the question and
-            target stay whole) or ``chunk`` (score against windows of whole
-            sentences/turns of the long field: max over windows for
-            consistency-like aspects, mean for coherence). See
-            :func:`~unieval_local.planning.build_plan`.
-        window_overlap: sentences (turns) shared by consecutive windows in
-            ``chunk`` mode (default 1).
-        chunk_words: whitespace words per document chunk for evaluators that chunk
-            the document themselves (MiniCheck's ``chunk_size``, default 500).
-        threads: CPU threads torch uses (``torch.set_num_threads``, for the whole process;
-            default None: torch's own, one per core). On a machine shared with other jobs, set
-            it to your share of the cores. It never changes a score.
-        merge_punctuation: sentence-level aspects do not score letterless pieces ("?", "1.",
-            "!!") as sentences of their own: they join a neighbouring sentence
-            (:class:`~unieval_local.sentences.MergePunctuation`). Default False: UniEval
-            scores every Punkt piece and averages them in (parity). The splitter's name in the
-            signature says which.
-        aspects_config: a YAML file of user-defined aspects added to the tasks
-            (see :mod:`unieval_local.aspects_config`); ``scorer.registry`` holds them.
-        runner_factory: advanced/testing: ``f(ResolvedCheckpoint, fingerprint, Evaluator)``
-            returning a :class:`~unieval_local.engine.Runner` (default: the T5 runner,
-            its model loaded once per process).
+    Args (keyword only): the engine settings, declared once in
+    :data:`~unieval_local.settings.SETTINGS` (a test checks this signature against it):
+
+    SETTINGS_DOC
 
     Raises:
-        ValueError: bad ``dtype``, ``max_length``, ``batch_tokens``, reduction or device.
+        ValueError: an invalid setting (the message names it), or an unavailable device.
+        TypeError: an unknown keyword.
         AspectsConfigError: an invalid aspects config (a ``ValueError``).
 
     Example:
@@ -113,40 +73,48 @@ class Scorer:
     def __init__(
         self,
         *,
-        model: ModelSpec = None,
-        device: str | None = None,
-        dtype: str = "float32",
-        max_length: int | None = None,
-        batch_tokens: int = DEFAULT_BATCH_TOKENS,
-        attention_mib: float = DEFAULT_ATTENTION_MIB,
-        reference_reduction: ReferenceReduction = "mean",
-        offline: bool | None = None,
-        splitter: SentenceSplitter | None = None,
-        progress: bool | None = False,
-        fast_forward: bool = True,
-        cache_dir: str | os.PathLike | None = None,
-        aspects_config: str | os.PathLike | None = None,
-        long_input: LongInput = "truncate",
-        window_overlap: int = 1,
-        chunk_words: int = 500,
-        merge_punctuation: bool = False,
-        threads: int | None = None,
-        runner_factory: RunnerFactory | None = None,
+        model: ModelSpec = default("model"),
+        device: str | None = default("device"),
+        dtype: str = default("dtype"),
+        max_length: int | None = default("max_length"),
+        batch_tokens: int = default("batch_tokens"),
+        attention_mib: float = default("attention_mib"),
+        reference_reduction: ReferenceReduction = default("reference_reduction"),
+        offline: bool | None = default("offline"),
+        splitter: SentenceSplitter | None = default("splitter"),
+        progress: bool | None = default("progress"),
+        fast_forward: bool = default("fast_forward"),
+        cache_dir: str | os.PathLike | None = default("cache_dir"),
+        aspects_config: str | os.PathLike | None = default("aspects_config"),
+        long_input: LongInput = default("long_input"),
+        window_overlap: int = default("window_overlap"),
+        chunk_words: int = default("chunk_words"),
+        merge_punctuation: bool = default("merge_punctuation"),
+        threads: int | None = default("threads"),
+        runner_factory: RunnerFactory | None = default("runner_factory"),
     ):
-        #: the engine: run configuration, registry, runner pool; runs the jobs
-        self.engine = Engine(model=model, device=device, dtype=dtype, max_length=max_length,
-                             batch_tokens=batch_tokens, attention_mib=attention_mib,
-                             reference_reduction=reference_reduction, offline=offline, splitter=splitter,
-                             progress=progress, fast_forward=fast_forward, cache_dir=cache_dir,
-                             aspects_config=aspects_config, long_input=long_input, window_overlap=window_overlap,
-                             chunk_words=chunk_words, merge_punctuation=merge_punctuation, threads=threads,
-                             runner_factory=runner_factory)
+        settings = EngineSettings(
+            model=model, device=device, dtype=dtype, max_length=max_length, batch_tokens=batch_tokens,
+            attention_mib=attention_mib, reference_reduction=reference_reduction, offline=offline,
+            splitter=splitter, progress=progress, fast_forward=fast_forward, cache_dir=cache_dir,
+            aspects_config=aspects_config, long_input=long_input, window_overlap=window_overlap,
+            chunk_words=chunk_words, merge_punctuation=merge_punctuation, threads=threads,
+            runner_factory=runner_factory)
+        #: the engine: run configuration, registry, runner pool
+        self.engine = Engine(settings)
+        #: runs this scorer's requests on the engine (one pass per request of at most 250 examples)
+        self.scheduler = Scheduler(self.engine)
 
     # ------------------------------------------------------------------ configuration (the engine's)
     @property
     def config(self) -> RunConfig:
         """Every setting that can change a score (:class:`~unieval_local.config.RunConfig`)."""
         return self.engine.config
+
+    @property
+    def settings(self) -> EngineSettings:
+        """The engine settings in effect (:class:`~unieval_local.settings.EngineSettings`)."""
+        return self.engine.settings
 
     @property
     def registry(self) -> Registry:
@@ -195,7 +163,7 @@ class Scorer:
     # ------------------------------------------------------------------ scoring
     def _check_request(self, data: Any, task: str, aspects: Sequence[str], columns: Mapping[str, Any],
                        max_examples: int | None = None) -> list[UniEvalData]:
-        """Validate one request for all its aspects; raise for any problem (nothing scored)."""
+        """Validate one call for all its aspects; raise for any problem (nothing scored)."""
         resolved = [self.registry.get_aspect(task, a) for a in aspects]
         items = as_examples(data, **columns)
         if max_examples is not None and len(items) > max_examples:
@@ -217,32 +185,36 @@ class Scorer:
                           "trained on English only, so their scores there mean little", UserWarning, stacklevel=3)
         return examples
 
-    def _run_in_passes(self, examples: Sequence[UniEvalData], task: str, names: Sequence[str],
-                       evidence: bool) -> tuple[JobResult, RunStats]:
-        """The engine over consecutive slices of :data:`ENGINE_PASS_EXAMPLES` examples (one job
-        per checkpoint each), joined into one result per aspect."""
-        aspects = [self.registry.get_aspect(task, a) for a in names]
-        total, stats = JobResult(values={a: np.empty(0) for a in names}, evidence={a: [] for a in names}), RunStats()
-        for at in range(0, len(examples), ENGINE_PASS_EXAMPLES):
-            results, st = self.engine.run(jobs_by_checkpoint(aspects, examples[at:at + ENGINE_PASS_EXAMPLES]),
-                                          evidence=evidence, strict=True)
-            stats += st
-            for res in results.values():
-                for a, v in res.values.items():
-                    total.values[a] = np.concatenate([total.values[a], v])
-                for a, ev in res.evidence.items():
-                    total.evidence[a] += ev
-        return total, stats
+    def _run_requests(self, examples: Sequence[UniEvalData], task: str, names: Sequence[str],
+                      evidence: bool) -> tuple[dict[str, np.ndarray], dict[str, list], RunStats]:
+        """The examples as score requests of the scheduler's pass size, run together, and their
+        answers joined: ``(values, evidence, stats)``, per aspect over all examples in order.
 
-    def evaluate(self, data: Any = None, *, task: str = "summarization",
+        Raises:
+            The first failed request's error (InvalidExampleError for a planning problem is
+            numbered in the whole call's examples).
+        """
+        requests = [ScoreRequest(part, task, names, evidence=evidence, start=at, validated=True)
+                    for at, part in self.scheduler.policy.split(list(examples))]
+        answers = self.scheduler.answers(requests)
+        values = {a: np.concatenate([ans.values[a] for ans in answers]) for a in names}
+        ev = {a: [e for ans in answers for e in ans.evidence.get(a, [])] for a in names} if evidence else {}
+        stats = RunStats()
+        for ans in answers:
+            stats += ans.stats
+        return values, ev, stats
+
+    def evaluate(self, data: Any = None, *, task: str = DEFAULT_TASK,
                  aspects: Sequence[str] | str | None = None, evidence: bool = False,
                  targets: Sequence[str] | None = None, sources: Sequence[str] | None = None,
                  references: Sequence[Sequence[str] | str] | None = None,
                  contexts: Sequence[str] | None = None, _max_examples: int | None = None) -> EvaluationResult:
         """Score any number of examples for several aspects of one task at once.
 
-        All aspects that share a checkpoint go through the model as one batch plan
-        (in passes of :data:`ENGINE_PASS_EXAMPLES` examples, to bound memory).
+        All aspects that share a checkpoint go through the model as one batch plan: the
+        examples are validated at once, then sent to the scheduler as requests of at most
+        250 examples (its :class:`~unieval_local.requests.scheduler.PassPolicy`, which bounds
+        memory), one engine pass per request.
 
         Args:
             data: examples as dicts or :class:`UniEvalData`, or a pandas DataFrame
@@ -267,22 +239,13 @@ class Scorer:
         names = self.registry.aspect_names(task, aspects)
         columns = dict(targets=targets, sources=sources, references=references, contexts=contexts)
         examples = self._check_request(data, task, names, columns, _max_examples)
-        run, stats = self._run_in_passes(examples, task, names, evidence)
-        values = run.values
-        if stats.n_truncated:
-            limits = {n: self.engine.max_length(n) for n in stats.truncated_by}
-            warnings.warn(truncation_message(stats, limits, self.long_input, cli=False), UserWarning, stacklevel=2)
-        if stats.n_shortened:
-            warnings.warn(
-                f"{stats.n_shortened} of {stats.n_queries} distinct queries had a long field shortened to fit "
-                f"max_length (long_input='fit': only the beginning of that field was read; "
-                "long_input='chunk' reads all of it); evidence=True shows the windows", UserWarning, stacklevel=2)
+        values, ev, stats = self._run_requests(examples, task, names, evidence)
+        self._warn_about(stats)
         bad = sorted({i for v in values.values() for i in np.flatnonzero(~np.isfinite(v)).tolist()})
         if bad:
             raise NonFiniteScoreError(
                 f"the model gave non-finite logits for examples {bad[:20]} "
                 f"(dtype {self.dtype}); try dtype='float32'", bad)
-        ev = run.evidence if evidence else {}
         per_aspect = {
             a: UniEvalResult(overall=UniEvalStats(value=float(np.mean(values[a]))),
                              examples=[UniEvalStats(value=float(x), evidence=ev[a][i] if ev else None)
@@ -295,6 +258,17 @@ class Scorer:
                               evidence={a: ev[a][i] for a in names} if ev else None)
                 for i in range(len(examples))]
         return EvaluationResult(task=task, aspects=names, examples=rows, per_aspect=per_aspect)
+
+    def _warn_about(self, stats: RunStats) -> None:
+        """The truncation and fit-shortening warnings of one call."""
+        if stats.n_truncated:
+            limits = {n: self.engine.max_length(n) for n in stats.truncated_by}
+            warnings.warn(truncation_message(stats, limits, self.long_input, cli=False), UserWarning, stacklevel=3)
+        if stats.n_shortened:
+            warnings.warn(
+                f"{stats.n_shortened} of {stats.n_queries} distinct queries had a long field shortened to fit "
+                f"max_length (long_input='fit': only the beginning of that field was read; "
+                "long_input='chunk' reads all of it); evidence=True shows the windows", UserWarning, stacklevel=3)
 
     def score(self, data: Any = None, *, task: str | None = None, aspect: str | None = None,
               evaluation_aspect: str | None = None, config: UniEvalConfig | Mapping[str, Any] | None = None,
@@ -360,6 +334,8 @@ class Scorer:
                              **columns).per_aspect[aspect]
 
 
+Scorer.__doc__ = Scorer.__doc__.replace("    SETTINGS_DOC", settings_doc())
+
 _DEFAULT_SCORERS: dict[str, Scorer] = {}
 _DEFAULT_LOCK = threading.Lock()
 
@@ -422,58 +398,6 @@ def score(
 
 
 
-def resolve_task_aspect(registry: Registry, *, task: str | None = None, aspect: str | None = None,
-                        evaluation_aspect: str | None = None,
-                        config: UniEvalConfig | Mapping[str, Any] | None = None) -> tuple[str, str]:
-    """The ``(task, aspect)`` a call names, from our names or the hosted metric's.
-
-    ``None`` means "not given" for every argument. ``evaluation_aspect`` is an alias of
-    ``aspect``; ``config`` is a :class:`~unieval_local.schema.UniEvalConfig` or a dict of
-    it, whose ``task`` / ``evaluation_aspect`` apply where the keywords are not given.
-    With nothing given: :data:`DEFAULT_TASK`, :data:`DEFAULT_ASPECT`. The names are not
-    looked up here unless ``config`` is a dict (the scorer checks them when it scores).
-
-    Args:
-        registry: validates a ``config`` dict (user-defined aspects included).
-        task, aspect, evaluation_aspect, config: as in :meth:`Scorer.score`.
-
-    Returns:
-        ``(task, aspect)``.
-
-    Raises:
-        ValueError: ``aspect`` and ``evaluation_aspect`` given with different values;
-            ``task`` or the aspect given beside ``config`` with a value other than its
-            own (the message names both); a dict ``config`` with keys other than
-            ``task``, ``evaluation_aspect``, ``aspect``, or with ``aspect`` and
-            ``evaluation_aspect`` that differ; ``config`` of another type.
-        pydantic.ValidationError: a dict ``config`` naming an unknown task or aspect (a
-            ``ValueError``; the message lists the valid names).
-    """
-    if aspect is not None and evaluation_aspect is not None and aspect != evaluation_aspect:
-        raise ValueError(f"aspect={aspect!r} and evaluation_aspect={evaluation_aspect!r} differ; "
-                         "they are two names of one argument: give one of them")
-    name, given_as = (aspect, "aspect") if aspect is not None else (evaluation_aspect, "evaluation_aspect")
-    if config is None:
-        return (task if task is not None else DEFAULT_TASK), (name if name is not None else DEFAULT_ASPECT)
-    if isinstance(config, Mapping):
-        unknown = [str(k) for k in config if k not in _CONFIG_KEYS]
-        if unknown:
-            raise ValueError(f"config has unknown key(s) {', '.join(map(repr, unknown))}; a UniEvalConfig holds "
-                             "'task' and 'evaluation_aspect' (or 'aspect')")
-        if "aspect" in config and "evaluation_aspect" in config and config["aspect"] != config["evaluation_aspect"]:
-            raise ValueError(f"config['aspect']={config['aspect']!r} and config['evaluation_aspect']="
-                             f"{config['evaluation_aspect']!r} differ; give one of them")
-        config = UniEvalConfig.model_validate(dict(config), context={"registry": registry})
-    elif not isinstance(config, UniEvalConfig):
-        raise ValueError(f"config must be a UniEvalConfig or a dict, got {type(config).__name__}")
-    if task is not None and task != config.task:
-        raise ValueError(f"task={task!r} and config.task={config.task!r} differ; give the task once")
-    if name is not None and name != config.evaluation_aspect:
-        raise ValueError(f"{given_as}={name!r} and config.evaluation_aspect={config.evaluation_aspect!r} differ; "
-                         "give the aspect once")
-    return config.task, config.evaluation_aspect
-
-
 def as_examples(data: Any = None, *, targets: Sequence[str] | None = None, sources: Sequence[str] | None = None,
                 references: Sequence[Sequence[str] | str] | None = None,
                 contexts: Sequence[str] | None = None) -> list[Any]:
@@ -487,7 +411,7 @@ def as_examples(data: Any = None, *, targets: Sequence[str] | None = None, sourc
             length; ``references[i]`` one text or a list of texts).
 
     Returns:
-        A list of items for :func:`~unieval_local.validate.validate_examples` (not yet validated).
+        A list of items for :func:`~unieval_local.pipeline.validate.validate_examples` (not yet validated).
 
     Raises:
         ValueError: both forms given; lists of different lengths; a string, bytes or mapping

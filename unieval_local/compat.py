@@ -35,39 +35,10 @@ from pydantic import BaseModel, ConfigDict, StrictStr
 
 from .errors import CheckpointNotFoundError, ExampleProblem, InvalidExampleError
 from .extras import require
-from .reports.common import BadRecord, rename_fields
+from .reports.base import BadRecord
+from .wire.rating_evaluator import SummaryData, evaluator_error, evaluator_result
 
 __all__ = ["SimpleSummarizationDataset", "SummarizationEvaluator", "SummaryData", "load_simple_summarization_dataset"]
-
-
-class SummaryData(BaseModel):
-    """One summary to rate, under the rating evaluator's field names.
-
-    Attributes:
-        input: the source the summary was made from (a document or a meeting transcript).
-        summary: the summary under evaluation.
-        references: optional reference summaries; relevance then uses UniEval's relevance
-            against them instead of key-point coverage of ``input``.
-
-    Fields read as attributes or, as the evaluator's dataset rows are read, by key:
-    ``data["input"]``.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    input: StrictStr
-    summary: StrictStr
-    references: list[StrictStr] | None = None
-
-    def __getitem__(self, key: str) -> Any:
-        """``data["input"]``: a field by name (KeyError for another name)."""
-        if key not in type(self).model_fields:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def keys(self) -> list[str]:
-        """The field names, so ``dict(data)`` and ``**data`` work as for a dict row."""
-        return list(type(self).model_fields)
 
 
 class SimpleSummarizationDataset:
@@ -107,18 +78,6 @@ def load_simple_summarization_dataset(data_dir: str | os.PathLike | None = None)
     (original text written for this package, MIT). ``data_dir``: a folder with your own
     ``simple_summarization.json`` instead."""
     return SimpleSummarizationDataset(data_dir)
-
-
-def _rounded(summary: dict[str, Any], metrics: Sequence[str]) -> dict[str, Any]:
-    """The rating summary with ``avg_score`` and each metric's ``normalized_score`` rounded to
-    two decimals, as the evaluator's documented example shows them (0.67, 0.92)."""
-    out = dict(summary)
-    if isinstance(out.get("avg_score"), float):
-        out["avg_score"] = round(out["avg_score"], 2)
-    for m in metrics:
-        if isinstance(out.get(m), dict) and isinstance(out[m].get("normalized_score"), float):
-            out[m] = {**out[m], "normalized_score": round(out[m]["normalized_score"], 2)}
-    return out
 
 
 class SummarizationEvaluator:
@@ -164,7 +123,7 @@ class SummarizationEvaluator:
                                       "checkpoints and calls no API, so it needs no credentials (the value was "
                                       "neither kept nor logged)")
         del model_credentials
-        from .reports.common import load_options
+        from .reports.options import load_options
         from .reports.rating import RatingConfig
 
         if isinstance(enabled_metrics, str):  # one metric, or "coherence,fluency"
@@ -289,15 +248,12 @@ class SummarizationEvaluator:
         results = []
         for r in out.reports:
             if r.error is not None:
-                results.append({"error": rename_fields(r.error, _NAMES).model_dump()})
+                results.append(evaluator_error(r.error))
                 continue
             dumped = r.report.model_dump(mode="json")
-            result = {"summary": _rounded(dumped["summary"], self.config.enabled_metrics)}
+            result = evaluator_result(dumped["summary"], self.config.enabled_metrics)
             if dumped.get("details") is not None:
                 result["details"] = dumped["details"]
             results.append(result)
         return results, out.notes
 
-
-#: Our field names in the rating evaluator's words.
-_NAMES = {"source": "input", "target": "summary"}

@@ -1,7 +1,7 @@
 """One frozen run configuration: every setting and library version that can change a score.
 
 The reproducibility signature (:class:`~unieval_local.schema.Signature`), the score
-cache key (:mod:`unieval_local.cache`) and the batch run identity that ``--resume``
+cache key (:mod:`unieval_local.models.cache`) and the batch run identity that ``--resume``
 and ``merge`` check (:mod:`unieval_local.batch`) are all derived from one
 :class:`RunConfig`, so a setting added here reaches the three at once. What is NOT
 in it (the checkpoint's content fingerprint, the task and aspects, custom aspect
@@ -18,7 +18,11 @@ import importlib.metadata
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from . import __version__
+from ._version import __version__
+from .settings import DTYPES, LONG_INPUT_MODES, REFERENCE_REDUCTIONS, check_dtype, default
+
+__all__ = ["DTYPES", "ENGINE_VERSION", "LONG_INPUT_MODES", "MAX_EXAMPLES_PER_REQUEST", "REFERENCE_REDUCTIONS",
+           "REFUSED_DTYPES", "SCORE_LIBRARIES", "LongInput", "RunConfig", "check_dtype", "library_versions"]
 
 #: Bump when a change to the engine can change scores (it is part of every cache key).
 ENGINE_VERSION = "3"
@@ -28,9 +32,6 @@ ENGINE_VERSION = "3"
 MAX_EXAMPLES_PER_REQUEST = 250
 
 LongInput = Literal["truncate", "fit", "chunk"]
-LONG_INPUT_MODES: tuple[str, ...] = ("truncate", "fit", "chunk")
-REFERENCE_REDUCTIONS: tuple[str, ...] = ("mean", "max")
-DTYPES: tuple[str, ...] = ("float32", "bfloat16")
 #: dtypes a user may ask for that are refused with a reason (T5 overflows to NaN in float16)
 REFUSED_DTYPES: tuple[str, ...] = ("float16",)
 
@@ -57,20 +58,6 @@ def library_versions() -> dict[str, str]:
     return dict(_VERSIONS)
 
 
-def check_dtype(dtype: str) -> str:
-    """Validate a dtype name.
-
-    Raises:
-        ValueError: ``float16`` (T5 activations overflow to NaN in float16) or an unknown name.
-    """
-    if dtype in ("float16", "fp16", "half"):
-        raise ValueError("float16 is refused: T5 activations overflow to NaN in float16; "
-                         "use bfloat16 (GPU) or float32")
-    if dtype not in DTYPES:
-        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
-    return dtype
-
-
 @dataclass(frozen=True)
 class RunConfig:
     """Every setting that can change a score, in one immutable value.
@@ -82,7 +69,7 @@ class RunConfig:
             :meth:`max_length_for`).
         reference_reduction: ``mean`` (default; the UniEval author's advice for several
             references, issue #2 of maszhongming/UniEval) or ``max``.
-        long_input: ``truncate`` | ``fit`` | ``chunk`` (see :func:`~unieval_local.planning.build_plan`).
+        long_input: ``truncate`` | ``fit`` | ``chunk`` (see :func:`~unieval_local.pipeline.planning.build_plan`).
         window_overlap: sentences (turns) shared by consecutive windows in ``chunk`` mode; >= 0.
         chunk_words: whitespace words per document chunk, for evaluators whose prompt
             format chunks the document itself (MiniCheck's ``chunk_size``, default 500); >= 1.
@@ -99,15 +86,15 @@ class RunConfig:
         ValueError: an out-of-range or unknown value (the message names the setting).
     """
 
-    max_length: int | None = None
-    reference_reduction: str = "mean"
-    long_input: str = "truncate"
-    window_overlap: int = 1
-    chunk_words: int = 500
+    max_length: int | None = default("max_length")
+    reference_reduction: str = default("reference_reduction")
+    long_input: str = default("long_input")
+    window_overlap: int = default("window_overlap")
+    chunk_words: int = default("chunk_words")
     splitter: str = "nltk-punkt-english"
-    dtype: str = "float32"
+    dtype: str = default("dtype")
     device: str = "cpu"
-    fast_forward: bool = True
+    fast_forward: bool = default("fast_forward")
     package: str = __version__
     versions: tuple[tuple[str, str], ...] = field(default_factory=lambda: tuple(sorted(library_versions().items())))
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import UniEvalError
+from .errors import MissingExtraError
+
+__all__ = ["EXTRAS", "require"]
 
 #: extra -> (the modules it provides, what needs them)
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -29,10 +31,6 @@ _DISTRIBUTIONS = {"sklearn": "scikit-learn"}
 
 
 _AVAILABLE: set[str] = set()
-
-
-class MissingExtraError(ImportError, UniEvalError):
-    """A feature's optional libraries are not installed; the message gives the pip command."""
 
 
 def require(extra: str) -> None:

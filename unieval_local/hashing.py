@@ -7,6 +7,8 @@ import hashlib
 import os
 from pathlib import Path
 
+__all__ = ["sha256_file", "sha256_text"]
+
 
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     """Hex SHA-256 of a file's bytes, read in 1 MiB chunks.

@@ -33,39 +33,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from .errors import UniEvalError
+from .errors import LockFileError, OutputLockedError
 
 #: flock errors that mean "this file system cannot lock", not "someone holds it"
 _UNSUPPORTED = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EINVAL}
-
-
-class LockFileError(OSError, UniEvalError):
-    """The lock file of an output cannot be created, opened or locked (e.g. its folder is
-    missing or read-only): nothing was written. ``str()`` is the whole message."""
-
-    def __init__(self, errno_: int | None, message: str):
-        super().__init__(errno_, message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
-
-
-class OutputLockedError(UniEvalError):
-    """Another process is writing the same output (it holds ``OUT.lock``).
-
-    Attributes:
-        output: the output path asked for.
-        lock_path: the lock file.
-        holder: what the holder wrote into the lock file (``pid``, ``host``, ``since``,
-            ``command``); empty when it could not be read.
-    """
-
-    def __init__(self, output: Path, lock_path: Path, holder: dict):
-        self.output, self.lock_path, self.holder = output, lock_path, dict(holder)
-        who = describe_holder(holder)
-        super().__init__(f"{output} is being written by another process ({who}; lock {lock_path}); "
-                         "wait for it to end or stop it, or write to another output")
 
 
 def describe_holder(holder: dict) -> str:
@@ -127,8 +98,6 @@ def output_lock(output: str | os.PathLike | None) -> Iterator[Path | None]:
     if output is None or str(output) == "-":
         yield None
         return
-    from .batch import is_stream_path
-
     if is_stream_path(Path(output)):
         yield None
         return
@@ -177,7 +146,7 @@ def _acquire(output: Path, path: Path) -> int | None:
         except BlockingIOError:
             holder = _read_holder(fd)
             os.close(fd)
-            raise OutputLockedError(output, path, holder) from None
+            raise OutputLockedError(output, path, holder, describe_holder(holder)) from None
         except OSError as exc:
             os.close(fd)
             if exc.errno not in _UNSUPPORTED:
@@ -198,3 +167,11 @@ def _acquire(output: Path, path: Path) -> int | None:
 
 
 __all__ = ["LockFileError", "OutputLockedError", "describe_holder", "lock_path_for", "output_lock"]
+
+
+def is_stream_path(path: Path) -> bool:
+    """Whether ``-o path`` names a stream rather than a file of its own: an existing device
+    or pipe (``/dev/null``, a FIFO), or anything under ``/dev/`` or ``/proc/`` (``/dev/stdout``
+    is a regular file when stdout is redirected to one). Such an output is written like
+    stdout: no sidecar beside it, no ``--resume``."""
+    return path.exists() and (not path.is_file() or str(path.absolute()).startswith(("/dev/", "/proc/")))

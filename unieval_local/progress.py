@@ -8,6 +8,8 @@ from __future__ import annotations
 import logging
 import time
 
+__all__ = ["LOG_EVERY_S", "LogLines"]
+
 #: seconds between two progress log lines
 LOG_EVERY_S = 30.0
 

@@ -1,6 +1,6 @@
 """Typed inputs and results (pydantic v2), matching the hosted UniEval metric schema.
 
-Names follow the hosted metric: ``UniEvalConfig(task, evaluation_aspect)``,
+Names follow the hosted metric (its config, ``UniEvalConfig``, is in :mod:`unieval_local.wire.hosted`):
 ``UniEvalData(target, source, references, context)``, ``UniEvalStats(value)``,
 ``UniEvalResult(overall, examples)``. Results are frozen.
 """
@@ -9,50 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import (
-    AliasChoices,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictStr,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, StrictStr, field_validator, model_validator
 
-from .tasks import DEFAULT_REGISTRY
+__all__ = ["EvaluationResult", "Evidence", "ExampleScores", "QueryEvidence", "SentenceEvidence", "Signature",
+           "Span", "UniEvalData", "UniEvalResult", "UniEvalStats"]
 
-
-class UniEvalConfig(BaseModel):
-    """Which (task, aspect) to score.
-
-    ``evaluation_aspect`` is the hosted schema's name; ``aspect=`` is accepted
-    too and ``config.aspect`` reads it. Both names are validated against the
-    registry (:mod:`unieval_local.tasks`): the built-ins, or the one passed as
-    ``UniEvalConfig.model_validate(data, context={"registry": scorer.registry})``
-    to accept user-defined aspects.
-
-    Raises:
-        pydantic.ValidationError: unknown task or aspect (the message lists valid names).
-    """
-
-    model_config = ConfigDict(frozen=True, populate_by_name=True)
-
-    task: str = "summarization"
-    evaluation_aspect: str = Field(
-        default="coherence", validation_alias=AliasChoices("evaluation_aspect", "aspect")
-    )
-
-    @model_validator(mode="after")
-    def _known(self, info: ValidationInfo) -> "UniEvalConfig":
-        registry = (info.context or {}).get("registry", DEFAULT_REGISTRY)
-        registry.get_aspect(self.task, self.evaluation_aspect)
-        return self
-
-    @property
-    def aspect(self) -> str:
-        """The aspect name (same as ``evaluation_aspect``)."""
-        return self.evaluation_aspect
 
 
 class UniEvalData(BaseModel):
@@ -137,7 +98,7 @@ class Signature(BaseModel):
             published predictions, ``scripts/convert_summeval_unieval.py``); None for a run.
         identity: ``verified`` when the checkpoint folder names that evaluator (download
             manifest, Hugging Face cache, or ``config.json``), ``unverified`` when nothing in it
-            does (:func:`~unieval_local.checkpoints.check_identity`).
+            does (:func:`~unieval_local.models.checkpoints.check_identity`).
         chunk_words: words per document chunk, for evaluators that chunk it themselves (MiniCheck).
         splitter: the sentence splitter's name with its library versions.
         fast_forward: our single-step forward (True) or the model's own.

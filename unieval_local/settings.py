@@ -1,12 +1,12 @@
 """One declaration of the engine settings: the keyword arguments of :class:`~unieval_local.Scorer`
-and :class:`~unieval_local.engine.Engine`, the CLI flags of ``score``, ``report`` and ``serve``,
-the Ray actors' engines, and (for those that change a score) the run configuration, the
-signature, the score-cache key and the resume identity all come from :data:`SETTINGS`.
+and :class:`~unieval_local.engine.Engine`, the CLI flags of ``score`` and ``report``, the Ray
+actors' engines, and (for those that change a score) the run configuration
+(:class:`~unieval_local.config.RunConfig`, whose defaults are these), the signature, the
+score-cache key and the resume identity all come from :data:`SETTINGS`.
 
 Each :class:`Setting` says once: its name, default, help text, CLI flag (or none: a
-Python-only setting such as a runner factory), whether it can change a score (then it is a
-field of :class:`~unieval_local.config.RunConfig`), and how to check a value.
-:class:`EngineSettings` is the frozen value an engine is made from.
+Python-only setting such as a runner factory), whether it can change a score, and which
+values it takes. :class:`EngineSettings` is the frozen value an engine is made from.
 """
 
 from __future__ import annotations
@@ -16,44 +16,116 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, make_dataclass, replace
 from typing import Any
 
-from .config import DTYPES, LONG_INPUT_MODES, REFERENCE_REDUCTIONS, check_dtype
+__all__ = ["DTYPES", "LONG_INPUT_MODES", "REFERENCE_REDUCTIONS", "SETTINGS", "EngineSettings", "Setting",
+           "check_dtype", "cli_settings", "default", "number_type", "parse_model_spec", "setting"]
 
-__all__ = ["SETTINGS", "EngineSettings", "Setting", "cli_settings", "setting"]
-
-
-def _positive_int(name: str) -> Callable[[Any], None]:
-    def check(v: Any) -> None:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ValueError(f"{name} must be a positive integer, got {v!r}")
-    return check
+LONG_INPUT_MODES: tuple[str, ...] = ("truncate", "fit", "chunk")
+REFERENCE_REDUCTIONS: tuple[str, ...] = ("mean", "max")
+DTYPES: tuple[str, ...] = ("float32", "bfloat16")
 
 
-def _optional_positive_int(name: str, low: int = 1, what: str = "") -> Callable[[Any], None]:
-    def check(v: Any) -> None:
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
-            raise ValueError(f"{name} must be an integer >= {low}{what}, got {v!r}")
-    return check
+def check_dtype(dtype: str) -> str:
+    """Validate a dtype name; it is returned unchanged.
+
+    Raises:
+        ValueError: ``float16`` (T5 activations overflow to NaN in float16) or an unknown name.
+    """
+    if dtype in ("float16", "fp16", "half"):
+        raise ValueError("float16 is refused: T5 activations overflow to NaN in float16; "
+                         "use bfloat16 (GPU) or float32")
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
+    return dtype
 
 
-def _positive_number(name: str) -> Callable[[Any], None]:
-    def check(v: Any) -> None:
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-            raise ValueError(f"{name} must be a positive number, got {v!r}")
-    return check
+def parse_model_spec(values: list[str] | None) -> str | dict[str, str] | None:
+    """The CLI's ``--model`` values as a model spec: none -> None; one ``DIR`` (or hub id) for
+    every evaluator; ``NAME=DIR`` (repeatable) -> ``{name: dir}``.
+
+    Raises:
+        ValueError: an empty value, ``NAME=DIR`` without a name or a folder, or several values
+            not all ``NAME=DIR``.
+    """
+    if not values:
+        return None
+    if len(values) == 1 and "=" not in values[0]:
+        if not values[0].strip():
+            raise ValueError("--model needs a folder or hub id, got an empty string")
+        return values[0]
+    mapping = {}
+    for v in values:
+        if "=" not in v:
+            raise ValueError(f"--model given several times must be NAME=DIR each, got {v!r}")
+        name, _, path = v.partition("=")
+        if not name.strip() or not path.strip():
+            raise ValueError(f"--model NAME=DIR needs both a name and a folder, got {v!r}")
+        mapping[name.strip()] = path.strip()
+    return mapping
 
 
-def _non_negative_int(name: str) -> Callable[[Any], None]:
-    def check(v: Any) -> None:
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise ValueError(f"{name} must be an integer >= 0, got {v!r}")
-    return check
+def number_type(kind: type, low: float, *, strict: bool = False, high: float | None = None) -> Callable[[str], Any]:
+    """An argparse ``type`` for a number of ``kind`` (``int`` or ``float``) >= ``low`` (> ``low``
+    when ``strict``, <= ``high`` when given): argparse names the flag in its error, e.g.
+    ``argument --batch-tokens: must be an integer >= 1, got '0'``.
+
+    Raises (from the returned function):
+        argparse.ArgumentTypeError: text that is not such a number (NaN included).
+    """
+    import argparse
+
+    what = "an integer" if kind is int else "a number"
+    bound = f"{'>' if strict else '>='} {low:g}" + (f" and <= {high:g}" if high is not None else "")
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {what} {bound}, got {text!r}") from None
+        if value != value or (value <= low if strict else value < low) or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {what} {bound}, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse
 
 
-def _choice(name: str, choices: tuple[str, ...]) -> Callable[[Any], None]:
-    def check(v: Any) -> None:
-        if v not in choices:
-            raise ValueError(f"{name} must be one of {', '.join(choices)}, got {v!r}")
-    return check
+def _integer(low: int, *, optional: bool = False, none: str = "") -> Callable[[Any], str | None]:
+    def problem(v: Any) -> str | None:
+        if v is None and optional:
+            return None
+        if isinstance(v, bool) or not isinstance(v, int) or v < low:
+            return f"must be an integer >= {low}{none}, got {v!r}"
+        return None
+    return problem
+
+
+def _positive_number(v: Any) -> str | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+        return f"must be a number > 0, got {v!r}"
+    return None
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
+    def problem(v: Any) -> str | None:
+        return None if v in choices else f"must be one of {', '.join(choices)}, got {v!r}"
+    return problem
+
+
+def _dtype_text(text: str) -> str:
+    import argparse
+
+    try:
+        return check_dtype(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _dtype_problem(v: Any) -> str | None:
+    try:
+        check_dtype(v)
+    except ValueError as exc:
+        return str(exc).removeprefix("dtype ")
+    return None
 
 
 @dataclass(frozen=True)
@@ -63,14 +135,22 @@ class Setting:
     Attributes:
         name: the keyword (``batch_tokens``).
         default: its default (the one place it is written).
-        help: what it does, for docstrings and ``--help`` (``{default}`` is filled in).
+        help: what it does, for ``--help`` and the docs (``{default}`` is filled in).
         flag: its CLI flag (``--batch-tokens``), or None for a Python-only setting.
         changes_score: whether a different value can change a score (then it is part of the
             :class:`~unieval_local.config.RunConfig`, the signature and the cache key).
-        check: raises ``ValueError`` (naming the setting) for a bad value; None: any value.
-        metavar, choices, cli_type: argparse details (``cli_type``: the parser of a flag's text).
+        problem: ``value -> None`` when the value is good, else what is wrong (``must be an
+            integer >= 1, got 0``); None: any value.
+        kind: the type a flag's text is read as (``int``, ``float``, ``str``; ``bool`` for a
+            switch); None for Python-only settings.
+        metavar, choices: argparse details.
         negative_flag: for a boolean whose default is True, the flag that turns it off
             (``--no-fast-forward``), instead of ``flag``.
+        repeatable: the flag may be given several times (``--model NAME=DIR``);
+            ``from_cli`` turns its list of values into the setting's value.
+        from_cli: ``values -> value`` for a repeatable flag (raises ``ValueError``).
+        cli_type: the argparse ``type`` of the flag's text (raises ``argparse.ArgumentTypeError``
+            naming what is wrong, so argparse names the flag); default ``kind``.
     """
 
     name: str
@@ -78,63 +158,81 @@ class Setting:
     help: str
     flag: str | None = None
     changes_score: bool = False
-    check: Callable[[Any], None] | None = None
+    problem: Callable[[Any], str | None] | None = None
+    kind: type | None = None
     metavar: str | None = None
     choices: tuple[str, ...] | None = None
-    cli_type: Callable[[str], Any] | None = None
     negative_flag: str | None = None
+    repeatable: bool = False
+    from_cli: Callable[[Any], Any] | None = None
+    cli_type: Callable[[str], Any] | None = None
 
     def validate(self, value: Any) -> None:
-        """Check ``value``; ``ValueError`` naming the setting when it is bad."""
-        if self.check is not None:
-            self.check(value)
+        """Check ``value``.
+
+        Raises:
+            ValueError: ``<name> <what is wrong>``, e.g. ``batch_tokens must be an integer >= 1, got 0``.
+        """
+        why = self.problem(value) if self.problem is not None else None
+        if why:
+            raise ValueError(f"{self.name} {why}")
+
+    def help_text(self, default: Any = None) -> str:
+        """The help text with ``{default}`` filled in (``default``: a command's own default)."""
+        return self.help.format(default=self.default if default is None else default)
 
 
 #: Every engine setting, in the documented keyword order of ``Scorer``.
 SETTINGS: tuple[Setting, ...] = (
     Setting("model", None, "checkpoint folder or hub id for every evaluator, or NAME=DIR per evaluator "
-            "(a mapping in Python); default: $UNIEVAL_LOCAL_HOME, the HF cache, the hub", flag="--model",
-            metavar="DIR|HUB_ID|NAME=DIR"),
-    Setting("device", None, "cpu, cuda or cuda:N (default: cuda when available)", flag="--device"),
+            "(repeatable; a mapping in Python); default: $UNIEVAL_LOCAL_HOME, the HF cache, the hub", flag="--model",
+            metavar="DIR|HUB_ID|NAME=DIR", kind=str, repeatable=True, from_cli=parse_model_spec),
+    Setting("device", None, "cpu, cuda or cuda:N (default: cuda when available)", flag="--device", kind=str),
     Setting("dtype", "float32", "float32 (UniEval parity, default) or bfloat16 (GPU); float16 is refused "
-            "(T5 overflows to NaN)", flag="--dtype", changes_score=True, check=check_dtype, choices=DTYPES),
+            "(T5 overflows to NaN)", flag="--dtype", changes_score=True, problem=_dtype_problem, kind=str,
+            metavar="{" + ",".join(DTYPES) + "}", cli_type=_dtype_text),
     Setting("max_length", None, "tokens per query (default: the evaluator's own, 1024 for UniEval, 2048 for "
             "MiniCheck)", flag="--max-length", changes_score=True,
-            check=_optional_positive_int("max_length", 8, " (or None: each evaluator's default)")),
+            problem=_integer(8, optional=True, none=" (or None: each evaluator's default)"), kind=int,
+            cli_type=number_type(int, 8)),
     Setting("batch_tokens", 8192, "most padded tokens (rows x longest prompt) per forward pass (default {default})",
-            flag="--batch-tokens", check=_positive_int("batch_tokens")),
+            flag="--batch-tokens", problem=_integer(1), kind=int, cli_type=number_type(int, 1)),
     Setting("attention_mib", 1024, "most MiB of encoder attention per forward pass, counting the mask and the "
             "scores (2 x rows x heads x longest^2 x bytes; default {default}): bounds memory for long prompts, "
-            "which --batch-tokens alone does not", flag="--attention-mib", check=_positive_number("attention_mib")),
+            "which --batch-tokens alone does not", flag="--attention-mib", problem=_positive_number, kind=float,
+            cli_type=number_type(float, 0, strict=True)),
     Setting("reference_reduction", "mean", "combine scores over several references: mean (default) or max",
-            flag="--reference-reduction", changes_score=True, choices=REFERENCE_REDUCTIONS,
-            check=_choice("reference_reduction", REFERENCE_REDUCTIONS)),
-    Setting("offline", None, "never use the network (as HF_HUB_OFFLINE=1)", flag="--offline"),
+            flag="--reference-reduction", changes_score=True, problem=_one_of(REFERENCE_REDUCTIONS), kind=str,
+            choices=REFERENCE_REDUCTIONS),
+    Setting("offline", None, "never use the network (as HF_HUB_OFFLINE=1)", flag="--offline", kind=bool),
     Setting("splitter", None, "sentence splitter (default NLTK English Punkt, UniEval's); Python only"),
     Setting("progress", False, "a progress bar over queries (None: on a terminal); the CLI's --no-progress"),
     Setting("fast_forward", True, "our exact single-step forward (default) or the model's own (slower; for "
-            "checking)", changes_score=True, negative_flag="--no-fast-forward"),
+            "checking)", changes_score=True, negative_flag="--no-fast-forward", kind=bool),
     Setting("cache_dir", None, "persistent score cache folder (SQLite): queries scored before with the same "
-            "checkpoint content and settings are not run again; a cache that fails is skipped with one warning",
-            flag="--cache-dir", metavar="DIR"),
+            "checkpoint content and settings are not run again; a cache that fails (damaged, read-only, disk full, "
+            "folder not creatable) is skipped after one warning, with the same scores", flag="--cache-dir",
+            metavar="DIR", kind=str),
     Setting("aspects_config", None, "YAML file of user-defined aspects (see configs/aspects.example.yaml)",
-            flag="--aspects-config", metavar="FILE"),
-    Setting("long_input", "truncate", "prompts over --max-length: truncate (UniEval: the end is cut; default), fit "
+            flag="--aspects-config", metavar="FILE", kind=str),
+    Setting("long_input", "truncate", "prompts over --max-length: truncate (UniEval: the end is cut), fit "
             "(shorten the document/reference/history, never the target) or chunk (score against windows of the "
-            "long field and combine)", flag="--long-input", changes_score=True, choices=LONG_INPUT_MODES,
-            check=_choice("long_input", LONG_INPUT_MODES)),
+            "long field and combine); default {default}", flag="--long-input", changes_score=True,
+            problem=_one_of(LONG_INPUT_MODES), kind=str, choices=LONG_INPUT_MODES),
     Setting("window_overlap", 1, "sentences (dialogue turns) shared by consecutive windows in chunk mode "
-            "(default {default})", flag="--window-overlap", changes_score=True,
-            check=_non_negative_int("window_overlap")),
+            "(default {default}; keep it below a window's sentence count, or windows only advance one sentence at "
+            "a time)", flag="--window-overlap", changes_score=True, problem=_integer(0), kind=int,
+            cli_type=number_type(int, 0)),
     Setting("chunk_words", 500, "words per document chunk for evaluators that chunk the document themselves "
             "(MiniCheck's chunk_size; default {default})", flag="--chunk-words", changes_score=True,
-            check=_positive_int("chunk_words")),
+            problem=_integer(1), kind=int, cli_type=number_type(int, 1)),
     Setting("merge_punctuation", False, "sentence-level aspects: a piece without letters ('?', '1.', '!!') joins a "
             "neighbouring sentence instead of being scored as one (default: scored, as UniEval does)",
-            flag="--merge-punctuation", changes_score=True),
+            flag="--merge-punctuation", changes_score=True, kind=bool),
     Setting("threads", None, "CPU threads for the model (torch.set_num_threads; default: torch's, one per core); "
             "on a machine shared with other jobs, give your share of the cores", flag="--threads",
-            check=_optional_positive_int("threads", 1, " (or None: torch's default)")),
+            problem=_integer(1, optional=True, none=" (or None: torch's default)"), kind=int,
+            cli_type=number_type(int, 1)),
     Setting("runner_factory", None, "advanced/testing: f(ResolvedCheckpoint, fingerprint, Evaluator) -> Runner; "
             "Python only"),
 )
@@ -151,6 +249,11 @@ def setting(name: str) -> Setting:
     return _BY_NAME[name]
 
 
+def default(name: str) -> Any:
+    """The declared default of setting ``name`` (``default("batch_tokens")`` is 8192)."""
+    return _BY_NAME[name].default
+
+
 def cli_settings() -> list[Setting]:
     """The settings that have a CLI flag, in declaration order."""
     return [s for s in SETTINGS if s.flag or s.negative_flag]
@@ -161,11 +264,14 @@ class _EngineSettingsMethods:
 
     def __post_init__(self) -> None:
         for s in SETTINGS:
-            s.validate(getattr(self, s.name))
+            value = getattr(self, s.name)
+            if isinstance(value, os.PathLike) and s.name in ("cache_dir", "aspects_config"):
+                value = os.fspath(value)
+            s.validate(value)
 
     @classmethod
     def of(cls, values: Mapping[str, Any] | None = None, **more: Any) -> "EngineSettings":
-        """Settings from a mapping and/or keywords (unknown names refused).
+        """Settings from a mapping and/or keywords (the others keep their defaults).
 
         Raises:
             TypeError: an unknown setting name (the message lists the known ones).
@@ -183,7 +289,8 @@ class _EngineSettingsMethods:
         return replace(self, **changes)
 
     def as_kwargs(self) -> dict[str, Any]:
-        """``{name: value}`` of every setting, in declaration order."""
+        """``{name: value}`` of every setting, in declaration order (a Ray actor rebuilds its
+        engine from them)."""
         return {s.name: getattr(self, s.name) for s in SETTINGS}
 
     def score_settings(self) -> dict[str, Any]:
@@ -194,14 +301,14 @@ class _EngineSettingsMethods:
 #: The settings an engine is made from: a frozen dataclass with one field per :data:`SETTINGS`
 #: entry, in order, with its declared default (generated from the declaration, so defaults are
 #: written once). ``EngineSettings.of(mapping, **kw)`` refuses unknown names; ``.replace(**kw)``
-#: gives a checked copy; ``.as_kwargs()`` the keyword arguments (a Ray actor rebuilds its engine
-#: from them). Construction checks every value (``ValueError`` naming the setting).
+#: gives a checked copy; ``.as_kwargs()`` the keyword arguments. Construction checks every value
+#: (``ValueError`` naming the setting).
 EngineSettings = make_dataclass(
     "EngineSettings",
-    [(s.name, Any, field(default=s.default, compare=s.name != "runner_factory")) for s in SETTINGS],
+    [(s.name, Any, field(default=s.default, compare=s.name not in ("runner_factory", "splitter")))
+     for s in SETTINGS],
     bases=(_EngineSettingsMethods,), frozen=True)
 EngineSettings.__module__ = __name__
-EngineSettings.__doc__ = _EngineSettingsMethods.__doc__.replace("The methods of", "The settings of") + (
-    "\n\n    Fields: " + ", ".join(f"``{s.name}`` (default ``{s.default!r}``)" for s in SETTINGS) + ".")
-
-
+EngineSettings.__doc__ = ("The settings of one engine (frozen): one field per :data:`SETTINGS` entry, with its "
+                          "declared default.\n\n    Fields: "
+                          + ", ".join(f"``{s.name}`` (default ``{s.default!r}``)" for s in SETTINGS) + ".")

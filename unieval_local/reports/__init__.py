@@ -17,31 +17,48 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..extras import require
 from ..config import MAX_EXAMPLES_PER_REQUEST
 from ..engine import Engine, RunStats, truncation_message
-from .autoeval import AutoevalOptions, AutoevalReport, autoeval_aggregate, autoeval_rows
-from .common import BadRecord, ReportFile, ReportRecord, ReportRow, ReportSettings, RowError, in_user_names
+from ..extras import require
+from ..requests.scheduler import PassPolicy, Scheduler
+from ..wire.custom_run import is_custom_run, read_custom_run
+from ..wire.shapes import RowError
+from . import autoeval, rating, summ
+from .autoeval import AutoevalOptions, AutoevalReport, AutoevalRequest, autoeval_aggregate
+from .base import BadRecord, ReportFile, ReportFlag, ReportFormat, ReportPart, ReportRow, ReportSettings
 from .rating import (
     RatingConfig,
     RatingReport,
+    RatingRequest,
     apply_rules,
     card_checkpoint_problem,
     load_rating_config,
     normalized_score,
     placeholder_note,
     rating_aggregate,
-    rating_rows,
     to_rating,
 )
-from .summ import SummOptions, SummReport, is_custom_run, read_custom_run, summ_aggregate, summ_rows
+from .records import ReportRecord, in_user_names
+from .summ import SummOptions, SummReport, SummRequest, summ_aggregate
 
-#: format -> (options model, rows function, aggregate function, report model)
-FORMATS = {
-    "rating": (RatingConfig, rating_rows, rating_aggregate, RatingReport),
-    "summ": (SummOptions, summ_rows, summ_aggregate, SummReport),
-    "autoeval": (AutoevalOptions, autoeval_rows, autoeval_aggregate, AutoevalReport),
-}
+#: The report formats by name: each one registry record (options, request, aggregate, answer
+#: model, CLI flags); ``unieval-local report`` reads its flags from here.
+FORMATS: dict[str, ReportFormat] = {f.name: f for f in (
+    ReportFormat("rating", RatingConfig, RatingRequest, rating_aggregate, RatingReport, rating.FLAGS),
+    ReportFormat("summ", SummOptions, SummRequest, summ_aggregate, SummReport, summ.FLAGS),
+    ReportFormat("autoeval", AutoevalOptions, AutoevalRequest, autoeval_aggregate, AutoevalReport, autoeval.FLAGS),
+)}
+
+
+def report_flags() -> dict[str, tuple[ReportFlag, tuple[str, ...]]]:
+    """Every format's CLI flags: flag -> (its :class:`ReportFlag`, the formats that read it), in
+    first-seen order."""
+    out: dict[str, tuple[ReportFlag, tuple[str, ...]]] = {}
+    for fmt in FORMATS.values():
+        for f in fmt.flags:
+            flag, names = out.get(f.flag, (f, ()))
+            out[f.flag] = (flag, names + (fmt.name,))
+    return out
 
 
 def make_report(
@@ -54,9 +71,9 @@ def make_report(
     Args:
         records: dicts with ``target`` (the summary; also read from ``summary`` or
             ``output``), usually ``source`` (also ``input`` or ``transcript``), and the
-            report inputs of :class:`~unieval_local.reports.common.ReportRecord`. For
+            report inputs of :class:`~unieval_local.reports.records.ReportRecord`. For
             ``summ``, also a hosted custom-run request body ``{"threshold", "model_slug",
-            "evaluations": [...]}`` (:func:`~unieval_local.reports.summ.read_custom_run`).
+            "evaluations": [...]}`` (:func:`~unieval_local.wire.custom_run.read_custom_run`).
         format: ``rating``, ``summ`` or ``autoeval``.
         engine: the :class:`~unieval_local.engine.Engine` to use (a ``Scorer``'s is
             ``scorer.engine``); default ``Engine(model=model, device=device,
@@ -64,15 +81,16 @@ def make_report(
         options: the format's options (:class:`RatingConfig`, :class:`SummOptions`,
             :class:`AutoevalOptions`), a dict of them, or None for the defaults.
         model, device: for the default engine.
-        request_size: records planned and run together (default 250, the
-            request cap of ``score``); each request is one engine pass
-            (autoeval: two).
+        request_size: records per request and per engine pass (default 250, the request
+            cap of ``score``: the :class:`~unieval_local.requests.scheduler.PassPolicy`);
+            the requests go through one :class:`~unieval_local.requests.scheduler.Scheduler`,
+            one pass per stage (autoeval has two).
         warn: give each run-level note (``ReportFile.notes``: placeholder rating cut
             points, an ignored ``model_slug`` ...) and the truncation count as a
             ``UserWarning``; False leaves them in the result only.
 
     Returns:
-        :class:`~unieval_local.reports.common.ReportFile`: ``reports[i]`` has the
+        :class:`~unieval_local.reports.base.ReportFile`: ``reports[i]`` has the
         report of record ``i`` or an ``error`` naming the field (a bad record, a
         repeated ``id``); ``aggregate`` the means over reported records. A
         ``UserWarning`` says how many queries were longer than ``max_length`` and
@@ -86,9 +104,10 @@ def make_report(
     if format not in FORMATS:
         raise ValueError(f"unknown report format {format!r}; choose one of {', '.join(FORMATS)}")
     require("reports")
-    if not isinstance(request_size, int) or request_size < 1:
+    if isinstance(request_size, bool) or not isinstance(request_size, int) or request_size < 1:
         raise ValueError(f"request_size must be a positive integer, got {request_size!r}")
-    options_model, rows_fn, aggregate_fn, report_model = FORMATS[format]
+    fmt = FORMATS[format]
+    options_model = fmt.options
     if options is None:
         options = options_model()
     elif isinstance(options, Mapping):
@@ -119,12 +138,13 @@ def make_report(
             notes.insert(0, note)
     config = engine.config
     records = _mark_duplicate_ids(list(records))
-    rows: list[ReportRow] = []
+    scheduler = Scheduler(engine, PassPolicy(request_size))
+    parts: list[ReportPart] = scheduler.answers([fmt.request(part, options, at)
+                                                 for at, part in scheduler.policy.split(records)])
+    rows: list[ReportRow] = [row for part in parts for row in part.rows]
     stats = RunStats()
-    for at in range(0, len(records), request_size):
-        part, st = rows_fn(records[at:at + request_size], engine, options, start=at)
-        rows += part
-        stats += st
+    for part in parts:
+        stats += part.stats
     for name, ident in engine.checkpoint_identities().items():  # also a warning: kept in the file too
         if ident.get("identity") == "unverified":
             notes.append(f"checkpoint {name} ({ident['checkpoint']}) was used unchecked: nothing in its folder names "
@@ -141,9 +161,9 @@ def make_report(
         package=config.package, checkpoints=engine.checkpoint_identities(), consistency_aspect=options.consistency_aspect,
         run=config.as_dict(), options=options.model_dump(mode="json", exclude={"templates"}))
     n_err = sum(r.error is not None for r in rows)
-    return ReportFile[report_model](
+    return ReportFile[fmt.answer](
         format=format, n_records=len(rows), n_reported=len(rows) - n_err, n_errors=n_err,
-        aggregate=aggregate_fn(rows), n_queries=stats.n_queries, n_truncated=stats.n_truncated,
+        aggregate=fmt.aggregate(rows), n_queries=stats.n_queries, n_truncated=stats.n_truncated,
         truncated_fields=stats.truncated_fields, truncated_by=stats.truncated_by,
         settings=settings, notes=notes, reports=rows)
 
@@ -167,7 +187,8 @@ def _mark_duplicate_ids(records: list) -> list:
 
 
 __all__ = [
-    "FORMATS", "AutoevalOptions", "AutoevalReport", "RatingConfig", "RatingReport", "ReportFile",
-    "ReportRecord", "ReportRow", "ReportSettings", "RowError", "SummOptions", "SummReport", "apply_rules",
-    "load_rating_config", "make_report", "normalized_score", "read_custom_run", "to_rating",
+    "FORMATS", "AutoevalOptions", "AutoevalReport", "AutoevalRequest", "BadRecord", "RatingConfig", "RatingReport",
+    "RatingRequest", "ReportFile", "ReportFlag", "ReportFormat", "ReportPart", "ReportRecord", "ReportRow",
+    "ReportSettings", "RowError", "SummOptions", "SummReport", "SummRequest", "apply_rules", "load_rating_config",
+    "make_report", "normalized_score", "read_custom_run", "report_flags", "to_rating",
 ]

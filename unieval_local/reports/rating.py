@@ -29,274 +29,39 @@ Defaults live in :class:`RatingConfig` and, identically, in ``configs/rating.yam
 
 from __future__ import annotations
 
-import os
-import string
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict
 
-from ..engine import Engine, Job, RunStats, jobs_by_checkpoint
-from ..cutpoints import to_rating
-from .common import (
-    DEFAULT_CONSISTENCY_ASPECT,
-    check_consistency_aspect,
-    migrate_consistency_task,
-    resolve_consistency_aspect,
-    Coverage,
-    WithOptionalDetails,
-    ReportRow,
-    RowError,
-    key_point_json,
-    load_options,
-    problems_to_errors,
-    record_id,
-    require_text,
-    short,
-    support_aspect,
+from ..engine import Engine, Job, jobs_by_checkpoint
+from ..analysis.cutpoints import to_rating
+from ..requests.base import Request, Stage, StageGenerator
+from ..wire.rating_evaluator import METRICS, MetricRating, RatingLabel, RatingSummary
+from ..wire.shapes import RowError, WithOptionalDetails
+from .base import ReportFlag, ReportPart, ReportRow
+from .options import CONSISTENCY_FLAG, DETAILS_FLAG, N_KEY_POINTS_FLAG, resolve_consistency_aspect
+from .rating_config import (
+    CALIBRATED_FOR,
+    DEFAULT_CUT_POINTS,
+    DEFAULT_GOOD_RULES,
+    DEFAULT_TEMPLATES,
+    PLACEHOLDER_CUT_POINTS,
+    RatingConfig,
+    calibration_card,
+    load_rating_config,
 )
+from .queries import Coverage, key_point_json, problems_to_errors, short, support_aspect
+from .records import parse_records, record_id, require_text
 
-Metric = Literal["coherence", "consistency", "relevance", "fluency"]
-METRICS: tuple[str, ...] = ("coherence", "consistency", "relevance", "fluency")
-RatingLabel = Literal["good", "incomplete", "bad"]
+__all__ = ["CALIBRATED_FOR", "DEFAULT_CUT_POINTS", "DEFAULT_GOOD_RULES", "DEFAULT_TEMPLATES", "FLAGS",
+           "PLACEHOLDER_CUT_POINTS", "MetricDetails", "RatingConfig", "RatingDetails", "RatingReport", "RatingRequest",
+           "RuleOutcome", "apply_rules", "calibration_card", "card_checkpoint_problem", "load_rating_config",
+           "metric_aspect", "normalized_score", "placeholder_note", "rating_aggregate", "uncalibrated_metrics"]
+
 _RATING_SCORE = {"good": 1.0, "incomplete": 0.5, "bad": 0.0}
-
-#: English and French explanation templates (``str.format`` fields in braces).
-DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
-    "en": {
-        "label_coherence": "Coherence", "label_consistency": "Consistency",
-        "label_relevance": "Relevance", "label_fluency": "Fluency",
-        "metric": "{label}: {score}/3 (probability {probability:.2f}). {detail}",
-        "metric_coverage": "{label}: {score}/3 (share of key points covered {probability:.2f}). {detail}",
-        "sentences_low": "{n_low} of {n} sentences scored below {threshold:.2f}; the lowest is \"{text}\" ({value:.2f}).",
-        "sentences_ok": "All {n} sentences scored at least {threshold:.2f}; the lowest is \"{text}\" ({value:.2f}).",
-        "sentence_one": "Its one sentence scored {value:.2f} (threshold {threshold:.2f}).",
-        "whole_document": "Scored on the whole summary against the source.",
-        "whole_references": "Scored on the whole summary against {n} reference(s) (mean over references).",
-        "coverage": "No reference was given, so relevance is key-point coverage: {covered} of {n} key points "
-                    "of the source are supported by the summary.",
-        "coverage_missing": " Least supported: \"{text}\" ({value:.2f}).",
-        "issue_below": "{label} is {score}/3; a good summary needs at least {needed}.",
-        "issue_bad": "{label} is {score}/3, at most {bad}: the summary is rated bad.",
-        "global_good": "All metrics met the expected values.",
-        "global_incomplete": "Incomplete: {n_issues} rule(s) not met, none at the lowest rating "
-                             "(mean normalized score {avg_score:.2f}).",
-        "global_bad": "Bad: {n_bad} metric(s) at the lowest rating (mean normalized score {avg_score:.2f}).",
-    },
-    "fr": {
-        "label_coherence": "Cohérence", "label_consistency": "Fidélité",
-        "label_relevance": "Pertinence", "label_fluency": "Fluidité",
-        "metric": "{label} : {score}/3 (probabilité {probability:.2f}). {detail}",
-        "metric_coverage": "{label} : {score}/3 (part des points clés couverts {probability:.2f}). {detail}",
-        "sentences_low": "{n_low} phrase(s) sur {n} sous {threshold:.2f} ; la plus basse : « {text} » ({value:.2f}).",
-        "sentences_ok": "Les {n} phrases atteignent au moins {threshold:.2f} ; la plus basse : « {text} » ({value:.2f}).",
-        "sentence_one": "Son unique phrase obtient {value:.2f} (seuil {threshold:.2f}).",
-        "whole_document": "Évalué sur tout le résumé par rapport à la source.",
-        "whole_references": "Évalué sur tout le résumé par rapport à {n} référence(s) (moyenne).",
-        "coverage": "Sans référence, la pertinence est la couverture des points clés : {covered} sur {n} "
-                    "points clés de la source sont confirmés par le résumé.",
-        "coverage_missing": " Le moins confirmé : « {text} » ({value:.2f}).",
-        "issue_below": "{label} vaut {score}/3 ; un bon résumé demande au moins {needed}.",
-        "issue_bad": "{label} vaut {score}/3, au plus {bad} : le résumé est jugé mauvais.",
-        "global_good": "Toutes les métriques atteignent les valeurs attendues.",
-        "global_incomplete": "Incomplet : {n_issues} règle(s) non satisfaite(s), aucune au plus bas "
-                             "(score normalisé moyen {avg_score:.2f}).",
-        "global_bad": "Mauvais : {n_bad} métrique(s) au plus bas (score normalisé moyen {avg_score:.2f}).",
-    },
-}
-TEMPLATE_KEYS = tuple(DEFAULT_TEMPLATES["en"])
-#: The fields each template may use.
-_TEMPLATE_FIELDS: dict[str, set[str]] = {
-    **{f"label_{m}": set() for m in ("coherence", "consistency", "relevance", "fluency")},
-    "metric": {"label", "score", "probability", "detail"},
-    "metric_coverage": {"label", "score", "probability", "detail"},
-    "sentences_low": {"n_low", "n", "threshold", "text", "value"},
-    "sentences_ok": {"n_low", "n", "threshold", "text", "value"},
-    "sentence_one": {"threshold", "text", "value"},
-    "whole_document": set(), "whole_references": {"n"},
-    "coverage": {"covered", "n"}, "coverage_missing": {"text", "value"},
-    "issue_below": {"label", "score", "needed", "bad"}, "issue_bad": {"label", "score", "needed", "bad"},
-    "global_good": {"avg_score", "n_issues", "n_bad"}, "global_incomplete": {"avg_score", "n_issues", "n_bad"},
-    "global_bad": {"avg_score", "n_issues", "n_bad"},
-}
-_TEMPLATE_SAMPLE: dict[str, Any] = {"label": "Coherence", "score": 2, "probability": 0.5, "detail": "x", "n_low": 1,
-                                    "n": 2, "threshold": 0.5, "text": "x", "value": 0.5, "covered": 1, "needed": 3,
-                                    "bad": 1, "avg_score": 0.5, "n_issues": 1, "n_bad": 1}
-
-#: The thirds of the probability range: the placeholder cut points of what no calibration covers.
-PLACEHOLDER_CUT_POINTS: tuple[float, float] = (round(1 / 3, 4), round(2 / 3, 4))
-
-def calibration_card() -> dict:
-    """The calibration card of the built-in cut points (``unieval_local/data/
-    calibration_unieval_sum.json``, written by ``scripts/fit_calibration.py``): data set, n,
-    bins, cut points, cross-validated agreement with intervals, what it holds for (the
-    checkpoint's evaluator and shape, ``checkpoint_config``).
-
-    Raises:
-        OSError: the card is missing from the installation.
-    """
-    import json
-    from importlib import resources
-
-    return json.loads(resources.files("unieval_local").joinpath("data/calibration_unieval_sum.json").read_text())
-
-
-#: Default cut points (low, high) per metric: read from the calibration card (the one source:
-#: ``unieval_local/data/calibration_unieval_sum.json``, :func:`calibration_card`), fitted by
-#: ``scripts/fit_calibration.py`` on the official unieval-sum's SummEval scores against the
-#: binned expert ratings (quadratic-kappa objective, 10-fold CV by document). Fluency keeps the
-#: thirds: the fit did not beat them. ``relevance_coverage`` (relevance by key-point coverage,
-#: without a reference) is not calibrated: the thirds, as placeholders.
-DEFAULT_CUT_POINTS: dict[str, tuple[float, float]] = {
-    **{m: tuple(calibration_card()["metrics"][m]["cut_points"]) for m in METRICS},
-    "relevance_coverage": PLACEHOLDER_CUT_POINTS,
-}
-
-#: The metric -> the ``task/aspect`` the calibration card holds for (its checkpoint: unieval-sum).
-CALIBRATED_FOR: dict[str, str] = {m: f"summarization/{m}" for m in METRICS}
-DEFAULT_GOOD_RULES: dict[str, int] = {"coherence": 2, "consistency": 3, "relevance": 3, "fluency": 2}
-
-
-class RatingConfig(BaseModel):
-    """Settings of the ``rating`` report (``configs/rating.yaml`` holds the defaults).
-
-    Attributes:
-        enabled_metrics: the metrics to rate (a subset of coherence,
-            consistency, relevance, fluency); only their rules apply.
-        cut_points: metric -> ``[low, high]`` in [0, 1], low <= high; key
-            ``relevance_coverage`` for relevance without a reference.
-        good_rules: metric -> the least rating (1-3) a good summary needs.
-        bad_at_most: a metric rated at most this makes the summary bad.
-        sentence_threshold: sentences below this probability are "low" in explanations.
-        coverage_threshold: a key point counts as covered at this probability.
-        n_key_points: key points to extract (None: from the source length,
-            :func:`~unieval_local.keypoints.default_n_key_points`).
-        consistency_aspect: ``task/aspect`` that answers the consistency queries (a
-            claim-vs-document aspect: ``summarization/consistency`` (default),
-            ``fact/consistency`` (unieval-fact), ``fact/support`` (MiniCheck) ...).
-        language: the template set for explanations (a key of ``templates``).
-        templates: language -> template name -> ``str.format`` text.
-        details: also write each report's ``details`` (probabilities, cut points, method,
-            key points); off by default, so a report is exactly ``{"summary": {...}}``.
-
-    Raises:
-        pydantic.ValidationError: an unknown metric, bad cut points, a missing
-            template or an unknown language.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    enabled_metrics: list[Metric] = Field(default_factory=lambda: list(METRICS), min_length=1)
-    cut_points: dict[str, tuple[float, float]] = Field(default_factory=lambda: dict(DEFAULT_CUT_POINTS))
-    good_rules: dict[Metric, int] = Field(default_factory=lambda: dict(DEFAULT_GOOD_RULES))
-    bad_at_most: int = Field(default=1, ge=1, le=3)
-    sentence_threshold: float = Field(default=0.5, ge=0, le=1)
-    coverage_threshold: float = Field(default=0.5, ge=0, le=1)
-    n_key_points: int | None = Field(default=None, ge=1)
-    consistency_aspect: str = DEFAULT_CONSISTENCY_ASPECT
-    language: str = "en"
-    templates: dict[str, dict[str, str]] = Field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_TEMPLATES.items()})
-    details: bool = False
-
-    @model_validator(mode="before")
-    @classmethod
-    def _merge_defaults(cls, data: Any) -> Any:
-        """A config gives only what it changes: ``cut_points`` and ``good_rules`` entries
-        override the defaults one metric at a time, and ``templates`` override them one
-        language (and within a language, one template) at a time."""
-        if not isinstance(data, dict):
-            return data
-        data = dict(migrate_consistency_task(data))
-        if isinstance(data.get("cut_points"), dict):
-            data["cut_points"] = {**DEFAULT_CUT_POINTS, **data["cut_points"]}
-        if isinstance(data.get("good_rules"), dict):
-            data["good_rules"] = {**DEFAULT_GOOD_RULES, **data["good_rules"]}
-        if isinstance(data.get("templates"), dict):
-            merged = {k: dict(v) for k, v in DEFAULT_TEMPLATES.items()}
-            for lang, table in data["templates"].items():
-                merged[lang] = {**merged.get(lang, {}), **table} if isinstance(table, dict) else table
-            data["templates"] = merged
-        return data
-
-    @field_validator("enabled_metrics", mode="before")
-    @classmethod
-    def _one_string(cls, v: Any) -> Any:
-        """``"coherence"`` or ``"coherence,fluency"`` (one string) reads as a list of metrics."""
-        return [m.strip() for m in v.split(",") if m.strip()] if isinstance(v, str) else v
-
-    @field_validator("enabled_metrics")
-    @classmethod
-    def _unique(cls, v: list[str]) -> list[str]:
-        return list(dict.fromkeys(v))
-
-    @field_validator("consistency_aspect")
-    @classmethod
-    def _checker(cls, v: str) -> str:
-        return check_consistency_aspect(v)
-
-    @field_validator("cut_points")
-    @classmethod
-    def _cuts(cls, v: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
-        for name, (low, high) in v.items():
-            if name not in (*METRICS, "relevance_coverage"):
-                raise ValueError(f"cut_points: unknown metric {name!r}")
-            if not 0 <= low <= high <= 1:
-                raise ValueError(f"cut_points.{name}: need 0 <= low <= high <= 1, got [{low}, {high}]")
-        return v
-
-    @field_validator("good_rules")
-    @classmethod
-    def _rules(cls, v: dict[str, int]) -> dict[str, int]:
-        for name, needed in v.items():
-            if needed not in (1, 2, 3):
-                raise ValueError(f"good_rules.{name}: a rating 1, 2 or 3, got {needed!r}")
-        return v
-
-    @model_validator(mode="after")
-    def _complete(self) -> "RatingConfig":
-        missing = [m for m in (*METRICS, "relevance_coverage") if m not in self.cut_points]
-        if missing:
-            raise ValueError(f"cut_points lacks {', '.join(missing)}")
-        if self.language not in self.templates:
-            raise ValueError(f"language {self.language!r} has no templates; have {', '.join(self.templates)}")
-        for lang, table in self.templates.items():
-            absent = [k for k in TEMPLATE_KEYS if k not in table]
-            if absent:
-                raise ValueError(f"templates.{lang} lacks {', '.join(absent)}")
-            for key, text in table.items():
-                if key not in _TEMPLATE_FIELDS:
-                    raise ValueError(f"templates.{lang}.{key}: unknown template; the templates are "
-                                     f"{', '.join(TEMPLATE_KEYS)}")
-                try:
-                    text.format(**_TEMPLATE_SAMPLE)
-                except Exception as exc:  # KeyError, IndexError, ValueError, TypeError, AttributeError ...
-                    fields = ", ".join("{" + f + "}" for f in sorted(_TEMPLATE_FIELDS.get(key, _TEMPLATE_SAMPLE)))
-                    raise ValueError(f"templates.{lang}.{key}: cannot fill {text!r} ({type(exc).__name__}: {exc}); "
-                                     f"fields: {fields}") from None
-                used = {f for _, f, _, _ in string.Formatter().parse(text) if f}
-                unknown = used - _TEMPLATE_FIELDS.get(key, set())
-                if unknown:
-                    raise ValueError(f"templates.{lang}.{key}: unknown field(s) {', '.join(sorted(unknown))}; "
-                                     f"this template may use "
-                                     f"{', '.join(sorted(_TEMPLATE_FIELDS.get(key, ()))) or 'no field'}")
-        return self
-
-    def t(self, key: str, **values: Any) -> str:
-        """Template ``key`` of the chosen language, filled with ``values``."""
-        return self.templates[self.language][key].format(**values)
-
-
-def load_rating_config(path: str | os.PathLike, **overrides: Any) -> RatingConfig:
-    """Read a rating YAML (keys of :class:`RatingConfig`), then apply ``overrides``
-    (None values ignored); see :func:`~unieval_local.reports.common.load_options`.
-
-    Raises:
-        ValueError: unreadable file, YAML syntax, or an invalid setting (the
-            message names the file and key).
-    """
-    return load_options(RatingConfig, path, overrides)
-
 
 class RuleOutcome(BaseModel):
     """The rule engine's verdict.
@@ -359,23 +124,6 @@ def apply_rules(ratings: Mapping[str, int], good_rules: Mapping[str, int] | None
                        avg_score=avg, failed=failed)
 
 
-class MetricRating(BaseModel):
-    """One metric's rating, as the rating format shows it.
-
-    Attributes:
-        score: 1, 2 or 3.
-        explanation: from the evidence (lowest sentences, covered key points),
-            in the chosen language.
-        normalized_score: ``score / 3``: 0.3333, 0.6667 or 1.0.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    score: int
-    explanation: str
-    normalized_score: float
-
-
 class MetricDetails(BaseModel):
     """How one metric's rating was made (``details``, with the ``details`` option).
 
@@ -414,43 +162,6 @@ class RatingDetails(BaseModel):
     metrics: dict[str, MetricDetails]
     relevance_method: Literal["reference", "key_point_coverage"] | None = None
     key_points: list[dict[str, Any]] | None = None
-
-
-class RatingSummary(BaseModel):
-    """The ``summary`` object of the rating format: the verdict, then one entry per
-    enabled metric (absent metrics are left out of the JSON, not null).
-
-    Attributes:
-        global_explanation: one line on the verdict.
-        relevancy_rating: ``good``, ``incomplete`` or ``bad`` (rule engine).
-        score: 1 (good), 0.5 (incomplete), 0 (bad).
-        possible_issues: one line per failed rule.
-        binary_score: 1 only for good.
-        avg_score: mean of the enabled metrics' ``normalized_score``, in [1/3, 1].
-        coherence, consistency, relevance, fluency: :class:`MetricRating`, or None when not enabled.
-    """
-
-    model_config = ConfigDict(frozen=True)
-
-    global_explanation: str
-    relevancy_rating: RatingLabel
-    score: float
-    possible_issues: list[str]
-    binary_score: int
-    avg_score: float
-    coherence: MetricRating | None = None
-    consistency: MetricRating | None = None
-    relevance: MetricRating | None = None
-    fluency: MetricRating | None = None
-
-    @model_serializer(mode="wrap")
-    def _enabled_only(self, handler):
-        return {k: v for k, v in handler(self).items() if not (k in METRICS and v is None)}
-
-    @property
-    def metrics(self) -> dict[str, MetricRating]:
-        """The enabled metrics' ratings, metric -> :class:`MetricRating`."""
-        return {m: getattr(self, m) for m in METRICS if getattr(self, m) is not None}
 
 
 class RatingReport(WithOptionalDetails):
@@ -566,22 +277,20 @@ def _sentence_detail(config: RatingConfig, ev) -> str:
                     text=short(lowest.text, 120), value=lowest.value)
 
 
-def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
-                start: int = 0) -> tuple[list[ReportRow[RatingReport]], RunStats]:
-    """Rate each record: all queries through :meth:`Engine.run <unieval_local.engine.Engine.run>` in one pass.
+@dataclass
+class _Plan:
+    """The queries of one rating request: the records parsed, their errors so far, the aspect
+    answering each enabled metric, the key points of relevance by coverage, and the jobs."""
 
-    Args:
-        records: dicts (fields of :class:`~unieval_local.reports.common.ReportRecord`).
-        engine: the engine (its ``long_input`` applies; reports default to ``chunk``).
-        config: :class:`RatingConfig`.
-        start: index of ``records[0]`` in the whole input (for ``ReportRow.index``).
+    parsed: list[Any]
+    errors: dict[int, RowError]
+    uni: dict[str, Any]
+    coverage: Coverage
+    jobs: dict[str, Job]
+    on_records: list[str]
 
-    Returns:
-        ``(rows, stats)``: one :class:`ReportRow` per record, an error row for a
-        bad record (the others are rated), and the engine pass's counts.
-    """
-    from .common import parse_records
 
+def _plan(records: Sequence[Any], engine: Engine, config: RatingConfig) -> _Plan:
     parsed, errors = parse_records(records)
     enabled = config.enabled_metrics
     reg = engine.registry
@@ -615,88 +324,135 @@ def rating_rows(records: Sequence[Any], engine: Engine, config: RatingConfig,
     if coverage.flat.examples:
         cons = resolve_consistency_aspect(reg, config.consistency_aspect)
         jobs["coverage"] = Job((support_aspect(cons, "key_point_coverage"),), coverage.flat.examples)
-    results, stats = engine.run(jobs, evidence=True)
-    values, evidence = {}, {}
-    for name in on_records:
-        values.update(results[name].values)
-        evidence.update(results[name].evidence)
-        problems_to_errors(results[name].problems, {i: i for i in range(len(parsed))}, errors)
-    if "coverage" in results:
-        problems_to_errors(results["coverage"].problems, coverage.flat.positions(), errors)
+    return _Plan(parsed, errors, uni, coverage, jobs, on_records)
 
-    rows: list[ReportRow[RatingReport]] = []
-    checkpoint_problem = card_checkpoint_problem(engine, config) if any(r is not None for r in parsed) else None
-    for i, rec in enumerate(parsed):
-        rid = record_id(records[i])
-        if i in errors or rec is None:
-            rows.append(ReportRow[RatingReport](index=start + i, id=rid, error=errors[i]))
-            continue
-        metrics: dict[str, MetricRating] = {}
-        details: dict[str, MetricDetails] = {}
-        key_points = None
-        method = None
-        failed = None
-        for m in enabled:
-            detail: str
-            if m == "relevance" and not rec.references:
-                vals = coverage.values(i, results["coverage"])
-                if not np.isfinite(vals).all():
-                    failed = m
+
+@dataclass
+class _Metric:
+    """One metric of one record: its rating, and what is behind it."""
+
+    rating: MetricRating
+    details: MetricDetails
+    method: str | None = None
+    key_points: list[dict[str, Any]] | None = None
+
+
+def _rate_metric(m: str, i: int, rec: Any, plan: _Plan, config: RatingConfig, values: Mapping[str, Any],
+                 evidence: Mapping[str, Any], results: Mapping[str, Any], checkpoint_problem: str | None,
+                 ) -> _Metric | None:
+    """Metric ``m`` of record ``i``, or None when the model gave a non-finite score."""
+    method = key_points = None
+    if m == "relevance" and not rec.references:
+        vals = plan.coverage.values(i, results["coverage"])
+        if not np.isfinite(vals).all():
+            return None
+        points = plan.coverage.key_points[i]
+        covered = [v >= config.coverage_threshold for v in vals]
+        p = float(np.mean(covered))
+        cut_name = "relevance_coverage"
+        detail = config.t("coverage", covered=sum(covered), n=len(points))
+        if not all(covered):
+            low = int(np.argmin(vals))
+            detail += config.t("coverage_missing", text=short(points[low].text, 120), value=vals[low])
+        method_name, method = "key_point_coverage", "key_point_coverage"
+        key_points = [key_point_json(kp, v, config.coverage_threshold) for kp, v in zip(points, vals)]
+    else:
+        a = plan.uni[m]
+        p = float(values[a.name][i])  # the metric's aspect (consistency may be fact/support)
+        if not np.isfinite(p):
+            return None
+        cut_name = m
+        method_name = f"{a.checkpoint.split('-')[0]}:{a.task}/{a.name}"  # unieval:..., minicheck:...
+        if m == "relevance":
+            method = "reference"
+            detail = config.t("whole_references", n=len(rec.references))
+        elif a.granularity == "sentence":
+            detail = _sentence_detail(config, evidence[a.name][i])
+        else:
+            detail = config.t("whole_document")
+    cuts = tuple(config.cut_points[cut_name])
+    score = to_rating(p, cuts)
+    label = config.t(f"label_{m}")
+    template = "metric_coverage" if method_name == "key_point_coverage" else "metric"
+    rating = MetricRating(score=score, explanation=config.t(template, label=label, score=score, probability=p,
+                                                            detail=detail), normalized_score=normalized_score(score))
+    calibrated = (cut_name != "relevance_coverage" and cuts == tuple(DEFAULT_CUT_POINTS[cut_name])
+                  and metric_aspect(config, m) == CALIBRATED_FOR[m] and checkpoint_problem is None)
+    details = MetricDetails(probability=p, cut_points=cuts, placeholder_cut_points=cuts == PLACEHOLDER_CUT_POINTS,
+                            calibrated=calibrated, method=method_name)
+    return _Metric(rating, details, method, key_points)
+
+
+def _summary(metrics: Mapping[str, MetricRating], config: RatingConfig) -> RatingSummary:
+    """The record's summary: the rule engine over the enabled metrics' ratings."""
+    outcome = apply_rules({m: metrics[m].score for m in config.enabled_metrics}, config.good_rules, config.bad_at_most)
+    issues = [config.t("issue_bad" if bad else "issue_below", label=config.t(f"label_{m}"), score=r,
+                       needed=needed, bad=config.bad_at_most) for m, r, needed, bad in outcome.failed]
+    n_bad = sum(1 for f in outcome.failed if f[3])
+    global_explanation = config.t(f"global_{outcome.rating}", avg_score=outcome.avg_score,
+                                  n_issues=len(issues), n_bad=n_bad)
+    return RatingSummary(
+        global_explanation=global_explanation, relevancy_rating=outcome.rating, score=outcome.score,
+        possible_issues=issues, binary_score=outcome.binary_score, avg_score=outcome.avg_score, **metrics)
+
+
+@dataclass
+class RatingRequest(Request[ReportPart]):
+    """Rate records: one stage with every query of the request (evidence on, for the sentence
+    details).
+
+    Args:
+        records: dicts (fields of :class:`~unieval_local.reports.records.ReportRecord`).
+        config: :class:`RatingConfig`.
+        start: index of ``records[0]`` in the whole input (for ``ReportRow.index``).
+
+    Answer: a :class:`~unieval_local.reports.base.ReportPart`: one :class:`ReportRow` per
+    record, an error row for a bad record (the others are rated), and the request's counters.
+    """
+
+    records: Sequence[Any]
+    config: RatingConfig
+    start: int = 0
+
+    def __post_init__(self) -> None:
+        self.size = len(self.records)
+
+    def stages(self, engine: Engine) -> StageGenerator:
+        config = self.config
+        plan = _plan(self.records, engine, config)
+        got = yield Stage(plan.jobs, evidence=True)
+        results, errors = got.results, plan.errors
+        values, evidence = {}, {}
+        for name in plan.on_records:
+            values.update(results[name].values)
+            evidence.update(results[name].evidence)
+            problems_to_errors(results[name].problems, {i: i for i in range(len(plan.parsed))}, errors)
+        if "coverage" in results:
+            problems_to_errors(results["coverage"].problems, plan.coverage.flat.positions(), errors)
+        checkpoint_problem = (card_checkpoint_problem(engine, config) if any(r is not None for r in plan.parsed)
+                              else None)
+        rows: list[ReportRow[RatingReport]] = []
+        for i, rec in enumerate(plan.parsed):
+            row = ReportRow[RatingReport](index=self.start + i, id=record_id(self.records[i]))
+            if i in errors or rec is None:
+                rows.append(row.model_copy(update={"error": errors[i]}))
+                continue
+            rated = {}
+            for m in config.enabled_metrics:
+                rated[m] = _rate_metric(m, i, rec, plan, config, values, evidence, results, checkpoint_problem)
+                if rated[m] is None:
+                    rows.append(row.model_copy(update={"error": RowError(
+                        field=m, message=f"the model gave a non-finite score for {m}; try dtype float32")}))
                     break
-                points = coverage.key_points[i]
-                covered = [v >= config.coverage_threshold for v in vals]
-                p = float(np.mean(covered))
-                cut_name = "relevance_coverage"
-                detail = config.t("coverage", covered=sum(covered), n=len(points))
-                if not all(covered):
-                    low = int(np.argmin(vals))
-                    detail += config.t("coverage_missing", text=short(points[low].text, 120), value=vals[low])
-                method_name, method = "key_point_coverage", "key_point_coverage"
-                key_points = [key_point_json(kp, v, config.coverage_threshold) for kp, v in zip(points, vals)]
             else:
-                p = float(values[uni[m].name][i])  # the metric's aspect (consistency may be fact/support)
-                if not np.isfinite(p):
-                    failed = m
-                    break
-                cut_name = m
-                a = uni[m]
-                method_name = f"{a.checkpoint.split('-')[0]}:{a.task}/{a.name}"  # unieval:..., minicheck:...
-                if m == "relevance":
-                    method = "reference"
-                    detail = config.t("whole_references", n=len(rec.references))
-                elif a.granularity == "sentence":
-                    detail = _sentence_detail(config, evidence[uni[m].name][i])
-                else:
-                    detail = config.t("whole_document")
-            cuts = tuple(config.cut_points[cut_name])
-            score = to_rating(p, cuts)
-            label = config.t(f"label_{m}")
-            template = "metric_coverage" if method_name == "key_point_coverage" else "metric"
-            metrics[m] = MetricRating(
-                score=score, explanation=config.t(template, label=label, score=score, probability=p, detail=detail),
-                normalized_score=normalized_score(score))
-            calibrated = (cut_name != "relevance_coverage" and cuts == tuple(DEFAULT_CUT_POINTS[cut_name])
-                          and metric_aspect(config, m) == CALIBRATED_FOR[m] and checkpoint_problem is None)
-            details[m] = MetricDetails(probability=p, cut_points=cuts, placeholder_cut_points=cuts == PLACEHOLDER_CUT_POINTS,
-                                       calibrated=calibrated, method=method_name)
-        if failed:
-            rows.append(ReportRow[RatingReport](index=start + i, id=rid, error=RowError(
-                field=failed, message=f"the model gave a non-finite score for {failed}; try dtype float32")))
-            continue
-        outcome = apply_rules({m: metrics[m].score for m in enabled}, config.good_rules, config.bad_at_most)
-        issues = [config.t("issue_bad" if bad else "issue_below", label=config.t(f"label_{m}"), score=r,
-                           needed=needed, bad=config.bad_at_most) for m, r, needed, bad in outcome.failed]
-        n_bad = sum(1 for f in outcome.failed if f[3])
-        global_explanation = config.t(f"global_{outcome.rating}", avg_score=outcome.avg_score,
-                                      n_issues=len(issues), n_bad=n_bad)
-        summary = RatingSummary(
-            global_explanation=global_explanation, relevancy_rating=outcome.rating, score=outcome.score,
-            possible_issues=issues, binary_score=outcome.binary_score, avg_score=outcome.avg_score, **metrics)
-        extra = (RatingDetails(metrics=details, relevance_method=method, key_points=key_points)
-                 if config.details else None)
-        rows.append(ReportRow[RatingReport](index=start + i, id=rid, report=RatingReport(summary=summary, details=extra),
-                                            notes=coverage.notes.get(i, [])))
-    return rows, stats
+                summary = _summary({m: r.rating for m, r in rated.items()}, config)
+                method = next((r.method for r in rated.values() if r.method), None)
+                key_points = next((r.key_points for r in rated.values() if r.key_points is not None), None)
+                extra = (RatingDetails(metrics={m: r.details for m, r in rated.items()}, relevance_method=method,
+                                       key_points=key_points) if config.details else None)
+                rows.append(row.model_copy(update={"report": RatingReport(summary=summary, details=extra),
+                                                   "notes": plan.coverage.notes.get(i, [])}))
+        return ReportPart(rows, got.stats)
 
 
 def rating_aggregate(rows: Sequence[ReportRow[RatingReport]]) -> dict[str, float | None]:
@@ -718,3 +474,16 @@ def rating_aggregate(rows: Sequence[ReportRow[RatingReport]]) -> dict[str, float
     for m in METRICS:
         out[f"mean_{m}"] = mean([r.metrics[m].score for r in reps if m in r.metrics])
     return out
+
+
+def _metric_list(text: str) -> list[str]:
+    return [m.strip() for m in text.split(",") if m.strip()]
+
+
+#: The rating format's CLI flags (``unieval-local report --format rating``).
+FLAGS: tuple[ReportFlag, ...] = (
+    ReportFlag("enabled_metrics", "--enabled-metrics", "metrics to rate, comma-separated (default "
+               "coherence,consistency,relevance,fluency)", {"metavar": "M1,M2"}, parse=_metric_list),
+    ReportFlag("language", "--language", "explanation template set (default en; fr built in)"),
+    N_KEY_POINTS_FLAG, DETAILS_FLAG, CONSISTENCY_FLAG,
+)

@@ -10,8 +10,8 @@ Per summary (all Boolean-QA queries in one engine pass):
   engine's ``long_input="chunk"``, max over windows).
   ``alignment = #claims with P(Yes) >= alignment_threshold / #claims``.
 * Key points: ``key_points`` of the record, or the ``n_key_points`` most
-  central source sentences (LexRank, :func:`~unieval_local.keypoints.extract_key_points`;
-  default :func:`~unieval_local.keypoints.default_n_key_points`). Each gets the
+  central source sentences (LexRank, :func:`~unieval_local.text.keypoints.extract_key_points`;
+  default :func:`~unieval_local.text.keypoints.default_n_key_points`). Each gets the
   consistency query with the key point as the claim and the summary as the
   document. ``coverage = #key points with P(Yes) >= coverage_threshold / #key points``.
 * Heuristics (no model): ``redundancy_penalty = redundancy_weight * r`` where r
@@ -38,30 +38,25 @@ key content by the summary); here each judgement is a UniEval query, not an LLM 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..engine import Engine, Job, RunStats
-from ..keypoints import redundant_sentences
-from .common import (
-    ConsistencyOption,
-    resolve_consistency_aspect,
-    Claims,
-    ClaimWindow,
-    Coverage,
-    ReportRow,
-    RowError,
-    key_point_json,
-    parse_records,
-    problems_to_errors,
-    record_id,
-    require_text,
-    short,
-    support_aspect,
-)
+from ..engine import Engine, Job
+from ..settings import number_type
+from ..requests.base import Request, Stage, StageGenerator
+from ..text.keypoints import redundant_sentences
+from ..wire.shapes import ClaimWindow, RowError
+from .base import ReportFlag, ReportPart, ReportRow
+from .options import CONSISTENCY_FLAG, MAX_N_CLAIMS_FLAG, N_KEY_POINTS_FLAG, ConsistencyOption, resolve_consistency_aspect
+from .queries import Claims, Coverage, key_point_json, problems_to_errors, short, support_aspect
+from .records import parse_records, record_id, require_text
+
+__all__ = ["FLAGS", "ClaimResult", "MisalignedDetail", "MissingDetail", "SummMetadata", "SummOptions", "SummReport",
+           "SummRequest", "misaligned_sentence", "missing_sentence", "penalties", "summ_aggregate"]
 
 
 class SummOptions(ConsistencyOption):
@@ -235,78 +230,94 @@ def penalties(options: SummOptions, sentences: Sequence[str], summary: str, sour
             "compression_ratio": ratio, "compression_penalty": compression, "length_penalty": length}
 
 
-def summ_rows(records: Sequence[Any], engine: Engine, options: SummOptions,
-              start: int = 0) -> tuple[list[ReportRow[SummReport]], RunStats]:
-    """Score each record: all claim and coverage queries through :meth:`Engine.run <unieval_local.engine.Engine.run>` in one pass.
+def _summ_report(i: int, rec: Any, checked: Sequence[tuple[str, float, Any]], kp_values: Sequence[float],
+                 claims: Claims, coverage: Coverage, options: SummOptions) -> SummReport:
+    """Record ``i``'s report from its claims' and key points' probabilities (module docstring)."""
+    claim_rows = [ClaimResult(claim=t, score=v, aligned=v >= options.alignment_threshold) for t, v, _ in checked]
+    points = coverage.key_points[i]
+    kps = [key_point_json(kp, v, options.coverage_threshold) for kp, v in zip(points, kp_values)]
+    alignment = sum(c.aligned for c in claim_rows) / len(claim_rows)
+    covered = sum(k["covered"] for k in kps) / len(kps)
+    pen = penalties(options, claims.sentences[i], rec.target, rec.source)
+    raw = 100 * (options.alignment_weight * alignment + options.coverage_weight * covered)
+    score = float(np.clip(raw - pen["redundancy_penalty"] - pen["compression_penalty"] - pen["length_penalty"],
+                          0, 100))
+    missing = [MissingDetail(key_point=k["key_point"], score=k["score"], start=k["start"], end=k["end"])
+               for k in kps if not k["covered"]]
+    misaligned = [MisalignedDetail(claim=t, score=v, best_source_window=w)
+                  for t, v, w in checked if v < options.alignment_threshold]
+    meta = SummMetadata(
+        missing_details=[missing_sentence(d, options.coverage_threshold) for d in missing],
+        misaligned_details=[misaligned_sentence(d, options.alignment_threshold) for d in misaligned],
+        missing_key_points=missing, misaligned_claims=misaligned)
+    threshold = rec.threshold if rec.threshold is not None else options.threshold
+    return SummReport(
+        score=score, passed=score >= threshold, threshold=threshold,
+        alignment_score=alignment, coverage_score=covered,
+        redundancy_penalty=pen["redundancy_penalty"], compression_penalty=pen["compression_penalty"],
+        length_penalty=pen["length_penalty"], compression_ratio=pen["compression_ratio"],
+        n_claims=len(claim_rows), n_sentences=len(claims.sentences[i]),
+        key_point_source="given" if rec.key_points else "extracted", claims=claim_rows, key_points=kps,
+        redundant_sentences=pen["redundant"], eval_metadata=meta)
+
+
+@dataclass
+class SummRequest(Request[ReportPart]):
+    """Score records: one stage with every claim and coverage query of the request.
 
     Args:
         records: dicts with ``target`` (the summary), ``source`` and optionally
             ``key_points`` / ``n_key_points``.
-        engine: the engine (reports default to ``long_input="chunk"``).
         options: :class:`SummOptions`.
         start: index of ``records[0]`` in the whole input.
 
-    Returns:
-        ``(rows, stats)``: one :class:`ReportRow` per record (an error row for a
-        bad record; the others are scored) and the engine pass's counts.
+    Answer: a :class:`~unieval_local.reports.base.ReportPart`: one :class:`ReportRow` per
+    record (an error row for a bad record; the others are scored) and the request's counters.
     """
-    parsed, errors = parse_records(records)
-    cons = resolve_consistency_aspect(engine.registry, options.consistency_aspect)
-    claims, coverage = Claims(), Coverage()
-    for i, rec in enumerate(parsed):
-        if rec is None:
-            continue
-        err = (require_text(rec, "source", "the summ report (claim alignment)")
-               or claims.plan(i, rec, engine.splitter, rec.max_n_claims or options.max_n_claims)
-               or coverage.plan(i, rec, options.n_key_points, engine.splitter))
-        if err:
-            errors[i], parsed[i] = err, None
-    jobs = {"claims": Job((support_aspect(cons, "claim"),), claims.flat.examples)}
-    if coverage.flat.examples:
-        jobs["coverage"] = Job((support_aspect(cons, "key_point_coverage"),), coverage.flat.examples)
-    results, stats = engine.run(jobs, evidence=True)
-    problems_to_errors(results["claims"].problems, claims.flat.positions(), errors)
-    if "coverage" in results:
-        problems_to_errors(results["coverage"].problems, coverage.flat.positions(), errors)
-    rows: list[ReportRow[SummReport]] = []
-    for i, rec in enumerate(parsed):
-        rid = record_id(records[i])
-        if i in errors or rec is None:
-            rows.append(ReportRow[SummReport](index=start + i, id=rid, error=errors[i]))
-            continue
-        checked = claims.read(i, results["claims"], rec.source)
-        kp_values = coverage.values(i, results["coverage"])
-        if not np.isfinite([v for _, v, _ in checked]).all() or not np.isfinite(kp_values).all():
-            rows.append(ReportRow[SummReport](index=start + i, id=rid, error=RowError(
-                field="target", message="the model gave a non-finite score; try dtype float32")))
-            continue
-        claim_rows = [ClaimResult(claim=t, score=v, aligned=v >= options.alignment_threshold) for t, v, _ in checked]
-        points = coverage.key_points[i]
-        kps = [key_point_json(kp, v, options.coverage_threshold) for kp, v in zip(points, kp_values)]
-        alignment = sum(c.aligned for c in claim_rows) / len(claim_rows)
-        covered = sum(k["covered"] for k in kps) / len(kps)
-        pen = penalties(options, claims.sentences[i], rec.target, rec.source)
-        raw = 100 * (options.alignment_weight * alignment + options.coverage_weight * covered)
-        score = float(np.clip(raw - pen["redundancy_penalty"] - pen["compression_penalty"] - pen["length_penalty"],
-                              0, 100))
-        missing = [MissingDetail(key_point=k["key_point"], score=k["score"], start=k["start"], end=k["end"])
-                   for k in kps if not k["covered"]]
-        misaligned = [MisalignedDetail(claim=t, score=v, best_source_window=w)
-                      for t, v, w in checked if v < options.alignment_threshold]
-        meta = SummMetadata(
-            missing_details=[missing_sentence(d, options.coverage_threshold) for d in missing],
-            misaligned_details=[misaligned_sentence(d, options.alignment_threshold) for d in misaligned],
-            missing_key_points=missing, misaligned_claims=misaligned)
-        threshold = rec.threshold if rec.threshold is not None else options.threshold
-        rows.append(ReportRow[SummReport](index=start + i, id=rid, notes=coverage.notes.get(i, []), report=SummReport(
-            score=score, passed=score >= threshold, threshold=threshold,
-            alignment_score=alignment, coverage_score=covered,
-            redundancy_penalty=pen["redundancy_penalty"], compression_penalty=pen["compression_penalty"],
-            length_penalty=pen["length_penalty"], compression_ratio=pen["compression_ratio"],
-            n_claims=len(claim_rows), n_sentences=len(claims.sentences[i]),
-            key_point_source="given" if rec.key_points else "extracted", claims=claim_rows, key_points=kps,
-            redundant_sentences=pen["redundant"], eval_metadata=meta)))
-    return rows, stats
+
+    records: Sequence[Any]
+    options: SummOptions
+    start: int = 0
+
+    def __post_init__(self) -> None:
+        self.size = len(self.records)
+
+    def stages(self, engine: Engine) -> StageGenerator:
+        options = self.options
+        parsed, errors = parse_records(self.records)
+        cons = resolve_consistency_aspect(engine.registry, options.consistency_aspect)
+        claims, coverage = Claims(), Coverage()
+        for i, rec in enumerate(parsed):
+            if rec is None:
+                continue
+            err = (require_text(rec, "source", "the summ report (claim alignment)")
+                   or claims.plan(i, rec, engine.splitter, rec.max_n_claims or options.max_n_claims)
+                   or coverage.plan(i, rec, options.n_key_points, engine.splitter))
+            if err:
+                errors[i], parsed[i] = err, None
+        jobs = {"claims": Job((support_aspect(cons, "claim"),), claims.flat.examples)}
+        if coverage.flat.examples:
+            jobs["coverage"] = Job((support_aspect(cons, "key_point_coverage"),), coverage.flat.examples)
+        got = yield Stage(jobs, evidence=True)
+        results = got.results
+        problems_to_errors(results["claims"].problems, claims.flat.positions(), errors)
+        if "coverage" in results:
+            problems_to_errors(results["coverage"].problems, coverage.flat.positions(), errors)
+        rows: list[ReportRow[SummReport]] = []
+        for i, rec in enumerate(parsed):
+            row = ReportRow[SummReport](index=self.start + i, id=record_id(self.records[i]))
+            if i in errors or rec is None:
+                rows.append(row.model_copy(update={"error": errors[i]}))
+                continue
+            checked = claims.read(i, results["claims"], rec.source)
+            kp_values = coverage.values(i, results["coverage"])
+            if not np.isfinite([v for _, v, _ in checked]).all() or not np.isfinite(kp_values).all():
+                rows.append(row.model_copy(update={"error": RowError(
+                    field="target", message="the model gave a non-finite score; try dtype float32")}))
+                continue
+            report = _summ_report(i, rec, checked, kp_values, claims, coverage, options)
+            rows.append(row.model_copy(update={"report": report, "notes": coverage.notes.get(i, [])}))
+        return ReportPart(rows, got.stats)
 
 
 def summ_aggregate(rows: Sequence[ReportRow[SummReport]]) -> dict[str, float | None]:
@@ -318,88 +329,9 @@ def summ_aggregate(rows: Sequence[ReportRow[SummReport]]) -> dict[str, float | N
                                 ("coverage_score", "coverage_score"))}
 
 
-def is_custom_run(data: Any) -> bool:
-    """Whether ``data`` is a hosted custom-run request body (a mapping with ``evaluations``)."""
-    return isinstance(data, dict) and "evaluations" in data
-
-
-def read_custom_run(body: Mapping[str, Any]) -> tuple[list[Any], list[str]]:
-    """The records of a hosted custom-run request body, as the summ report reads them.
-
-    The body is ``{"threshold", "model_slug", "evaluations": [{"metrics": [{"metric":
-    "summ", "metric_args": {"n_key_points", "max_n_claims"}}], "threshold", "data":
-    [{"input", "output", ...}]}]}``. Each data row becomes one record, in order; it takes
-    its evaluation's ``n_key_points``, ``max_n_claims`` and ``threshold`` (the
-    evaluation's, else the body's; on the 0-100 scale of the score) unless the row gives
-    its own, and the id ``evaluations[E].data[J]`` unless it has one. ``model_slug`` (the
-    body's, or an evaluation's) is ignored (claims and key points are checked by the local
-    checkpoint), with a note.
-
-    Returns:
-        ``(records, notes)``: the records (a row that is not an object stays as it is, and
-        becomes an error row), and notes for the report (ignored keys, a threshold that
-        looks like a fraction).
-
-    Raises:
-        ValueError: the body's shape is wrong (no ``evaluations`` list, an evaluation
-            without a ``data`` list, a metric other than ``summ``, bad metric_args); the
-            message names the place, e.g. ``evaluations[1].metrics[0]``. Also a body with no
-            work: ``evaluations`` empty, or every evaluation's ``data`` empty.
-    """
-    if not isinstance(body, Mapping) or not isinstance(body.get("evaluations"), list):
-        keys = ", ".join(map(repr, body)) if isinstance(body, Mapping) else type(body).__name__
-        raise ValueError(f"a custom-run request body needs 'evaluations': a list of evaluations "
-                         f"(each with 'metrics' and 'data'); got {keys or 'an empty object'}")
-    if not body["evaluations"]:
-        raise ValueError("the custom-run request body has no evaluation ('evaluations' is empty): nothing to score")
-    notes: list[str] = []
-    if body.get("model_slug") is not None:
-        notes.append(f"model_slug {body['model_slug']!r} is ignored: claims and key points are checked by the "
-                     "local checkpoint of consistency_aspect (settings.checkpoints)")
-    ignored = sorted(set(body) - {"threshold", "model_slug", "evaluations"})
-    if ignored:
-        notes.append(f"request body keys ignored: {', '.join(ignored)}")
-    records: list[Any] = []
-    for e, ev in enumerate(body["evaluations"]):
-        where = f"evaluations[{e}]"
-        if not isinstance(ev, Mapping) or not isinstance(ev.get("data"), list):
-            raise ValueError(f"{where}: an evaluation needs 'data': a list of rows")
-        if ev.get("model_slug") is not None:
-            notes.append(f"{where}.model_slug {ev['model_slug']!r} is ignored: claims and key points are checked by "
-                         "the local checkpoint of consistency_aspect (settings.checkpoints)")
-        args: dict[str, Any] = {}
-        for k, metric in enumerate(ev.get("metrics") or [{"metric": "summ"}]):
-            if not isinstance(metric, Mapping) or metric.get("metric") != "summ":
-                name = metric.get("metric") if isinstance(metric, Mapping) else metric
-                raise ValueError(f"{where}.metrics[{k}]: metric {name!r} is not summ; this reads the summ "
-                                 "metric only (report --format summ)")
-            margs = metric.get("metric_args") or {}
-            if not isinstance(margs, Mapping):
-                raise ValueError(f"{where}.metrics[{k}].metric_args: must be an object")
-            for key, value in margs.items():
-                if key not in ("n_key_points", "max_n_claims"):
-                    raise ValueError(f"{where}.metrics[{k}].metric_args: unknown key {key!r}; "
-                                     "summ takes n_key_points and max_n_claims")
-                if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                    raise ValueError(f"{where}.metrics[{k}].metric_args.{key}: a positive integer, got {value!r}")
-                if value is not None:
-                    args[key] = value
-        threshold = ev.get("threshold", body.get("threshold"))
-        if threshold is not None:
-            if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 100:
-                raise ValueError(f"{where}.threshold: a number in [0, 100] (the score's scale), got {threshold!r}")
-            if 0 < threshold < 1:
-                notes.append(f"{where}: threshold {threshold} is read on the 0-100 scale of the summ score "
-                             f"(did you mean {threshold * 100:g}?)")
-            args["threshold"] = threshold
-        if not ev["data"]:
-            notes.append(f"{where}.data is empty: that evaluation has no row to score")
-        for j, row in enumerate(ev["data"]):
-            if isinstance(row, Mapping):
-                row = {**args, **dict(row)}
-                row.setdefault("id", f"{where}.data[{j}]")
-            records.append(row)
-    if not records:
-        raise ValueError("the custom-run request body holds no data row (every evaluations[i].data is empty): "
-                         "nothing to score")
-    return records, notes
+#: The summ format's CLI flags (``unieval-local report --format summ``).
+FLAGS: tuple[ReportFlag, ...] = (
+    ReportFlag("threshold", "--threshold", "pass mark on the 0-100 score (default 80)",
+               {"type": number_type(float, 0, high=100)}),
+    N_KEY_POINTS_FLAG, MAX_N_CLAIMS_FLAG, CONSISTENCY_FLAG,
+)

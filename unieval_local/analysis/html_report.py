@@ -1,0 +1,243 @@
+"""A self-contained HTML report of a ``score`` output, and the same plots for notebooks.
+
+``render_html(output)`` writes one HTML file with no network access needed: plots are
+inline SVG (matplotlib), the page is a jinja2 template. Sections: run signature,
+counts and truncation, score distribution per aspect, per-system means with 95%
+bootstrap intervals (when ``system_id`` exists), and the lowest-scoring examples with
+their target sentences coloured by score and, for unsupported claims, the source
+window that scored best (needs ``--evidence`` in the run and ``--input`` here).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..extras import require
+from ..records import iter_records, read_score_output
+
+
+def output_aspects(lines: Sequence[dict]) -> list[str]:
+    """Aspects present in an output (from its first scored line)."""
+    for x in lines:
+        if "scores" in x:
+            return list(x["scores"])
+    return []
+
+
+def plot_distributions(lines: Sequence[dict], aspects: Sequence[str] | None = None):
+    """A matplotlib Figure: one histogram of scores per aspect.
+
+    ``lines`` are ``score`` output records (their ``scores`` are the predictions; UniEval's
+    reproduce files use ``scores`` for human judgements instead).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    aspects = list(aspects or output_aspects(lines))
+    fig, axes = plt.subplots(1, max(1, len(aspects)), figsize=(3.2 * max(1, len(aspects)), 2.6), squeeze=False)
+    for ax, a in zip(axes[0], aspects):
+        v = [x["scores"][a] for x in lines if "scores" in x and a in x["scores"]]
+        hi = max(1.0, max(v) if v else 1.0)
+        ax.hist(v, bins=20, range=(0, hi), color="#4c72b0", edgecolor="white")
+        ax.set_title(f"{a} (n={len(v)}, mean {np.mean(v):.3f})" if v else a, fontsize=9)
+        ax.set_xlabel("score")
+    axes[0][0].set_ylabel("examples")
+    fig.tight_layout()
+    return fig
+
+
+def system_means(lines: Sequence[dict], aspect: str, *, n_boot: int = 1000, seed: int = 0) -> dict[str, tuple[float, float, float]]:
+    """``{system_id: (mean, ci_low, ci_high)}`` with a seeded 95% bootstrap over the system's examples."""
+    groups: dict[str, list[float]] = defaultdict(list)
+    for x in lines:
+        if "scores" in x and "system_id" in x and aspect in x["scores"]:
+            groups[str(x["system_id"])].append(x["scores"][aspect])
+    rng = np.random.default_rng(seed)
+    out = {}
+    for s, v in groups.items():
+        arr = np.array(v)
+        boot = arr[rng.integers(0, len(arr), (n_boot, len(arr)))].mean(axis=1)
+        lo, hi = np.quantile(boot, [0.025, 0.975])
+        out[s] = (float(arr.mean()), float(lo), float(hi))
+    return out
+
+
+def plot_systems(lines: Sequence[dict], aspects: Sequence[str] | None = None, *, n_boot: int = 1000, seed: int = 0):
+    """A matplotlib Figure: per-system mean per aspect with 95% bootstrap intervals, or None without system ids."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    aspects = list(aspects or output_aspects(lines))
+    if not any("system_id" in x for x in lines):
+        return None
+    fig, axes = plt.subplots(1, len(aspects), figsize=(3.4 * len(aspects), 0.3 * 20 + 1), squeeze=False)
+    for ax, a in zip(axes[0], aspects):
+        means = system_means(lines, a, n_boot=n_boot, seed=seed)
+        names = sorted(means, key=lambda s: means[s][0])
+        m = [means[s][0] for s in names]
+        err = [[means[s][0] - means[s][1] for s in names], [means[s][2] - means[s][0] for s in names]]
+        ax.errorbar(m, range(len(names)), xerr=err, fmt="o", color="#dd8452", ecolor="#555", capsize=2)
+        ax.set_yticks(range(len(names)), names, fontsize=7)
+        ax.set_title(a, fontsize=9)
+        ax.set_xlabel("mean score (95% CI)")
+    fig.tight_layout()
+    return fig
+
+
+def _svg(fig) -> str:
+    import matplotlib.pyplot as plt
+
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    plt.close(fig)
+    text = buf.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _colour(value: float) -> str:
+    """Red (0) to green (1) background for a sentence score."""
+    v = min(max(value, 0.0), 1.0)
+    r, g = int(230 - 110 * v), int(120 + 100 * v)
+    return f"rgb({r},{g},130)"
+
+
+TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>unieval-local report: {{ title }}</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px;color:#222}
+h1{font-size:22px} h2{font-size:17px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:28px}
+table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}
+th{background:#f3f3f3} .sig{font-family:monospace;font-size:12px;background:#f6f6f6;padding:8px;word-break:break-all}
+.ex{border:1px solid #ddd;border-radius:6px;padding:8px 12px;margin:10px 0} .sent{padding:1px 3px;border-radius:3px}
+.win{font-size:12px;color:#444;background:#f7f7e8;padding:6px;margin-top:6px;white-space:pre-wrap}
+.muted{color:#777;font-size:12px} svg{max-width:100%;height:auto}
+</style></head><body>
+<h1>unieval-local report: {{ title }}</h1>
+<section id="signature"><h2>Run</h2>
+<div class="sig">{{ signature or "no sidecar signature found" }}</div>
+{% if origin %}<p class="origin"><b>Imported scores:</b> {{ origin.what }} ({{ origin.source }})</p>{% endif %}
+<p>{{ n_records }} records: {{ n_scored }} scored, {{ n_failed }} failed.
+Queries cut by max_length (repeated prompts counted): {{ truncation }}.</p></section>
+<section id="overall"><h2>Overall per aspect</h2>
+<table><tr><th>aspect</th><th>n</th><th>mean</th><th>median</th><th>min</th><th>max</th></tr>
+{% for row in overall %}<tr><td style="text-align:left">{{ row.aspect }}</td><td>{{ row.n }}</td><td>{{ "%.4f"|format(row.mean) }}</td>
+<td>{{ "%.4f"|format(row.median) }}</td><td>{{ "%.4f"|format(row.min) }}</td><td>{{ "%.4f"|format(row.max) }}</td></tr>{% endfor %}
+</table></section>
+<section id="distributions"><h2>Score distributions</h2>{{ dist_svg | safe }}</section>
+{% if systems_svg %}<section id="systems"><h2>Per-system means (95% bootstrap intervals)</h2>{{ systems_svg | safe }}</section>{% endif %}
+<section id="lowest"><h2>Lowest-scoring examples</h2>
+{% for block in lowest %}<h3>{{ block.aspect }}</h3>
+{% for ex in block.examples %}<div class="ex"><div><b>{{ ex.key }}</b> &mdash; {{ block.aspect }} {{ "%.4f"|format(ex.value) }}</div>
+<div>{% for s in ex.sentences %}<span class="sent" style="background:{{ s.colour }}" title="{{ '%.4f'|format(s.value) }}">{{ s.text }}</span> {% endfor %}</div>
+{% for w in ex.windows %}<div class="win"><b>best source window for &ldquo;{{ w.sentence }}&rdquo; ({{ '%.3f'|format(w.value) }}):</b> {{ w.text }}</div>{% endfor %}
+</div>{% endfor %}{% endfor %}
+{% if not lowest %}<p class="muted">no scored examples</p>{% endif %}
+</section>
+<p class="muted">Sentence colours: red = low score, green = high (hover for the value). Made by unieval-local.</p>
+</body></html>
+"""
+
+
+def build_report(output: str | Path, *, input: str | Path | None = None, title: str | None = None,
+                 n_lowest: int = 5, n_boot: int = 1000, seed: int = 0) -> str:
+    """The HTML text of the report for ``output`` (see the module docstring).
+
+    Args:
+        output: a ``score`` output JSONL (its sidecar ``.meta.json`` gives the signature, and,
+            for imported scores such as ``scripts/convert_summeval_unieval.py`` writes, their
+            ``origin``, shown under the signature).
+        input: the input records, to show target text and source windows by key.
+        title: page title (default: the output's file name).
+        n_lowest: lowest-scoring examples shown per aspect.
+        n_boot, seed: bootstrap of the per-system intervals.
+
+    Raises:
+        InputFileError: ``output`` is not a ``score`` output (a ValueError).
+    """
+    require("html")
+    import jinja2
+
+    lines = read_score_output(output, "report-html")
+    aspects = output_aspects(lines)
+    inputs: dict[str, dict] = {}
+    if input is not None:
+        inputs = {json.dumps(r.key): r.data for r in iter_records(str(input)) if isinstance(r.data, dict)}
+    sidecar = Path(str(output) + ".meta.json")
+    signature = origin = None
+    if sidecar.is_file():
+        from ..schema import Signature
+
+        meta = json.loads(sidecar.read_text())
+        signature = str(Signature(**meta["run"]["signature"]))
+        origin = meta.get("origin")
+    scored = [x for x in lines if "scores" in x]
+    overall = []
+    for a in aspects:
+        v = np.array([x["scores"][a] for x in scored])
+        if len(v):
+            overall.append(dict(aspect=a, n=len(v), mean=v.mean(), median=float(np.median(v)), min=v.min(), max=v.max()))
+    n_q = n_trunc = 0
+    has_evidence = any("evidence" in x for x in scored)
+    for x in scored:
+        for ev in x.get("evidence", {}).values():
+            n_q += len(ev["queries"])
+            n_trunc += sum(bool(q.get("truncated")) for q in ev["queries"])
+    run_stats = meta.get("stats") if sidecar.is_file() else None
+    if run_stats and run_stats.get("n_queries"):
+        truncation = (f"{run_stats['n_truncated']} of {run_stats['n_queries']} distinct queries (the run's count; "
+                      "a resumed run counts its own queries only)")
+    elif has_evidence:
+        truncation = (f"{n_trunc} of {n_q} queries, counted per example and aspect (a prompt that several examples "
+                      "share counts once for each; the CLI counts distinct queries)")
+    else:
+        truncation = "not recorded (score with --evidence to see them)"
+    lowest = []
+    for a in aspects:
+        worst = sorted(scored, key=lambda x: x["scores"][a])[:n_lowest]
+        examples = []
+        for x in worst:
+            rec = inputs.get(json.dumps(x["key"]), {})
+            ev = x.get("evidence", {}).get(a)
+            sentences, windows = [], []
+            if ev and ev.get("sentences"):
+                for s in ev["sentences"]:
+                    sentences.append(dict(text=s["text"], value=s["value"], colour=_colour(s["value"])))
+                    w = s.get("window")
+                    src = rec.get(w["field"]) if w else None
+                    if w and isinstance(src, str) and s["value"] < 0.5:
+                        windows.append(dict(sentence=s["text"], value=s["value"], text=src[w["start"]:w["end"]]))
+            else:
+                text = rec.get("target") or rec.get("system_output") or "(target text not given: pass --input)"
+                sentences.append(dict(text=text, value=x["scores"][a], colour=_colour(x["scores"][a])))
+            examples.append(dict(key=x["key"], value=x["scores"][a], sentences=sentences, windows=windows))
+        lowest.append(dict(aspect=a, examples=examples))
+    dist_svg = _svg(plot_distributions(lines, aspects)) if scored else ""
+    sys_fig = plot_systems(lines, aspects, n_boot=n_boot, seed=seed) if scored else None
+    env = jinja2.Environment(autoescape=True)
+    return env.from_string(TEMPLATE).render(
+        title=title or Path(output).name, signature=signature, origin=origin, n_records=len(lines),
+        n_scored=len(scored),
+        n_failed=len(lines) - len(scored), truncation=truncation, overall=overall, dist_svg=dist_svg,
+        systems_svg=_svg(sys_fig) if sys_fig is not None else "", lowest=lowest,
+    )
+
+
+def render_html(output: str | Path, html_path: str | Path, **kwargs: Any) -> Path:
+    """Write :func:`build_report` to ``html_path``; returns the path."""
+    path = Path(html_path)
+    path.write_text(build_report(output, **kwargs), encoding="utf-8")
+    return path
+
+
+__all__ = ["build_report", "render_html", "plot_distributions", "plot_systems", "system_means"]

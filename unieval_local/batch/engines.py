@@ -1,0 +1,181 @@
+"""Where a batch run's requests are scored: in this process (:class:`LocalBatchEngine`, through
+the run's :class:`~unieval_local.requests.scheduler.Scheduler`) or on one Ray Data pipeline of
+scorer actors (:class:`RayBatchEngine`), registered by name in :data:`BATCH_ENGINES`. Both send
+:class:`~unieval_local.requests.score.RecordsRequest` objects; the driver reads the input and
+writes the output itself."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..engine import Engine
+from ..errors import CheckpointError, CheckpointNotFoundError, MissingExtraError, ModelRuntimeError
+from ..records import Record
+from ..requests.scheduler import Scheduler
+from ..requests.score import ChunkResult, RecordsRequest
+
+__all__ = ["BATCH_ENGINES", "BatchEngine", "LocalBatchEngine", "RayBatchEngine", "make_batch_engine"]
+
+
+# ----------------------------------------------------------------------------- batch engines
+class BatchEngine(Protocol):
+    """Where a batch run's requests are scored. Registered by name in :data:`BATCH_ENGINES`;
+    each takes the run's :class:`~unieval_local.engine.Engine` and its own options."""
+
+    name: str
+
+    def check(self, checkpoints: Sequence[str]) -> None:
+        """Fail early (before any output is written) when a checkpoint is unusable."""
+        ...
+
+    def map(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
+            on_batch: Callable[[int, int, int], None] | None = None) -> Iterator[ChunkResult]:
+        """One :class:`ChunkResult` per request, in order; ``on_batch(k, done, total)`` reports
+        progress inside request ``k`` where the engine can."""
+        ...
+
+    def close(self) -> None:
+        """Release what the engine holds (a Ray instance it started)."""
+        ...
+
+
+class LocalBatchEngine:
+    """Scores requests in this process, one after the other, with the run's engine.
+
+    Args:
+        engine: the run's :class:`~unieval_local.engine.Engine`.
+    """
+
+    name = "local"
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.scheduler = Scheduler(engine)
+
+    def check(self, checkpoints: Sequence[str]) -> None:
+        """Load each checkpoint's runner now (this process uses them)."""
+        for name in checkpoints:
+            self.engine.runner(name)
+
+    def map(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
+            on_batch: Callable[[int, int, int], None] | None = None) -> Iterator[ChunkResult]:
+        for k, chunk in enumerate(requests):
+            cb = None if on_batch is None else (lambda done, total, k=k: on_batch(k, done, total))
+            yield self.scheduler.answer(RecordsRequest(chunk, task, aspects, evidence), on_batch=cb)
+
+    def close(self) -> None:
+        pass
+
+
+class _RayScorerActor:
+    """One Ray actor: one :class:`~unieval_local.engine.Engine` (its model loaded once, on the
+    first request) scoring whole requests."""
+
+    def __init__(self, settings: dict, task: str, aspects: list[str], evidence: bool):
+        self.scheduler = Scheduler(Engine(**settings))
+        self.task, self.aspects, self.evidence = task, aspects, evidence
+
+    def __call__(self, batch: dict) -> dict:
+        out = []
+        for payload in batch["request"]:
+            chunk = [Record(**r) for r in json.loads(payload)]
+            answer = self.scheduler.answer(RecordsRequest(chunk, self.task, self.aspects, self.evidence))
+            out.append(json.dumps(answer.to_dict()))
+        return {"rid": batch["rid"], "result": np.array(out, dtype=object)}
+
+
+class RayBatchEngine:
+    """Scores requests on ONE Ray Data pipeline for the whole run: ``map_batches`` over a
+    pool of ``actors`` scorer actors, each building its own engine from the run's settings
+    and loading the model once. Results stream back in request order
+    (``preserve_order``); the driver loads no model (it only checks the checkpoint files).
+
+    Args:
+        engine: the run's engine (its ``settings`` build the actors' engines).
+        actors: scorer actors (``--ray-actors``), >= 1.
+        gpus_per_actor: GPUs per actor (``--gpus-per-actor``; 0 on CPU).
+        address: an existing cluster (``--ray-address``); default a local Ray instance.
+
+    Raises:
+        MissingExtraError: Ray is not installed (the ``ray`` extra).
+        ValueError: ``actors < 1`` or ``gpus_per_actor < 0``.
+    """
+
+    name = "ray"
+
+    def __init__(self, engine: Engine, *, actors: int = 1, gpus_per_actor: float = 0.0, address: str | None = None):
+        if not isinstance(actors, int) or actors < 1:
+            raise ValueError(f"--ray-actors must be an integer >= 1, got {actors!r}")
+        if gpus_per_actor < 0:
+            raise ValueError(f"--gpus-per-actor must be >= 0, got {gpus_per_actor!r}")
+        try:
+            import ray
+        except ImportError as exc:  # pragma: no cover - depends on the install
+            raise MissingExtraError("--engine ray needs Ray, not installed here: pip install 'unieval-local[ray]'"
+                                    ) from exc
+        self.engine, self.ray = engine, ray
+        self.actors, self.gpus = actors, gpus_per_actor
+        self._started = False
+        if not ray.is_initialized():
+            kwargs = dict(include_dashboard=False, log_to_driver=False, configure_logging=False)
+            if address:
+                ray.init(address=address, **kwargs)
+            else:
+                ray.init(**kwargs)
+            self._started = True
+        ctx = ray.data.DataContext.get_current()
+        ctx.execution_options.preserve_order = True
+        ctx.enable_progress_bars = False
+
+    def check(self, checkpoints: Sequence[str]) -> None:
+        """Resolve each checkpoint and open its weight files; no model is loaded here."""
+        for name in checkpoints:
+            self.engine.check_checkpoint(name)
+
+    def map(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
+            on_batch: Callable[[int, int, int], None] | None = None) -> Iterator[ChunkResult]:
+        items = [{"rid": i, "request": json.dumps([{"index": r.index, "data": r.data, "error": r.error}
+                                                   for r in chunk])}
+                 for i, chunk in enumerate(requests)]
+        if not items:
+            return
+        ds = self.ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
+            _RayScorerActor, batch_size=1, concurrency=self.actors, num_gpus=self.gpus or None,
+            fn_constructor_kwargs={"settings": self.engine.settings.as_kwargs(), "task": task, "aspects": list(aspects),
+                                   "evidence": evidence},
+        )
+        try:
+            for row in ds.iter_rows():  # streamed in request order, one pipeline (one actor pool) for the run
+                yield ChunkResult.from_dict(json.loads(row["result"]))
+        except Exception as exc:  # an actor died or the model failed in it: Ray wraps the cause
+            cause = getattr(exc, "cause", None) or exc
+            if isinstance(cause, (CheckpointError, CheckpointNotFoundError, ModelRuntimeError)):
+                raise type(cause)(str(cause)) from exc
+            first = next((x.strip() for x in str(cause).splitlines() if x.strip()), type(cause).__name__)
+            raise ModelRuntimeError(f"the Ray engine failed ({type(cause).__name__}: {first})") from exc
+
+    def close(self) -> None:
+        if self._started:
+            self.ray.shutdown()
+
+
+#: Batch engines by name (``--engine``): each is made as ``cls(engine, **options)``.
+BATCH_ENGINES: dict[str, type] = {"local": LocalBatchEngine, "ray": RayBatchEngine}
+
+
+def make_batch_engine(name: str, engine: Engine, options: Mapping[str, Any] | None = None) -> BatchEngine:
+    """The batch engine ``name`` of :data:`BATCH_ENGINES` over ``engine``, with its ``options``.
+
+    Raises:
+        ValueError: unknown name (the valid ones are listed), or options it does not take.
+    """
+    if name not in BATCH_ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(BATCH_ENGINES)}, got {name!r}")
+    try:
+        return BATCH_ENGINES[name](engine, **dict(options or {}))
+    except TypeError as exc:
+        raise ValueError(f"engine {name!r}: {exc}") from None

@@ -1,0 +1,257 @@
+"""A batch run's output files: the JSONL written, flushed and fsynced per request
+(:class:`OutputWriter`), read back with a torn last line repaired (:func:`read_output`), the
+sidecar ``OUT.meta.json`` (run identity, input fingerprint, progress, counters) and atomic
+rewrites; a failed write is an :class:`~unieval_local.errors.OutputWriteError` that says what to do."""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import stat
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from ..errors import OutputOpenError, OutputWriteError, ResumeError
+
+__all__ = ["OutputWriter", "drop_duplicate_records", "read_output", "replace_atomically", "sidecar_path",
+           "write_failed", "write_sidecar"]
+
+
+def sidecar_path(output: str | os.PathLike) -> Path:
+    """The sidecar of an output file: ``OUT.meta.json`` beside ``OUT``."""
+    return Path(str(output) + ".meta.json")
+
+
+# ----------------------------------------------------------------------------- output files
+def _write_advice(exc: OSError, resumable: bool) -> str:
+    """What to do after a failed write of a run's file: free space, or raise the file-size limit."""
+    if exc.errno == errno.EFBIG:
+        fix = "raise the file-size limit (ulimit -f) or write to another file system"
+    elif exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+        fix = "make the output's folder writable"
+    else:
+        fix = "free space"
+    return (f"{fix} and rerun with --resume" if resumable else
+            f"{fix} and score the records after them in a new run (--output-format hosted does not resume)")
+
+
+def write_failed(what: str | os.PathLike, exc: OSError, resumable: bool = True) -> "OutputWriteError":
+    """The :class:`OutputWriteError` for a failed write of ``what`` (the output, its sidecar ...)."""
+    return OutputWriteError(exc.errno, f"writing {what} failed: {exc.strerror or exc}; the records written before "
+                            f"are intact; {_write_advice(exc, resumable)}")
+
+
+def replace_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file beside it (fsynced, then ``os.replace``),
+    keeping ``path``'s permission bits when it exists.
+
+    Raises:
+        OSError: the temporary file cannot be written or renamed (``path`` is unchanged; the
+            temporary file is removed).
+    """
+    import tempfile
+
+    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if path.exists():
+            os.chmod(tmp, path.stat().st_mode & 0o777)
+        else:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def read_output(path: str | os.PathLike, repair: bool = False) -> tuple[list[dict], bool]:
+    """Records of an output JSONL, and whether its last line was torn (cut by a kill).
+
+    Args:
+        path: the output file (a missing one has no records).
+        repair: remove a torn last line from the file (it is rewritten when that record is
+            scored again).
+
+    Returns:
+        ``(records, torn)``: the parsed lines in file order, and whether the last line was torn.
+
+    Raises:
+        ResumeError: a line before the last one is not JSON (not an unieval-local output).
+        OutputWriteError: ``repair`` and the truncation failed (the file is unchanged).
+        OSError: the file cannot be read.
+    """
+    p = Path(path)
+    if not p.exists():
+        return [], False
+    data = p.read_bytes()
+    good_end = data.rfind(b"\n") + 1
+    torn = good_end < len(data)
+    lines = []
+    for lineno, raw in enumerate(data[:good_end].split(b"\n"), 1):
+        if raw.strip():
+            try:
+                lines.append(json.loads(raw))
+            except json.JSONDecodeError as exc:
+                raise ResumeError(f"{p} is damaged: line {lineno} is not one JSON record ({exc.msg} at column "
+                                  f"{exc.colno}; two lines written into one?); only a torn LAST line can be repaired: "
+                                  "remove or fix that line, or write to a new output") from None
+    if torn and repair:
+        try:
+            with open(p, "r+b") as fh:
+                fh.truncate(good_end)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise write_failed(p, exc) from exc
+    return lines, torn
+
+
+def _json_lines(lines: Sequence[dict], encoding: str | None) -> str:
+    """``lines`` as JSON lines, not ASCII-escaped, unless some text cannot be encoded in
+    ``encoding`` (a UTF-16 surrogate, which the input readers already turn into error records;
+    a non-UTF-8 stdout): then ASCII-escaped (``\\ud83d``: the same JSON values), with a
+    warning. The output writer's last line of defence: it never raises UnicodeEncodeError."""
+    text = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines)
+    if encoding:
+        try:
+            text.encode(encoding)
+        except UnicodeEncodeError as exc:
+            logging.getLogger("unieval_local").warning(
+                "some output text cannot be encoded as %s (%s); this request's lines are written ASCII-escaped",
+                encoding, exc.reason)
+            return "".join(json.dumps(x) + "\n" for x in lines)
+        except LookupError:
+            pass
+    return text
+
+
+class OutputWriter:
+    """Appends JSON lines; flushes and fsyncs after each request.
+
+    Text the output cannot encode (a UTF-16 surrogate; a non-UTF-8 stdout) is written
+    ASCII-escaped rather than failing with UnicodeEncodeError (:func:`_json_lines`).
+
+    A file is written unbuffered (each request's lines in as few ``write`` calls as the OS
+    takes), so a failed write leaves nothing pending: the lines written before are intact and
+    at most the last one is torn (``--resume`` repairs it).
+
+    Args:
+        path: the output file (None: ``stream``, default stdout).
+        stream: where to write without ``path``.
+        resumable: whether the output can be continued with ``--resume`` (the write error's
+            advice; False for ``--output-format hosted``).
+
+    Raises:
+        OutputOpenError: the output cannot be opened (missing folder, permission).
+        OutputWriteError: on any write failure (:meth:`write`, :meth:`close`); earlier lines
+            stay intact.
+    """
+
+    def __init__(self, path: str | os.PathLike | None, stream: TextIO | None = None, resumable: bool = True):
+        self.path = Path(path) if path else None
+        self.resumable = resumable
+        try:
+            self._fh = open(self.path, "ab", buffering=0) if self.path else (stream or sys.stdout)
+        except OSError as exc:
+            raise OutputOpenError(exc.errno, f"cannot write the output {str(path)!r}: {exc.strerror or exc}") from exc
+        # fsync is for files (a device such as /dev/null refuses it with EINVAL)
+        self._sync = self.path is not None and stat.S_ISREG(os.fstat(self._fh.fileno()).st_mode)
+
+    def write(self, lines: Sequence[dict]) -> None:
+        """Append ``lines`` (one JSON object each), then flush and fsync.
+
+        Args:
+            lines: JSON-ready dicts.
+
+        Raises:
+            OutputWriteError: the write, flush or fsync failed (disk full, file-size limit ...).
+        """
+        text = _json_lines(lines, "utf-8" if self.path else getattr(self._fh, "encoding", None))
+        try:
+            if self.path is None:
+                self._fh.write(text)
+                self._fh.flush()
+                return
+            view = memoryview(text.encode("utf-8"))
+            while view:
+                n = self._fh.write(view)
+                if not n:
+                    raise OSError(errno.EIO, "the write made no progress")
+                view = view[n:]
+            if self._sync:
+                os.fsync(self._fh.fileno())
+        except OSError as exc:
+            raise write_failed(self.path or "stdout", exc, self.resumable) from exc
+
+    def close(self) -> None:
+        """Close the file (a stream is left open).
+
+        Raises:
+            OutputWriteError: closing failed (nothing is pending: writes are unbuffered).
+        """
+        if self.path and not self._fh.closed:
+            try:
+                self._fh.close()
+            except OSError as exc:
+                raise write_failed(self.path, exc, self.resumable) from exc
+
+
+def write_sidecar(output: Path, meta: dict) -> None:
+    """Replace ``OUT.meta.json`` atomically with ``meta`` (a temporary file beside it, fsynced,
+    then renamed).
+
+    Args:
+        output: the output file whose sidecar it is.
+        meta: the sidecar's content (JSON-ready).
+
+    Raises:
+        OutputWriteError: the write failed (disk full, file-size limit ...); the previous
+            sidecar is intact.
+    """
+    target = sidecar_path(output)
+    try:
+        replace_atomically(target, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode())
+    except OSError as exc:
+        raise write_failed(target, exc) from exc
+
+
+def drop_duplicate_records(path: Path) -> tuple[list[dict], int]:
+    """Keep the first line of each record index in ``path`` and drop the later ones, rewriting
+    the file atomically (a temporary file beside it, fsynced, then ``os.replace``); the lines
+    kept are byte for byte the ones that were there.
+
+    Args:
+        path: an output without a torn last line (:func:`read_output` repaired it).
+
+    Returns:
+        ``(records kept, in file order, lines dropped)``.
+
+    Raises:
+        OutputWriteError: the rewrite failed (the file is unchanged).
+    """
+    keep, records, seen, dropped = [], [], set(), 0
+    for raw in path.read_bytes().splitlines(keepends=True):
+        if not raw.strip():
+            continue
+        rec = json.loads(raw)
+        if rec["index"] in seen:
+            dropped += 1
+            continue
+        seen.add(rec["index"])
+        keep.append(raw)
+        records.append(rec)
+    try:
+        replace_atomically(path, b"".join(keep))
+    except OSError as exc:
+        raise write_failed(path, exc) from exc
+    return records, dropped

@@ -1,0 +1,474 @@
+"""The batch run (:func:`run_batch`, the CLI's ``score``): read, survey, score in requests,
+write and fsync after each, keep a sidecar, resume, stop cleanly.
+
+The steps, each a function: the options are checked and the aspects chosen before any model
+loads (:func:`_choose_aspects`, on a first pass over the input, :mod:`.survey`); the run is
+opened (:func:`_open_run`: engine, checkpoints checked, run identity, resume, writer, sidecar);
+the records are sent as :class:`~unieval_local.requests.score.RecordsRequest` objects of at
+most 250 through the batch engine (:func:`_score_requests`); the summary is made from what was
+written (:func:`_summary`).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..config import MAX_EXAMPLES_PER_REQUEST
+from ..engine import Engine, RunStats
+from ..errors import InputFileError, ModelRuntimeError, NothingToScoreError, ResumeError, RunInterrupted
+from ..locks import is_stream_path, output_lock
+from ..pipeline.validate import check_example, input_hint_message, parse_example
+from ..records import AlignedInput, InputSpec, Record, input_fingerprint, iter_records
+from ..registry.user_aspects import registry_with
+from ..settings import EngineSettings
+from ..wire.hosted import hosted_line
+from .engines import BatchEngine, make_batch_engine
+from .output import OutputWriter, read_output, write_sidecar
+from .resume import parse_shard, resumable, shard_of
+from .summary import BatchSummary, Progress, summarize
+from .survey import Survey, nothing_to_score_message, survey_input
+
+__all__ = ["OUTPUT_FORMATS", "request_stop", "run_batch"]
+
+#: Output formats of a batch run (``--output-format``): one line per record (``records``,
+#: the default) or one line per request in the hosted metric's schema (``hosted``).
+OUTPUT_FORMATS: tuple[str, ...] = ("records", "hosted")
+
+#: a stop (Ctrl-C, SIGTERM) asked for by the CLI's signal handlers (:func:`request_stop`).
+#: The handler raises too, but an exception raised while a ``__del__`` runs (garbage
+#: collection, e.g. in the regex module) is printed and lost, and the run would go on to
+#: the end; so the run also checks for it after every forward batch and request.
+_STOP: list[BaseException] = []
+
+
+def request_stop(exc: BaseException) -> None:
+    """Ask the running :func:`run_batch` to stop with ``exc`` (a ``KeyboardInterrupt`` or
+    :class:`~unieval_local.errors.Terminated`) at its next forward batch or request; for
+    signal handlers, which should also raise ``exc`` themselves."""
+    _STOP[:] = [exc]
+
+
+def _check_stop() -> None:
+    if _STOP:
+        raise _STOP[0]
+
+
+def _holding_output_lock(run: Callable[..., BatchSummary]) -> Callable[..., BatchSummary]:
+    """Make ``run(input, output, **kwargs)`` hold ``output``'s lock
+    (:func:`~unieval_local.locks.output_lock`) for its whole life: taken before anything
+    else (before any model load), released when it returns or raises. No lock for stdout
+    (``None``, ``"-"``), devices and pipes.
+
+    The wrapped function raises, besides its own errors, :class:`~unieval_local.errors.OutputLockedError`
+    (another process writes ``output``) and :class:`~unieval_local.errors.LockFileError`
+    (the lock file cannot be created).
+    """
+    @functools.wraps(run)
+    def locked(input, output=None, **kwargs):
+        with output_lock(output):
+            return run(input, output, **kwargs)
+    return locked
+
+
+@_holding_output_lock
+def run_batch(
+    input: InputSpec,
+    output: str | os.PathLike | None = None,
+    *,
+    task: str = "summarization",
+    aspects: Sequence[str] | str | None = None,
+    settings: Mapping[str, Any] | EngineSettings | None = None,
+    resume: bool = False,
+    shard: tuple[int, int] | str | None = None,
+    engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
+    evidence: bool = False,
+    progress: bool | None = None,
+    stream: TextIO | None = None,
+    output_format: str = "records",
+) -> BatchSummary:
+    """Score every record of ``input`` and write one output line per record (the CLI's ``score``).
+
+    Args:
+        input: an input spec (:func:`~unieval_local.records.iter_records`): ``.jsonl``
+            (streamed; ``-`` = stdin), a ``.json`` list, ``.csv`` / ``.tsv`` (a header row), or an
+            :class:`~unieval_local.records.AlignedInput` of line-aligned text files. Records
+            that cannot be read (not valid JSON/CSV, text holding a UTF-16 surrogate) become
+            error records; the others are scored. The sidecar records its
+            :func:`~unieval_local.records.input_fingerprint`.
+        output: the output JSONL; ``None`` (or ``"-"``) writes to ``stream`` (stdout),
+            without sidecar or resume.
+        task, aspects: what to score. ``"all"``: every aspect of the task that some record can
+            be scored for; ``None``: every aspect that all the records can be scored for that
+            any aspect can (as UniEval's ``evaluate`` scores every dimension, without one
+            aspect's missing field turning a record into an error line; the others are named in
+            ``summary.skipped_aspects``); for stdin, which is read once, both mean the aspects
+            the first record has the fields for.
+        settings: keyword arguments of :class:`~unieval_local.engine.Engine` (the same as
+            :class:`~unieval_local.Scorer`'s: model, device, dtype, max_length ...).
+        resume: keep the records already in ``output`` and score the rest.
+        shard: ``(K, N)`` or ``"K/N"``: only the records whose key hashes to K.
+        engine: a batch engine of :data:`BATCH_ENGINES` (``local`` or ``ray``).
+        engine_options: that engine's options (``ray``: ``actors``, ``gpus_per_actor``, ``address``).
+        evidence: add evidence to each output line.
+        progress: progress bar on a terminal, log lines every 30 s otherwise (``None``);
+            True always a bar; False nothing.
+        stream: where to write when ``output`` is None (default stdout).
+        output_format: ``records`` (default: one line per record, as above) or ``hosted``:
+            one line per request of at most 250 records, as the hosted UniEval metric answers
+            it (:func:`hosted_line`), written and flushed as each request finishes. ``hosted``
+            needs exactly one aspect, named (``aspects`` not None nor expanding to several),
+            and takes no ``resume``, ``shard``, ``evidence`` nor engine other than ``local``;
+            it writes no sidecar and never appends to an existing ``output``.
+
+    Returns:
+        A :class:`BatchSummary` over every record in the output (per record, in both formats).
+
+    Raises:
+        InputFileError, ValueError: unreadable input (missing, not UTF-8, unknown extension,
+            aligned files of different line counts, an unusable CSV header), bad options,
+            unknown aspects, an option ``output_format="hosted"`` does not take (the message
+            names the flag).
+        NothingToScoreError: no record can be scored for the aspects (a ValueError; before
+            any model is loaded).
+        ResumeError: the output exists without ``resume`` (or at all, with ``hosted``), or
+            belongs to another run (signature or input fingerprint differ; for aligned files
+            the changed ones are named).
+        OutputWriteError: a write of the output, its sidecar or a resume repair failed (disk
+            full, file-size limit ...); earlier records are intact.
+        OutputLockedError: another process is writing ``output`` (it holds ``OUT.lock``, held
+            by this run from its start to its end); refused before any model is loaded.
+        LockFileError: ``OUT.lock`` cannot be created (e.g. a missing folder; an ``OSError``).
+        RunInterrupted: Ctrl-C, SIGTERM (through the CLI) or a runtime failure of the
+            model stopped the run; what was written is intact.
+        CheckpointNotFoundError, CheckpointError: no usable checkpoint.
+
+    With ``resume``, duplicate lines of one record in ``output`` (left by two runs writing it
+    at once) are repaired: the first line of each record index is kept, the file rewritten
+    atomically, and one warning logged with how many were dropped. A score cache that fails
+    is disabled with one warning and the run goes on (``summary.cache_disabled``).
+    """
+    t0 = time.perf_counter()
+    shard = parse_shard(shard) if isinstance(shard, str) else shard
+    output = None if output is not None and str(output) == "-" else output
+    if output_format not in OUTPUT_FORMATS:
+        raise ValueError(f"output_format must be one of {', '.join(OUTPUT_FORMATS)}, got {output_format!r}")
+    hosted = output_format == "hosted"
+    if hosted:
+        _check_hosted_options(resume=resume, shard=shard, engine=engine, evidence=evidence)
+    if not isinstance(settings, EngineSettings):
+        settings = EngineSettings.of(settings or {})
+    # the task, aspects and input are checked before the engine is made (it imports torch: seconds)
+    registry = registry_with(settings.aspects_config)
+    if hosted:
+        _check_hosted_aspects(aspects, registry.aspect_names(task, aspects) if aspects is not None else [])
+    input_path: str | AlignedInput = input if isinstance(input, AlignedInput) else os.fspath(input)
+    _check_output(output, hosted=hosted, resume=resume, input_path=input_path)
+    records = iter_records(input_path)
+    first = next(records, None)
+    if first is None:
+        raise InputFileError(f"{input_path} holds no records")
+    names, skipped_aspects, survey = _choose_aspects(registry, task, aspects, input_path, first, shard)
+    run = _open_run(settings.replace(progress=False), engine, engine_options, registry, task, names, evidence,
+                    input_path, output, stream, resume, shard, hosted)
+    run.survey, run.skipped_aspects, run.t0 = survey, skipped_aspects, t0
+    bar = Progress(survey.n_in_shard if survey is not None else None, initial=len(run.written), enabled=progress)
+    _STOP.clear()
+    try:
+        _score_requests(run, _requests(run, first, records), bar)
+    except (KeyboardInterrupt, ModelRuntimeError) as exc:
+        raise _interrupted(run, exc) from exc
+    finally:
+        _STOP.clear()
+        bar.close()
+        run.close()
+    return _summary(run)
+
+
+@dataclass
+class _Run:
+    """One batch run's state, from :func:`_open_run` to :func:`_summary`."""
+
+    core: Engine
+    batch_engine: BatchEngine
+    registry: Any
+    task: str
+    names: list[str]
+    evidence: bool
+    checkpoints: list[str]
+    signature: Any
+    out_path: Path | None
+    sidecar: bool
+    hosted: bool
+    shard: tuple[int, int] | None
+    writer: OutputWriter | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    done: set = field(default_factory=set)
+    written: list[dict] = field(default_factory=list)
+    stats: RunStats = field(default_factory=RunStats)
+    n_skipped: int = 0
+    sizes: list[int] = field(default_factory=list)  # records per request, as the requests are made
+    refused: tuple[list[int], list[int]] = field(default_factory=lambda: ([], []))  # hosted: records per request
+    answered: list[dict] = field(default_factory=list)  # hosted: the records of answered requests
+    survey: Survey | None = None
+    skipped_aspects: dict[str, str] = field(default_factory=dict)
+    t0: float = 0.0
+
+    def close(self) -> None:
+        """Close the writer and the batch engine (a Ray instance it started)."""
+        if self.writer is not None:
+            self.writer.close()
+        self.batch_engine.close()
+
+
+def _check_output(output: str | os.PathLike | None, *, hosted: bool, resume: bool, input_path: Any) -> None:
+    """Refuse what cannot be written or resumed, before anything is read.
+
+    Raises:
+        ResumeError: a hosted output that exists; ``resume`` without an output, or from stdin.
+    """
+    if (hosted and output is not None and not is_stream_path(Path(output)) and Path(output).exists()
+            and Path(output).stat().st_size > 0):
+        raise ResumeError(f"{output} already exists; remove it or write to a new output (--output-format hosted "
+                          "does not resume)")
+    if resume and output is None:
+        raise ResumeError("--resume needs --output")
+    if resume and input_path == "-":
+        raise ResumeError("--resume cannot check an input read from stdin; give the file")
+
+
+def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, input_path: Any, first: Record,
+                    shard: tuple[int, int] | None) -> tuple[list[str], dict[str, str], Survey | None]:
+    """The aspects to score, those left out (aspect -> why) and the survey of the input.
+
+    ``aspects`` named: those. ``"all"``: every aspect some record can be scored for. None: those
+    that every record can be scored for that any aspect can (so no record loses all its scores
+    to one aspect it lacks a field for; the others are named, with how to score them). From
+    stdin (read once): the aspects the first record has the fields for.
+
+    Raises:
+        NothingToScoreError: no record of the input can be scored for the aspects.
+    """
+    expand_all = aspects is None or aspects == "all" or aspects == ["all"]
+    names = registry.aspect_names(task, None if expand_all else aspects)
+    skipped: dict[str, str] = {}
+    if input_path == "-":
+        if expand_all and isinstance(first.data, dict):
+            ex, _ = parse_example(first.index, first.data)
+            can = [a for a in names
+                   if ex is not None and not check_example(first.index, ex, [registry.get_aspect(task, a)])]
+            skipped = {a: "the first record (stdin) lacks its fields" for a in names if a not in can}
+            names = can or names
+        return names, skipped, None
+    survey = survey_input(input_path, registry, task, list(registry.get_task(task).aspects), shard)
+    if expand_all:
+        best = max((survey.scorable[a] for a in names), default=0)
+        for a in names:
+            missing = [f for f in registry.get_aspect(task, a).required_fields if f not in survey.fields]
+            if survey.scorable[a] == 0:
+                skipped[a] = (f"needs {', '.join(repr(f) for f in missing)}; no record has it"
+                              if missing else "no record can be scored for it")
+            elif aspects is None and survey.scorable[a] < best:
+                lacking = [f for f in registry.get_aspect(task, a).required_fields if f != "target"]
+                skipped[a] = (f"only {survey.scorable[a]} of the {best} scorable records have "
+                              f"{', '.join(repr(f) for f in lacking) or 'its fields'}; --aspect {a} "
+                              "scores it (records without them become error lines)")
+        if len(skipped) < len(names):
+            names = [a for a in names if a not in skipped]
+        else:
+            skipped = {}
+    if survey.n_in_shard and all(survey.scorable[a] == 0 for a in names):
+        raise NothingToScoreError(nothing_to_score_message(survey, registry, task, names, input_path))
+    return names, skipped, survey
+
+
+def _open_run(settings: EngineSettings, engine: str, engine_options: Mapping[str, Any] | None, registry, task: str,
+              names: list[str], evidence: bool, input_path: Any, output: Any, stream: TextIO | None, resume: bool,
+              shard: tuple[int, int] | None, hosted: bool) -> _Run:
+    """Make the engine and the batch engine, check the checkpoints (before any output is
+    written), fix the run identity, keep what a resumed output holds, open the writer and
+    write the first sidecar. Whatever fails closes what was opened."""
+    core = Engine(settings)
+    eng = make_batch_engine(engine, core, engine_options)
+    try:
+        checkpoints = list(dict.fromkeys(registry.get_aspect(task, a).checkpoint for a in names))
+        loads_before = core.model_loads
+        eng.check(checkpoints)  # fail early on a missing or unloadable checkpoint
+        signature = core.signature(task, names[0]).model_copy(update={"aspect": "+".join(names)})
+        run_id = {"signature": signature.model_dump(), "config": core.config.as_dict(),
+                  "checkpoint_fingerprints": {name: core.fingerprint(name) for name in checkpoints},
+                  "aspect_hashes": {a: h for a in names if (h := core.aspect_hash(task, a))},
+                  "evidence": evidence}
+        input_fp = input_fingerprint(input_path)  # None for stdin
+        out_path = Path(output) if output is not None else None
+        # a device or pipe (-o /dev/null, a FIFO, /dev/stdout even when it is redirected to a
+        # file) is written like stdout: no sidecar beside it, no resume
+        special = out_path is not None and is_stream_path(out_path)
+        if special and resume:
+            raise ResumeError(f"{output} is not a regular file (a device or pipe); --resume needs a file")
+        sidecar = out_path is not None and not hosted and not special  # a hosted output is not resumable
+        run = _Run(core, eng, registry, task, names, evidence, checkpoints, signature, out_path, sidecar, hosted,
+                   shard, stats=RunStats(model_loads=core.model_loads - loads_before))  # local: loaded by check
+        kept: list[dict] = []
+        if sidecar:
+            kept, run.done = resumable(out_path, resume, run_id, input_fp, shard)
+        run.written = list(kept)
+        run.writer = OutputWriter(out_path, stream, resumable=not hosted)
+        run.meta = {"run": run_id, "input": input_fp, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
+                    "progress": {"records_seen": 0, "records_in_shard": 0, "written": len(kept), "complete": False}}
+        if sidecar:
+            write_sidecar(out_path, run.meta)
+    except BaseException:
+        if "run" in locals() and run.writer is not None:
+            run.writer.close()
+        eng.close()
+        raise
+    return run
+
+
+def _requests(run: _Run, first: Record, records: Iterator[Record]) -> Iterator[list[Record]]:
+    """The records to score, in requests of at most 250 (shard, resume and duplicate ids applied;
+    the sidecar's progress counted)."""
+    chunk: list[Record] = []
+    first_index: dict[str, int] = {}
+    progress = run.meta["progress"]
+    for rec in _chain_first(first, records):
+        progress["records_seen"] += 1
+        key = json.dumps(rec.key)
+        if key in first_index and rec.error is None:
+            rec = Record(rec.index, rec.data, f"duplicate id {rec.key!r} (first at record "
+                         f"{first_index[key]}); ids must be unique")
+        first_index.setdefault(key, rec.index)
+        if run.shard is not None and shard_of(rec.key, run.shard[1]) != run.shard[0]:
+            continue
+        progress["records_in_shard"] += 1
+        if rec.index in run.done:
+            run.n_skipped += 1
+            continue
+        chunk.append(rec)
+        if len(chunk) == MAX_EXAMPLES_PER_REQUEST:
+            run.sizes.append(len(chunk))
+            yield chunk
+            chunk = []
+    if chunk:
+        run.sizes.append(len(chunk))
+        yield chunk
+
+
+def _score_requests(run: _Run, requests: Iterator[list[Record]], bar: Progress) -> None:
+    """Score each request, write its lines (or its hosted line), fsync, update the sidecar."""
+    def on_batch(k: int, done_q: int, total_q: int) -> None:  # request k, done_q of its total_q queries
+        _check_stop()
+        bar.set(len(run.written) + run.sizes[k] * done_q / max(total_q, 1))
+
+    for res in run.batch_engine.map(requests, run.task, run.names, run.evidence, on_batch):
+        _check_stop()
+        if run.hosted:
+            line = hosted_line(res, run.names[0])
+            run.writer.write([line])
+            run.refused[0 if "error" in line else 1].append(len(res.lines))
+            if "error" not in line:
+                run.answered.extend(res.lines)
+        else:
+            run.writer.write(res.lines)
+        run.written.extend(res.lines)
+        run.stats += res.stats
+        run.meta["stats"] = run.stats.to_dict()  # this run's distinct queries (a resumed run: its own only)
+        run.meta["progress"]["written"] = len(run.written)
+        bar.set(len(run.written))
+        if run.sidecar:
+            write_sidecar(run.out_path, run.meta)
+    run.meta["progress"]["complete"] = True
+    if run.sidecar:
+        write_sidecar(run.out_path, run.meta)
+
+
+def _interrupted(run: _Run, exc: BaseException) -> RunInterrupted:
+    """The :class:`~unieval_local.errors.RunInterrupted` of a stopped run, counting what the
+    output holds (the signal may have come between a write and its bookkeeping)."""
+    n_done = len(run.written)
+    if run.out_path is not None:
+        run.writer.close()
+        try:
+            in_file = read_output(run.out_path)[0]
+            n_done = (sum(len(x["examples"]) if "examples" in x else x["error"]["n_examples"]
+                          for x in in_file) if run.hosted else len(in_file))
+            run.meta["progress"]["written"] = n_done
+            if run.sidecar:
+                write_sidecar(run.out_path, run.meta)
+        except (OSError, ResumeError, KeyError, TypeError):
+            pass
+    total = run.survey.n_in_shard if run.survey is not None else None
+    return RunInterrupted(exc, n_done, total, run.out_path, resumable=not run.hosted)
+
+
+def _summary(run: _Run) -> BatchSummary:
+    """The :class:`~unieval_local.batch.summary.BatchSummary` over every record in the output."""
+    summary = summarize(run.written, run.names)
+    if run.hosted:  # the means are over the records of answered requests: the others have no value in the output
+        answered = summarize(run.answered, run.names)
+        summary.means, summary.counts, summary.per_system = answered.means, answered.counts, answered.per_system
+        summary.hosted = (len(run.refused[0]) + len(run.refused[1]), len(run.refused[0]), sum(run.refused[0]))
+    core = run.core
+    summary.n_skipped = run.n_skipped
+    summary.stats = run.stats
+    summary.max_lengths = {name: core.max_length(name) for name in run.checkpoints}
+    summary.cached = core.cache is not None and core.config.dtype != "bfloat16"
+    if core.cache is not None and core.cache.disabled is not None:
+        summary.cache_disabled = f"{core.cache.path}: {core.cache.disabled}"
+    summary.signature = str(run.signature)
+    summary.seconds = time.perf_counter() - run.t0
+    summary.skipped_aspects = run.skipped_aspects
+    summary.n_non_latin = run.survey.n_non_latin if run.survey is not None else 0
+    if run.stats.hints:
+        summary.hint_message = input_hint_message([run.registry.get_aspect(run.task, a) for a in run.names],
+                                                  run.stats.hints)
+    return summary
+
+
+def _check_hosted_options(*, resume: bool, shard: tuple[int, int] | None, engine: str, evidence: bool) -> None:
+    """Refuse the batch options ``--output-format hosted`` does not take (one line per request:
+    nothing to resume, shard or merge, and no place for evidence).
+
+    Raises:
+        ValueError: one of them is set; the message names each and points to ``records``.
+    """
+    given = [flag for flag, on in (("--resume", resume), ("--shard", shard is not None),
+                                   (f"--engine {engine}", engine != "local"), ("--evidence", evidence)) if on]
+    if given:
+        raise ValueError(f"--output-format hosted writes one line per request (at most "
+                         f"{MAX_EXAMPLES_PER_REQUEST} records) and does not take {' or '.join(given)}; use "
+                         "--output-format records for batch runs (resume, shards, Ray, evidence)")
+
+
+def _check_hosted_aspects(aspects: Sequence[str] | str | None, names: Sequence[str]) -> None:
+    """``--output-format hosted`` answers for one aspect, named (the hosted metric's ``evaluation_aspect``).
+
+    Raises:
+        ValueError: no aspect named, or several (given, or ``all`` / an aspects config resolving to several).
+    """
+    why = None
+    if aspects is None:
+        why = "no --aspect was given"
+    elif len(names) != 1:
+        asked = [aspects] if isinstance(aspects, str) else list(aspects)
+        why = (f"--aspect all resolves to {len(names)} aspects ({', '.join(names)})" if "all" in asked
+               else f"{len(names)} aspects were given ({', '.join(names)})")
+    if why:
+        raise ValueError(f"--output-format hosted scores exactly one aspect per run (the hosted metric's "
+                         f"evaluation_aspect), but {why}; give one --aspect, or use --output-format records "
+                         "for several")
+
+
+def _chain_first(first: Record, rest: Iterator[Record]) -> Iterator[Record]:
+    yield first
+    yield from rest
+
+

@@ -1,0 +1,207 @@
+"""What the commands share: exit statuses, one-line errors, argparse types, the engine flags
+derived from the settings declaration (:func:`add_engine_flags`, :func:`engine_settings`),
+atomic text output, and the stderr routing of the library's logs and warnings."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from ..settings import cli_settings
+
+__all__ = ["EXIT_CHECKPOINT", "EXIT_INTERRUPTED", "EXIT_MODEL", "EXIT_OK", "EXIT_ROWS_FAILED", "EXIT_TERMINATED",
+           "EXIT_USAGE", "EXIT_WRITE", "LogHandler", "WarningLines", "add_engine_flags", "check_writable",
+           "engine_settings", "given_settings", "non_negative", "read_outputs", "task_name", "usage_error",
+           "usage_exit", "write_text"]
+
+EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT, EXIT_WRITE, EXIT_MODEL = 0, 1, 2, 3, 4, 5
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+
+def usage_exit(message: str):
+    """Print a usage error and exit with status 2 (argparse's convention)."""
+    print(f"unieval-local: error: {message}", file=sys.stderr)
+    raise SystemExit(EXIT_USAGE)
+
+
+def usage_error(exc: BaseException) -> int:
+    """Print ``exc`` as a one-line CLI error and return the usage exit status (2)."""
+    print(f"unieval-local: error: {exc}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def task_name(text: str) -> str:
+    """``--task``: a task of the registry, with a did-you-mean for a near miss."""
+    from ..registry.tasks import DEFAULT_REGISTRY
+    from ..errors import UnknownTaskError
+
+    try:
+        return DEFAULT_REGISTRY.get_task(text).name
+    except UnknownTaskError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def non_negative(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def read_outputs(path: str) -> list[dict]:
+    """Records of a ``score`` output; ValueError naming the file when it is not one."""
+    from ..records import read_score_output
+
+    return read_score_output(path, "compare")
+
+
+def add_engine_flags(p: argparse.ArgumentParser, **defaults: Any) -> None:
+    """Add a flag for every engine setting that has one (:func:`~unieval_local.settings.cli_settings`:
+    name, help, type and choices from the declaration), and ``--no-progress``.
+
+    Args:
+        p: the command's parser.
+        defaults: the command's own defaults where they differ from the declaration
+            (``report``: ``long_input="chunk"``); shown in the help.
+
+    Every flag's argparse default is None (unset), so :func:`engine_settings` can tell a given
+    flag from a default and fill in the declared (or the command's) default once.
+    """
+    for s in cli_settings():
+        help_text = s.help_text(defaults.get(s.name))
+        if s.negative_flag:
+            p.add_argument(s.negative_flag, dest=s.name, action="store_const", const=False, default=None,
+                           help=help_text)
+        elif s.kind is bool:
+            p.add_argument(s.flag, dest=s.name, action="store_const", const=True, default=None, help=help_text)
+        else:
+            p.add_argument(s.flag, dest=s.name, action="append" if s.repeatable else "store", default=None,
+                           type=None if s.repeatable else (s.cli_type or s.kind), choices=s.choices,
+                           metavar=s.metavar, help=help_text)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(engine_defaults=dict(defaults))
+
+
+def given_settings(args: argparse.Namespace) -> set[str]:
+    """The engine settings whose flag was given on the command line."""
+    return {s.name for s in cli_settings() if getattr(args, s.name, None) is not None}
+
+
+def engine_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The engine settings of a command's flags: each given flag's value (``--model`` through the
+    setting's ``from_cli``), else the command's default, else the declared one; ``progress`` off
+    with ``--no-progress`` (else None: on a terminal).
+
+    Raises:
+        SystemExit: a malformed ``--model`` (exit 2, one line). Other values are checked where
+            the engine is made (``ValueError`` naming the setting).
+    """
+    defaults: Mapping[str, Any] = getattr(args, "engine_defaults", {})
+    out: dict[str, Any] = {}
+    for s in cli_settings():
+        value = getattr(args, s.name, None)
+        if value is None:
+            value = defaults.get(s.name, s.default)
+        elif s.from_cli is not None:
+            try:
+                value = s.from_cli(value)
+            except ValueError as exc:
+                usage_exit(str(exc))
+        out[s.name] = value
+    out["progress"] = False if args.no_progress else None
+    return out
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path``: a regular file (or a new one) is replaced atomically through
+    a uniquely named temporary file beside it (fsynced before the rename, so a crash leaves the
+    old file or the new one, never a part); a link is followed; a device or pipe is written to.
+
+    Raises:
+        OSError: the write, fsync or rename failed (``path`` is unchanged, the temporary
+            file removed).
+    """
+    import os
+    from pathlib import Path
+
+    from ..batch.output import replace_atomically
+
+    real = os.path.realpath(path)
+    if os.path.exists(real) and not os.path.isfile(real):  # /dev/stdout, a FIFO ...
+        with open(real, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
+    replace_atomically(Path(real), text.encode("utf-8"))
+
+
+def check_writable(path: str) -> None:
+    """Raise ValueError when ``path`` cannot be written as a file (a folder, a missing or read-only folder)."""
+    import os
+
+    if os.path.isdir(path):
+        raise ValueError(f"--output {path!r} is a folder; give a file name")
+    path = os.path.realpath(path)
+    if os.path.exists(path) and not os.path.isfile(path):
+        return  # a device or a pipe: written to as it is
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise ValueError(f"cannot write --output {path!r}: folder {folder!r} does not exist")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise ValueError(f"cannot write --output {path!r}: permission denied")
+
+
+class LogHandler:
+    """Routes the library's ``unieval_local`` log records (progress lines, warnings) to stderr
+    as ``unieval-local: <message>``, for the duration of one command."""
+
+    def __enter__(self):
+        import logging
+
+        self.logger = logging.getLogger("unieval_local")
+        self.handler = logging.StreamHandler(sys.stderr)
+        self.handler.setFormatter(logging.Formatter("unieval-local: %(message)s"))
+        self.level = self.logger.level
+        self.logger.addHandler(self.handler)
+        self.logger.setLevel(logging.INFO)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.removeHandler(self.handler)
+        self.logger.setLevel(self.level)
+        return False
+
+
+class WarningLines:
+    """Shows the library's warnings (``warnings.warn`` in :mod:`unieval_local`, e.g. an unusable
+    score cache, bfloat16 on CPU) as ONE line ``unieval-local: warning: <message>`` on stderr,
+    for the duration of one command, instead of Python's ``file:line: Category: message``
+    and source line. Other libraries' warnings keep the previous ``warnings.showwarning``.
+    Python's warning filters still decide whether a warning is shown at all."""
+
+    def __enter__(self):
+        import os
+        import warnings
+
+        self.warnings = warnings
+        self.previous = warnings.showwarning
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # unieval_local/
+
+        def show(message, category, filename, lineno, file=None, line=None):
+            ours = (os.path.abspath(str(filename)).startswith(package)
+                    or getattr(category, "__module__", "").startswith("unieval_local"))
+            if not ours:
+                return self.previous(message, category, filename, lineno, file, line)
+            text = " ".join(str(message).split())
+            try:
+                print(f"unieval-local: warning: {text}", file=file or sys.stderr)
+            except (OSError, ValueError):
+                pass  # stderr closed: warnings are not worth failing for
+
+        warnings.showwarning = show
+        return self
+
+    def __exit__(self, *exc):
+        self.warnings.showwarning = self.previous
+        return False

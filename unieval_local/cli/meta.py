@@ -1,0 +1,79 @@
+"""``unieval-local meta``: correlations of predicted with human scores (sample, summary, system level)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from .common import EXIT_OK, non_negative, usage_error
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub) -> None:
+    """Add the ``meta`` command to ``sub`` (argparse subparsers)."""
+    p = sub.add_parser(
+        "meta",
+        help="correlation of scores with human judgements",
+        description="Pearson, Spearman and Kendall correlations between predicted and human scores at sample, "
+        "summary (per document, averaged; documents with constant scores skipped, as UniEval does) and system "
+        "level, per aspect, with seeded bootstrap 95% intervals (documents resampled when doc ids exist). "
+        "PREDICTIONS is a UniEval reproduce file (its records hold predict_scores and the human scores in "
+        "scores) or a score output joined by key to --human FILE (the scored input; human scores in the "
+        "field 'human', as scripts/convert_summeval.py writes them).",
+    )
+    p.add_argument("predictions")
+    p.add_argument("--human", default=None, metavar="FILE",
+                    help="records with id and human scores (e.g. the score input), joined by key")
+    p.add_argument("--human-field", default=None, metavar="FIELD",
+                    help="field of the human scores (default: 'human' with --human, as scripts/convert_summeval.py "
+                    "writes; 'scores' in a UniEval reproduce file)")
+    p.add_argument("--aspect", action="append", dest="aspects", help="aspects (default: all in common)")
+    p.add_argument("--human-aspect", action="append", default=None, metavar="PREDICTED=HUMAN",
+                    help="compare a predicted aspect with a human score of another name, e.g. support=consistency "
+                    "for MiniCheck's fact/support against QAGS's consistency (repeatable)")
+    p.add_argument("--bootstrap", type=non_negative, default=1000, help="bootstrap resamples (default 1000; 0 = none)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", dest="json_out", default=None, help="also write the table as JSON here")
+    p.add_argument("--no-progress", action="store_true",
+                    help="no progress bar over resamples (it shows only when stderr is a terminal)")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """``unieval-local meta``: print correlations; exit 0, or 2 on unusable input.
+
+    Human scores: ``--human-field`` (default ``human`` with ``--human FILE``, ``scores`` in a
+    UniEval reproduce file; see :func:`unieval_local.analysis.meta.load_items`). A progress bar over
+    the bootstrap resamples shows on a terminal unless ``--no-progress``.
+    """
+    from ..analysis.meta import format_meta, load_items, meta_evaluate, rename_human
+
+    try:
+        items = load_items(args.predictions, args.human, args.human_field)
+        for pair in args.human_aspect or []:
+            pred, sep, human = pair.partition("=")
+            if not sep or not pred.strip() or not human.strip():
+                raise ValueError(f"--human-aspect wants PREDICTED=HUMAN, got {pair!r}")
+            items = rename_human(items, human.strip(), pred.strip())
+        result = meta_evaluate(items, args.aspects, n_boot=args.bootstrap, seed=args.seed,
+                               progress=False if args.no_progress else None)
+    except (ValueError, OSError, KeyError) as exc:
+        return usage_error(exc)
+    print(format_meta(result))
+    if args.json_out:
+        import math
+
+        def clean(x):  # strict JSON: NaN -> null
+            if isinstance(x, float) and math.isnan(x):
+                return None
+            if isinstance(x, (list, tuple)):
+                return [clean(v) for v in x]
+            if isinstance(x, dict):
+                return {k: clean(v) for k, v in x.items()}
+            return x
+
+        with open(args.json_out, "w", encoding="utf-8") as fh:
+            json.dump(clean({"n": result.n, "unit": result.unit, "n_boot": result.n_boot, "table": result.table}),
+                      fh, indent=2, allow_nan=False)
+    return EXIT_OK

@@ -1,0 +1,48 @@
+"""The Runner protocol: what the engine needs from whatever turns prompts into
+probabilities (the T5 runner, the score-cache wrapper, the tests' fake runner), and the
+factory an engine makes runners with. No torch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ..pipeline.planning import TokenCounter
+from ..registry.evaluators import Evaluator
+from .checkpoints import ResolvedCheckpoint
+
+__all__ = ["Runner", "RunnerFactory"]
+
+
+@runtime_checkable
+class Runner(TokenCounter, Protocol):
+    """What the engine needs from a model runner: scores with token counts, token
+    arithmetic for long inputs (:class:`~unieval_local.pipeline.planning.TokenCounter`), and a name
+    and content fingerprint for signatures and cache keys.
+
+    Attributes:
+        name: what the runner runs, for messages (a hub id or a folder).
+        fingerprint: hex SHA-256 of the checkpoint's content
+            (:func:`~unieval_local.models.checkpoints.fingerprint_checkpoint`): part of every cache key.
+    """
+
+    name: str
+    fingerprint: str
+
+    def score(self, prompts: Sequence[str], *, max_length: int,
+              on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(p_yes, n_tokens)`` per prompt, in order.
+
+        ``p_yes``: float64, shape ``(len(prompts),)``, in [0, 1], NaN where the model gave
+        non-finite logits; ``n_tokens``: int64, each prompt's untruncated token count (more
+        than ``max_length`` means its end was cut). ``on_batch(done, total)``, when given, is
+        called after each forward batch with the distinct prompts scored so far.
+        """
+        ...
+
+
+#: ``factory(checkpoint, fingerprint, evaluator) -> Runner``: how an engine makes the runner of
+#: one checkpoint (``evaluator``: its :class:`~unieval_local.registry.evaluators.Evaluator` spec).
+RunnerFactory = Callable[[ResolvedCheckpoint, str, Evaluator], Runner]

@@ -1,0 +1,378 @@
+"""Finding, staging and verifying checkpoints. Offline first.
+
+Resolution order for a checkpoint name such as ``unieval-sum``
+(:func:`resolve_checkpoint`):
+
+1. the explicit ``model`` the user gave (a folder, a hub id, or a mapping
+   from checkpoint name to folder or hub id);
+2. ``$UNIEVAL_LOCAL_HOME/<name>/`` (a folder written by ``unieval-local download``);
+3. the local Hugging Face cache (``hub_id`` of the checkpoint);
+4. a download from the hub into the HF cache, only when online and offline
+   mode is not set (``HF_HUB_OFFLINE=1``, ``TRANSFORMERS_OFFLINE=1`` or
+   ``offline=True`` / ``--offline``).
+
+Downloading is its own function (:func:`~unieval_local.models.download.download_checkpoint`), which fetches
+only the files a checkpoint needs (the hub repos also hold gigabytes of
+training leftovers) and writes a checksum manifest that :func:`~unieval_local.models.verify.verify_checkpoint`
+checks offline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import CheckpointError, CheckpointNotFoundError
+from ..hashing import sha256_file, sha256_text
+from ..registry.evaluators import HUB_ID  # noqa: F401  (re-exported)
+from ..registry.tasks import CHECKPOINTS
+from .files import MANIFEST_NAME, OPTIONAL_FILES, TOKENIZER_FILES
+
+__all__ = ["CheckpointIdentity", "EVALUATOR_KEY", "HOME_ENV", "ModelSpec", "ResolvedCheckpoint", "check_identity",
+           "fingerprint_checkpoint", "is_offline", "read_identity", "resolve_checkpoint", "unverified_message"]
+
+HOME_ENV = "UNIEVAL_LOCAL_HOME"
+
+ModelSpec = str | os.PathLike | Mapping[str, str | os.PathLike] | None
+
+
+
+@dataclass(frozen=True)
+class ResolvedCheckpoint:
+    """Where a checkpoint was found.
+
+    Attributes:
+        name: checkpoint name (``unieval-sum`` ...), or the user's folder/hub id.
+        path: local folder holding ``config.json``, weights and tokenizer files.
+        origin: ``explicit``, ``home``, ``hf-cache`` or ``hub``.
+        hub_id: the hub repository, when known.
+        revision: commit hash of the files, when known (manifest or HF cache).
+    """
+
+    name: str
+    path: Path
+    origin: str
+    hub_id: str | None = None
+    revision: str | None = None
+
+
+#: The ``config.json`` key naming the evaluator a folder holds, for folders that no download
+#: manifest or hub cache names (generated test checkpoints, your own fine-tunes):
+#: ``"unieval_local_evaluator": "unieval-sum"``.
+EVALUATOR_KEY = "unieval_local_evaluator"
+
+
+@dataclass(frozen=True)
+class CheckpointIdentity:
+    """What a checkpoint folder records about which model it is (:func:`read_identity`).
+
+    Attributes:
+        hub_id: the hub repository it names, or None.
+        evaluator: the evaluator name its ``config.json`` names (:data:`EVALUATOR_KEY`), or None.
+        source: where that was read: ``manifest`` (``unieval_manifest.json`` of ``download``),
+            ``hf-cache`` (the folder is a snapshot of the Hugging Face cache), ``config``
+            (``config.json``), or ``none`` when nothing names the model.
+        model_type: ``config.json``'s ``model_type`` (None when unreadable).
+    """
+
+    hub_id: str | None = None
+    evaluator: str | None = None
+    source: str = "none"
+    model_type: str | None = None
+
+    def describe(self) -> str:
+        """``'MingZhong/unieval-sum' (its download manifest)``, for messages."""
+        what = {"manifest": "its download manifest", "hf-cache": "its Hugging Face cache folder",
+                "config": "its config.json"}.get(self.source, self.source)
+        name = self.hub_id or self.evaluator
+        return f"{name!r} ({what})"
+
+
+def _hub_id_of_cache_snapshot(folder: Path) -> str | None:
+    """``owner/name`` for a folder ``.../models--owner--name/snapshots/<revision>`` of the HF cache."""
+    repo = folder.parent.parent.name if folder.parent.name == "snapshots" else ""
+    if not repo.startswith("models--"):
+        return None
+    owner, sep, name = repo[len("models--"):].partition("--")
+    return f"{owner}/{name}" if sep and owner and name else None
+
+
+def read_identity(folder: str | os.PathLike) -> CheckpointIdentity:
+    """What ``folder`` records about which model it holds, without loading it.
+
+    In order: the ``hub_id`` of its download manifest; the hub id of the Hugging Face cache
+    snapshot it is; its ``config.json``'s :data:`EVALUATOR_KEY`, else a ``_name_or_path``
+    that is a built-in evaluator's hub id. ``model_type`` is read from ``config.json`` too.
+    Never raises: an unreadable file gives no identity from it.
+    """
+    from ..registry.evaluators import evaluator_of_hub_id
+
+    folder = Path(folder)
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+        config = config if isinstance(config, dict) else {}
+    except (OSError, ValueError):
+        config = {}
+    model_type = config.get("model_type") if isinstance(config.get("model_type"), str) else None
+    manifest = _read_manifest(folder) or {}
+    if isinstance(manifest.get("hub_id"), str):
+        return CheckpointIdentity(manifest["hub_id"], None, "manifest", model_type)
+    cached = _hub_id_of_cache_snapshot(folder)
+    if cached:
+        return CheckpointIdentity(cached, None, "hf-cache", model_type)
+    if isinstance(config.get(EVALUATOR_KEY), str):
+        return CheckpointIdentity(None, config[EVALUATOR_KEY], "config", model_type)
+    named = config.get("_name_or_path")
+    if isinstance(named, str) and evaluator_of_hub_id(named) is not None:
+        return CheckpointIdentity(named, None, "config", model_type)
+    return CheckpointIdentity(None, None, "none", model_type)
+
+
+def check_identity(folder: str | os.PathLike, evaluator) -> tuple[str, CheckpointIdentity]:
+    """Whether checkpoint ``folder`` is a checkpoint of ``evaluator`` (an
+    :class:`~unieval_local.registry.evaluators.Evaluator`), as far as the folder says.
+
+    Returns:
+        ``(status, identity)``: ``verified`` when the folder names ``evaluator`` (its hub id,
+        or its name in ``config.json``), ``unverified`` when it names nothing, or a hub
+        repository that is no built-in evaluator's (a fine-tune of your own): it is then used
+        as ``evaluator`` unchecked.
+
+    Raises:
+        CheckpointError: the folder names ANOTHER evaluator (e.g. a ``unieval-sum`` folder
+            given for MiniCheck), or its ``config.json`` has a ``model_type`` that the
+            evaluator's family does not have; the message names both.
+    """
+    from ..registry.evaluators import EVALUATORS, evaluator_of_hub_id
+
+    identity = read_identity(folder)
+    where = f"checkpoint folder {str(folder)!r}"
+    if identity.model_type is not None and evaluator.model_types and identity.model_type not in evaluator.model_types:
+        raise CheckpointError(
+            f"{where} holds a {identity.model_type!r} model (config.json model_type), but {evaluator.name} is a "
+            f"{'/'.join(evaluator.model_types)} model: give the folder of {evaluator.name}"
+            + (f" ({evaluator.hub_id})" if evaluator.hub_id else ""))
+    if identity.evaluator is not None:
+        named = EVALUATORS.get(identity.evaluator)
+        same = identity.evaluator == evaluator.name or (
+            named is not None and evaluator.hub_id is not None and named.hub_id == evaluator.hub_id)
+        if not same:
+            raise _identity_error(where, identity, evaluator)
+        return "verified", identity
+    if identity.hub_id is not None:
+        if evaluator.hub_id is not None and identity.hub_id.lower() == evaluator.hub_id.lower():
+            return "verified", identity
+        if evaluator_of_hub_id(identity.hub_id) is not None:
+            raise _identity_error(where, identity, evaluator)
+    return "unverified", identity
+
+
+def _identity_error(where: str, identity: CheckpointIdentity, evaluator) -> CheckpointError:
+    return CheckpointError(
+        f"{where} is {identity.describe()}, not {evaluator.name}"
+        + (f" ({evaluator.hub_id})" if evaluator.hub_id else "")
+        + f": its scores would not be {evaluator.name}'s. Give each evaluator its own folder "
+        f"(--model {evaluator.name}=DIR, model={{{evaluator.name!r}: DIR}}), or stage it with "
+        f"`unieval-local download --checkpoint {evaluator.name}`")
+
+
+def unverified_message(name: str, folder: str | os.PathLike, identity: CheckpointIdentity,
+                       verify: bool = False) -> str:
+    """The warning for a folder used as evaluator ``name`` whose identity cannot be checked
+    (``verify``: worded for ``unieval-local verify``, which checks it as ``name``)."""
+    says = (f"it names {identity.hub_id!r}, which is not a built-in evaluator's hub repository"
+            if identity.hub_id else "nothing in it names the model (no unieval_manifest.json from `unieval-local "
+            f"download`, not a Hugging Face cache snapshot, no \"{EVALUATOR_KEY}\" in config.json)")
+    use = (f"checked as {name}, its identity unchecked: {says}; scores made with it would sign identity:unverified"
+           if verify else f"used as {name} unchecked: {says}; the signature says identity:unverified")
+    return (f"checkpoint folder {str(folder)!r} is {use}. Stage it with `unieval-local download --checkpoint "
+            f"{name}`, or, for a model of your own or a generated one, add \"{EVALUATOR_KEY}\": \"{name}\" to its "
+            "config.json (make_test_checkpoint.py --evaluator does)")
+
+
+def is_offline(offline: bool | None = None) -> bool:
+    """True when offline mode is asked for, by argument or environment."""
+    if offline:
+        return True
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var, "").strip().lower() in ("1", "true", "yes", "on"):
+            return True
+    return False
+
+
+def _read_manifest(folder: Path) -> dict[str, Any] | None:
+    path = folder / MANIFEST_NAME
+    if path.is_file():
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+    return None
+
+
+def _local(name: str, folder: Path, origin: str, hub_id: str | None = None) -> ResolvedCheckpoint:
+    if not (folder / "config.json").is_file():
+        inside = sorted(p.name for p in folder.iterdir() if p.is_dir() and (p / "config.json").is_file()) \
+            if folder.is_dir() else []
+        hint = ""
+        if inside:
+            pick = name if name in inside else inside[0]
+            hint = (f"; it is a home folder holding {', '.join(inside)}: pass {str(folder / pick)!r} "
+                    f"(or set {HOME_ENV}={str(folder)!r} and leave --model out)")
+        raise CheckpointNotFoundError(
+            f"checkpoint folder {str(folder)!r} (for {name}) has no config.json; "
+            "it should hold config.json, the weights and the tokenizer files" + hint
+        )
+    if not any((folder / f).is_file() for f in ("spiece.model", "tokenizer.json")):
+        raise CheckpointError(
+            f"checkpoint folder {str(folder)!r} (for {name}) has no tokenizer "
+            "(spiece.model or tokenizer.json)"
+        )
+    manifest = _read_manifest(folder) or {}
+    revision = manifest.get("revision")
+    if revision is None and folder.parent.name == "snapshots":
+        revision = folder.name
+    return ResolvedCheckpoint(name, folder, origin, manifest.get("hub_id", hub_id), revision)
+
+
+def _from_hf_cache(hub_id: str, revision: str | None) -> Path | None:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        path = Path(snapshot_download(hub_id, revision=revision, local_files_only=True))
+    except (LocalEntryNotFoundError, FileNotFoundError, OSError, ValueError):
+        return None
+    return path if (path / "config.json").is_file() else None
+
+
+def _staging_help(name: str) -> str:
+    return (
+        "To stage it for an offline machine, on a connected machine run\n"
+        f"    unieval-local download --checkpoint {name} --to DIR\n"
+        "copy DIR to this machine and set UNIEVAL_LOCAL_HOME=DIR (or pass --model DIR/"
+        f"{name}); check it with `unieval-local verify DIR`.\n"
+        "To try unieval-local without the weights, generate a stand-in checkpoint from a clone of the "
+        "repository (random weights: the numbers mean nothing): python scripts/make_test_checkpoint.py "
+        f"out/home/{name} --layout v1.1 --evaluator {name}"
+        + (" --answers 1,0" if name == "minicheck-flan-t5-large" else "")
+        + f", then --model out/home/{name} (or UNIEVAL_LOCAL_HOME=out/home)."
+    )
+
+
+def resolve_checkpoint(
+    name: str, model: ModelSpec = None, *, offline: bool | None = None, revision: str | None = None
+) -> ResolvedCheckpoint:
+    """Find (or, when allowed, fetch) the checkpoint ``name`` for a task.
+
+    Args:
+        name: checkpoint name from the registry, e.g. ``unieval-sum``.
+        model: ``None``; a folder or hub id used for every task; or a mapping
+            from checkpoint name to folder or hub id.
+        offline: force offline mode (also set by ``HF_HUB_OFFLINE=1``).
+        revision: hub revision to use when fetching from the hub.
+
+    Returns:
+        A :class:`ResolvedCheckpoint` whose ``path`` holds the files.
+
+    Raises:
+        CheckpointNotFoundError: nothing found; the message lists every place
+            looked at and how to stage the weights on a connected machine.
+    """
+    looked: list[str] = []
+    explicit: str | os.PathLike | None
+    if isinstance(model, Mapping):
+        explicit = model.get(name)
+        if explicit is None:
+            looked.append(f"the model mapping (no entry {name!r}; it has {sorted(model)})")
+    else:
+        explicit = model
+    hub_id = CHECKPOINTS.get(name) or (name if HUB_ID.match(name) else None)
+    if explicit is not None:
+        text = os.fspath(explicit)
+        folder = Path(text).expanduser()
+        if folder.is_dir():
+            return _local(name, folder, "explicit")
+        if not HUB_ID.match(text) or text.startswith((".", "/", "~")):
+            raise CheckpointNotFoundError(f"checkpoint folder {text!r} does not exist")
+        hub_id = text
+        looked.append(f"a local folder named {text!r} (none)")
+    else:
+        home = os.environ.get(HOME_ENV)
+        if home:
+            folder = Path(home).expanduser() / name
+            if folder.is_dir():  # the hub id comes from its manifest, if any: the folder may hold anything
+                return _local(name, folder, "home")
+            looked.append(f"${HOME_ENV}/{name} = {str(folder)!r} (missing)")
+        else:
+            looked.append(f"${HOME_ENV} (not set)")
+    if hub_id is None:
+        raise CheckpointNotFoundError(
+            f"no checkpoint for {name!r}: looked at " + "; ".join(looked) + ". "
+            "Pass model=<folder> or --model <folder>."
+        )
+    cached = _from_hf_cache(hub_id, revision)
+    if cached is not None:
+        return _local(name, cached, "hf-cache", hub_id)
+    looked.append(f"the Hugging Face cache for {hub_id!r} (not there)")
+    if is_offline(offline):
+        looked.append("the hub (skipped: offline mode is set)")
+    else:
+        try:
+            from .download import fetch_to_hf_cache
+
+            path = fetch_to_hf_cache(hub_id, revision=revision)
+            return _local(name, path, "hub", hub_id)
+        except Exception as exc:  # network errors come in many types
+            looked.append(f"the hub ({type(exc).__name__}: {exc})")
+    raise CheckpointNotFoundError(
+        f"checkpoint {name!r} ({hub_id}) not found. Looked at: " + "; ".join(looked) + ".\n"
+        + _staging_help(name if name in CHECKPOINTS else "unieval-sum")
+    )
+
+
+_FINGERPRINT_SUFFIXES = (".json", ".safetensors", ".bin", ".model")
+
+
+def fingerprint_checkpoint(folder: str | os.PathLike, file_hash=None) -> str:
+    """Content fingerprint of a checkpoint folder: SHA-256 over (name, SHA-256) of its
+    config, weights and tokenizer files (not its path).
+
+    A file's SHA-256 is taken from the download manifest when its size matches
+    (``unieval-local verify`` checks those), else computed with ``file_hash``
+    (default: :func:`sha256_file` memoised per process on (path, size, mtime);
+    the score cache passes one memoised in its database).
+    """
+    folder = Path(folder)
+    file_hash = file_hash or _memo_sha256
+    manifest = (_read_manifest(folder) or {}).get("files", {})
+    files = sorted(p for p in folder.iterdir()
+                   if p.is_file() and p.suffix in _FINGERPRINT_SUFFIXES and p.name != MANIFEST_NAME)
+    parts = []
+    for p in files:
+        entry = manifest.get(p.name) or {}
+        digest = entry.get("sha256") if entry.get("size") == p.stat().st_size else None
+        parts.append(f"{p.name}\0{digest or file_hash(p)}\n")
+    return sha256_text("".join(parts))
+
+
+# --------------------------------------------------------------------------- download
+
+
+_FILE_HASHES: dict[tuple[str, int, int], str] = {}
+
+
+# --------------------------------------------------------------------------- verify
+
+
+def _memo_sha256(path: Path) -> str:
+    """:func:`sha256_file`, memoised per process on (resolved path, size, mtime)."""
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _FILE_HASHES:
+        _FILE_HASHES[key] = sha256_file(path)
+    return _FILE_HASHES[key]

@@ -1,0 +1,127 @@
+"""Staging checkpoints for offline machines: only the files a checkpoint needs (config, weights,
+tokenizer) from the Hugging Face hub, with a SHA-256 manifest (``unieval-local download``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Protocol
+
+from ..errors import CheckpointError
+from ..hashing import sha256_file
+from ..registry.tasks import CHECKPOINTS
+from .files import MANIFEST_NAME, OPTIONAL_FILES, TOKENIZER_FILES
+
+__all__ = ["HubClient", "HuggingFaceHubClient", "download_checkpoint", "fetch_to_hf_cache", "select_checkpoint_files"]
+
+
+class HubClient(Protocol):
+    """The two hub calls download needs (a fake one is used in tests)."""
+
+    def list_files(self, repo_id: str, revision: str | None) -> tuple[str, list[str]]:
+        """Return ``(commit_sha, [file paths in the repo])``."""
+        ...
+
+    def download(self, repo_id: str, filename: str, revision: str, local_dir: Path | None) -> Path:
+        """Fetch one file; into ``local_dir`` when given, else into the HF cache."""
+        ...
+
+
+class HuggingFaceHubClient:
+    """:class:`HubClient` over ``huggingface_hub``."""
+
+    def list_files(self, repo_id: str, revision: str | None) -> tuple[str, list[str]]:
+        from huggingface_hub import HfApi
+
+        info = HfApi().model_info(repo_id, revision=revision, files_metadata=False)
+        return info.sha, [s.rfilename for s in (info.siblings or [])]
+
+    def download(self, repo_id: str, filename: str, revision: str, local_dir: Path | None) -> Path:
+        from huggingface_hub import hf_hub_download
+
+        kwargs = {"local_dir": str(local_dir)} if local_dir is not None else {}
+        return Path(hf_hub_download(repo_id, filename, revision=revision, **kwargs))
+
+
+def select_checkpoint_files(files: list[str]) -> list[str]:
+    """Pick the files a checkpoint needs from a hub repo listing.
+
+    Only top-level files: ``config.json``; the weights, preferring safetensors
+    (``model.safetensors`` or its index and shards) over pickle
+    (``pytorch_model.bin`` or its index and shards); the tokenizer files;
+    ``generation_config.json`` when present. Sub-folders (training
+    checkpoints, optimizer states) are never taken.
+
+    Raises:
+        CheckpointError: no config, no weights or no tokenizer in the listing.
+    """
+    top = {f for f in files if "/" not in f}
+    if "config.json" not in top:
+        raise CheckpointError("the repository has no top-level config.json")
+    safetensors = sorted(f for f in top if f.endswith(".safetensors") or f == "model.safetensors.index.json")
+    pickles = sorted(f for f in top if re.fullmatch(r"pytorch_model(-\d+-of-\d+)?\.bin|pytorch_model\.bin\.index\.json", f))
+    weights = safetensors or pickles
+    if not weights:
+        raise CheckpointError("the repository has no model.safetensors or pytorch_model.bin at top level")
+    tokenizer = [f for f in TOKENIZER_FILES if f in top]
+    if not ({"spiece.model", "tokenizer.json"} & set(tokenizer)):
+        raise CheckpointError("the repository has no spiece.model or tokenizer.json")
+    return ["config.json", *weights, *tokenizer, *[f for f in OPTIONAL_FILES if f in top]]
+
+
+def fetch_to_hf_cache(hub_id: str, *, revision: str | None = None, client: HubClient | None = None) -> Path:
+    """Download the needed files of ``hub_id`` into the HF cache; return the snapshot folder."""
+    client = client or HuggingFaceHubClient()
+    sha, files = client.list_files(hub_id, revision)
+    paths = [client.download(hub_id, f, sha, None) for f in select_checkpoint_files(files)]
+    return paths[0].parent
+
+
+def download_checkpoint(
+    name: str, to: str | os.PathLike, *, revision: str | None = None,
+    client: HubClient | None = None, hub_id: str | None = None, progress: bool = False,
+) -> Path:
+    """Stage checkpoint ``name`` into ``to/<name>/`` with a checksum manifest.
+
+    Run this on a connected machine; copy ``to`` to the offline machine and
+    set ``UNIEVAL_LOCAL_HOME=to``.
+
+    Args:
+        name: checkpoint name (``unieval-sum``, ``unieval-dialog``, ``unieval-fact``).
+        to: the home folder to write into.
+        revision: hub branch, tag or commit (default: the main branch).
+        client: the hub client (tests pass a fake one).
+        hub_id: override the hub repository of ``name``.
+        progress: show a progress bar over files.
+
+    Returns:
+        The checkpoint folder ``to/<name>``.
+
+    Raises:
+        UnknownTaskError / CheckpointError: unknown name, or the repo lacks files.
+    """
+    if hub_id is None:
+        if name not in CHECKPOINTS:
+            raise CheckpointError(f"unknown checkpoint {name!r}; known: {', '.join(CHECKPOINTS)}")
+        hub_id = CHECKPOINTS[name]
+    client = client or HuggingFaceHubClient()
+    sha, files = client.list_files(hub_id, revision)
+    wanted = select_checkpoint_files(files)
+    folder = Path(to).expanduser() / name
+    folder.mkdir(parents=True, exist_ok=True)
+    from tqdm.auto import tqdm
+
+    entries = {}
+    for fname in tqdm(wanted, desc=f"download {name}", unit="file", disable=not progress):
+        path = Path(client.download(hub_id, fname, sha, folder))
+        if path.resolve() != (folder / fname).resolve():
+            raise CheckpointError(f"the hub client wrote {fname} to {path}, not into {folder}")
+        entries[fname] = {"sha256": sha256_file(path), "size": path.stat().st_size}
+    from .._version import __version__
+
+    manifest = {"checkpoint": name, "hub_id": hub_id, "revision": sha, "files": entries,
+                "unieval_local_version": __version__}
+    (folder / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+    return folder

@@ -1,0 +1,163 @@
+"""Offline checks of staged checkpoints (``unieval-local verify``): files present, SHA-256 as in
+the manifest, recorded identity, config and tokenizer load, answer tokens exist, finite
+weights, no missing shard."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import CheckpointError
+from ..hashing import sha256_file
+from ..registry.tasks import CHECKPOINTS
+from .checkpoints import HOME_ENV, MANIFEST_NAME, _read_manifest, check_identity, read_identity, unverified_message
+
+__all__ = ["VerifyReport", "verify_checkpoint"]
+
+
+@dataclass
+class VerifyReport:
+    """The outcome of :func:`verify_checkpoint` for one folder."""
+
+    folder: Path
+    ok: bool = True
+    messages: list[str] = field(default_factory=list)
+
+    def fail(self, message: str) -> None:
+        self.ok = False
+        self.messages.append("FAIL " + message)
+
+    def info(self, message: str) -> None:
+        self.messages.append("ok   " + message)
+
+    def warn(self, message: str) -> None:
+        self.messages.append("WARN " + message)
+
+
+def verify_checkpoint(folder: str | os.PathLike, evaluator: str | None = None) -> list[VerifyReport]:
+    """Check staged checkpoints offline.
+
+    ``folder`` is one checkpoint folder or a home folder holding several
+    (``unieval-sum/`` ...). For each checkpoint: manifest files present with
+    matching SHA-256 (a folder without a manifest only gets a warning); every
+    weight file opens (a truncated or corrupt file fails); config and tokenizer
+    load; the evaluator's answer words (Yes/No for UniEval, 1/0 for MiniCheck) have distinct
+    first tokens inside the vocabulary; and
+    the model loads with every tensor its config needs, none missing, unexpected
+    or of another shape (:func:`~unieval_local.models.t5.runner.load_model`). In a home
+    folder, each sub-folder must be named as a checkpoint (``unieval-sum``,
+    ``unieval-dialog``, ``unieval-fact``): ``$UNIEVAL_LOCAL_HOME`` is searched by
+    those names, so a misnamed folder would never be found.
+
+    The evaluator of a folder is ``evaluator`` when given, else the one the folder itself
+    names (:func:`read_identity`), else the one its folder name names
+    (:data:`~unieval_local.registry.evaluators.EVALUATORS`), else UniEval's (Yes/No answers). The
+    folder's recorded identity is checked against it (:func:`check_identity`: another
+    evaluator's model fails, an unnamed one warns), every stored tensor must be finite, and a
+    weight shard listed in the index but absent is reported missing.
+
+    Returns:
+        One :class:`VerifyReport` per checkpoint folder (``ok`` False on any failure).
+    """
+    import difflib
+
+    root = Path(folder).expanduser()
+    if (root / "config.json").is_file() or (root / MANIFEST_NAME).is_file():
+        return [_verify_one(root, evaluator)]
+    targets = sorted(p for p in root.iterdir() if p.is_dir() and
+                     ((p / MANIFEST_NAME).is_file() or (p / "config.json").is_file())) if root.is_dir() else []
+    if not targets:
+        report = VerifyReport(root)
+        report.fail(f"{root} is not a checkpoint folder and holds none")
+        return [report]
+    reports = []
+    for t in targets:
+        report = _verify_one(t, evaluator)
+        if t.name not in CHECKPOINTS:
+            close = difflib.get_close_matches(t.name, list(CHECKPOINTS), n=1, cutoff=0.6)
+            report.fail(f"folder name {t.name!r} is not a checkpoint name, so ${HOME_ENV} lookups never find it; "
+                        + (f"rename it to {close[0]!r}" if close else f"name it one of {', '.join(CHECKPOINTS)}")
+                        + f" (or pass it with --model <checkpoint name>={t})")
+        reports.append(report)
+    return reports
+
+
+def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
+    from ..registry.evaluators import EVALUATORS, answer_ids, get_evaluator
+    from .t5.loading import load_model, non_finite_tensors, stored_weight_names, weight_files
+
+    report = VerifyReport(folder)
+    if evaluator:
+        spec = get_evaluator(evaluator)
+    else:  # the evaluator the folder names, else the one its name names, else UniEval's
+        named = read_identity(folder)
+        from ..registry.evaluators import evaluator_of_hub_id
+
+        own = evaluator_of_hub_id(named.hub_id) or EVALUATORS.get(named.evaluator or "")
+        spec = own or EVALUATORS.get(folder.name, EVALUATORS["unieval-sum"])
+    try:
+        status, identity = check_identity(folder, spec)
+    except CheckpointError as exc:
+        report.fail(str(exc))
+    else:
+        if status == "verified":
+            report.info(f"identity: {identity.describe()} is {spec.name}")
+        else:
+            report.warn(unverified_message(spec.name, folder, identity, verify=True))
+            if not evaluator and folder.name not in EVALUATORS:
+                report.warn(f"checked as {spec.name}: the folder names no evaluator and its folder name "
+                            f"{folder.name!r} is none; give --evaluator NAME to check it as another")
+    manifest = _read_manifest(folder)
+    if manifest is None:
+        report.warn(f"no {MANIFEST_NAME} (written by `unieval-local download`): checksums not checked")
+    else:
+        for fname, meta in manifest.get("files", {}).items():
+            path = folder / fname
+            if not path.is_file():
+                report.fail(f"{fname} is missing")
+            elif sha256_file(path) != meta.get("sha256"):
+                report.fail(f"{fname} checksum differs from the manifest")
+            else:
+                report.info(f"{fname} sha256 matches")
+    try:
+        names = stored_weight_names(folder)
+        report.info(f"weight files open ({', '.join(f.name for f in weight_files(folder))}: {len(names)} tensors)")
+    except CheckpointError as exc:
+        report.fail(str(exc))
+        return report
+    try:
+        from transformers import AutoConfig, AutoTokenizer
+
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+        report.info(f"config loads ({config.model_type}, vocab_size={config.vocab_size})")
+        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+        report.info(f"tokenizer loads ({type(tokenizer).__name__})")
+        pos, neg = answer_ids(tokenizer, spec)
+        words = "/".join(spec.answers)
+        if max(pos, neg) >= config.vocab_size:
+            report.fail(f"{words} answer ids {pos}/{neg} ({spec.name}) are outside the model vocabulary "
+                        f"({config.vocab_size})")
+        else:
+            report.info(f"{words} token ids {pos}/{neg} ({spec.name} answers)")
+    except Exception as exc:
+        report.fail(f"loading failed: {type(exc).__name__}: {exc}")
+        return report
+    try:
+        bad = non_finite_tensors(folder)
+    except CheckpointError as exc:
+        report.fail(str(exc))
+        return report
+    if bad:
+        report.fail(f"{len(bad)} stored tensor(s) hold NaN or infinite values: {', '.join(bad[:12])}"
+                    f"{' ...' if len(bad) > 12 else ''} (a damaged or diverged checkpoint): stage it again")
+    else:
+        report.info(f"every stored tensor is finite ({len(names)} tensors)")
+    try:
+        model, _ = load_model(folder)
+    except CheckpointError as exc:
+        report.fail(str(exc))
+        return report
+    untied = model.get_output_embeddings().weight.data_ptr() != model.get_input_embeddings().weight.data_ptr()
+    report.info(f"model loads: every weight matches the config ({'untied LM head, T5 v1.1 layout' if untied else 'tied LM head'})")
+    return report

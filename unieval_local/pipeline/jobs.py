@@ -1,0 +1,164 @@
+"""What an engine pass is made of and what it gives back: :class:`Job` (aspects of one
+checkpoint over some examples), :class:`JobResult` (values, planning problems, evidence) and
+:class:`RunStats` (the counters of one or more passes), and the one sentence every entry point
+says about truncated queries (:func:`truncation_message`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..errors import ExampleProblem
+from ..registry.tasks import Aspect
+from ..schema import Evidence, UniEvalData
+
+__all__ = ["Job", "JobResult", "RunStats", "jobs_by_checkpoint", "truncation_message"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """Boolean-QA queries to run: some aspects (all of one checkpoint) over some examples.
+
+    Attributes:
+        aspects: the aspects (built-in, user-defined, or made on the fly by a report,
+            e.g. a key-point coverage question); unique names.
+        examples: the examples to plan them over (``None`` entries are skipped); they
+            may be derived ones, e.g. ``{target: key point, source: summary}``.
+    """
+
+    aspects: tuple[Aspect, ...]
+    examples: Sequence[UniEvalData | None]
+
+    def __post_init__(self) -> None:
+        names = [a.name for a in self.aspects]
+        if not names:
+            raise ValueError("a job needs at least one aspect")
+        if len(set(names)) != len(names):
+            raise ValueError(f"aspect names repeat within one job: {names}")
+        if len({a.checkpoint for a in self.aspects}) != 1:
+            raise ValueError(f"the aspects of one job must share a checkpoint, got "
+                             f"{sorted({a.checkpoint for a in self.aspects})}")
+
+    @property
+    def checkpoint(self) -> str:
+        """The checkpoint name all the job's aspects use."""
+        return self.aspects[0].checkpoint
+
+
+def jobs_by_checkpoint(aspects: Sequence[Aspect], examples: Sequence[UniEvalData | None]) -> dict[str, Job]:
+    """One :class:`Job` per checkpoint for ``aspects`` over the same ``examples``, named by
+    the checkpoint (aspects in the given order within each job; jobs in order of first appearance)."""
+    groups: dict[str, list[Aspect]] = {}
+    for a in aspects:
+        groups.setdefault(a.checkpoint, []).append(a)
+    return {name: Job(tuple(group), examples) for name, group in groups.items()}
+
+
+@dataclass
+class JobResult:
+    """What one :class:`Job` gave.
+
+    Attributes:
+        values: aspect -> float64 array of shape ``(len(examples),)``; NaN where an example
+            was skipped, had a planning problem or a non-finite score.
+        problems: planning problems (example index, field, message).
+        evidence: aspect -> per example :class:`~unieval_local.schema.Evidence` (only when
+            asked for).
+    """
+
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    problems: list[ExampleProblem] = field(default_factory=list)
+    evidence: dict[str, list[Evidence | None]] = field(default_factory=dict)
+
+
+@dataclass
+class RunStats:
+    """The counters of one or more engine passes (they add up with ``+``).
+
+    Attributes:
+        n_queries: distinct queries scored (per checkpoint and pass).
+        n_truncated: of those, the ones longer than ``max_length`` that lost their end.
+        n_shortened: queries whose long field ``long_input="fit"`` shortened.
+        cache_hits, cache_misses: queries answered by the score cache / scored anew.
+        model_loads: runners (models) loaded by these passes.
+        hints: field -> examples lacking the ending their checkpoint was trained with
+            (:func:`~unieval_local.pipeline.validate.input_hint_counts`).
+        truncated_fields: field -> truncated distinct queries whose cut fell in that field
+            (``source``, ``target`` ...; the fields after it were lost too).
+        truncated_by: checkpoint name -> its truncated distinct queries.
+    """
+
+    n_queries: int = 0
+    n_truncated: int = 0
+    n_shortened: int = 0
+    cache_hits: int = 0
+    cache_misses: int = 0
+    model_loads: int = 0
+    hints: dict[str, int] = field(default_factory=dict)
+    truncated_fields: dict[str, int] = field(default_factory=dict)
+    truncated_by: dict[str, int] = field(default_factory=dict)
+
+    def __add__(self, other: "RunStats") -> "RunStats":
+        def added(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
+            out = dict(a)
+            for k, v in b.items():
+                out[k] = out.get(k, 0) + v
+            return out
+
+        return RunStats(self.n_queries + other.n_queries, self.n_truncated + other.n_truncated,
+                        self.n_shortened + other.n_shortened, self.cache_hits + other.cache_hits,
+                        self.cache_misses + other.cache_misses, self.model_loads + other.model_loads,
+                        added(self.hints, other.hints), added(self.truncated_fields, other.truncated_fields),
+                        added(self.truncated_by, other.truncated_by))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (for the Ray engine, which sends stats between processes)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "RunStats":
+        """The inverse of :meth:`to_dict`."""
+        return cls(**{**d, **{k: dict(d.get(k, {})) for k in ("hints", "truncated_fields", "truncated_by")}})
+
+
+def truncation_message(stats: RunStats, max_lengths: Mapping[str, int], long_input: str, *, cli: bool) -> str:
+    """One sentence on the queries that lost their end to ``max_length`` (``stats.n_truncated``),
+    for every entry point: how many, each checkpoint's limit, the field the cut fell in, and
+    what helps, in the CLI's (``cli``) or Python's words.
+
+    Args:
+        stats: the run's counters (``n_truncated``, ``truncated_by``, ``truncated_fields``).
+        max_lengths: checkpoint name -> its tokens per query (:meth:`Engine.max_length`).
+        long_input: the run's long-input mode.
+        cli: name flags (``--long-input chunk``) instead of keywords (``long_input='chunk'``).
+    """
+    def opt(name: str, value: str) -> str:
+        return f"--{name.replace('_', '-')} {value}" if cli else f"{name}={value!r}"
+
+    limits = ", ".join(f"{n} {max_lengths.get(n, '?')} tokens" for n in (stats.truncated_by or max_lengths))
+    where = ", ".join(f"{f} ({k})" for f, k in sorted(stats.truncated_fields.items(), key=lambda x: -x[1]))
+    text = (f"{stats.n_truncated} of {stats.n_queries} distinct queries were longer than max_length ({limits}) and "
+            f"lost their end" + (f"; the cut fell in: {where}" if where else ""))
+    from ..registry.evaluators import get_evaluator
+
+    advice = []
+    chunking = [n for n in stats.truncated_by if get_evaluator(n).prompt_format.own_chunking]
+    others = [n for n in stats.truncated_by if n not in chunking]
+    if chunking:
+        advice.append(f"{', '.join(chunking)} read(s) the document in chunks of {opt('chunk_words', 'N')} words "
+                      f"whatever {opt('long_input', '...').split()[0] if cli else 'long_input'} says: lower "
+                      f"{opt('chunk_words', 'N')} or check long claims sentence by sentence (fact/sentence_support)")
+    if others or not chunking:
+        if set(stats.truncated_fields) <= {"target", "prompt"} and stats.truncated_fields:
+            advice.append("the target alone is too long: no long-input mode helps (split the target, or raise "
+                          f"{opt('max_length', 'N')} up to what the model was trained for)")
+        elif long_input == "truncate":
+            advice.append(f"{opt('long_input', 'chunk')} reads long fields whole in windows ({opt('long_input', 'fit')} "
+                          "keeps their beginning)")
+        else:
+            advice.append("a summary sentence, key point or instruction alone is that long")
+    advice.append("--evidence shows which" if cli else "evidence=True shows which")
+    return text + "; " + "; ".join(advice)

@@ -1,0 +1,126 @@
+"""The evaluator registry: what each checkpoint family expects.
+
+An :class:`Evaluator` owns everything about a checkpoint that the engine must not hard-code:
+its name and hub id, its prompt format (:mod:`unieval_local.text.prompts`), its answer words
+(the positive one first; their first token ids are checked distinct at load and by
+``verify``), its readout (softmax over the two answer logits = sigmoid of their
+difference, UniEval's and MiniCheck's rule), its default ``max_length``, and the input
+hints it was trained with. Aspects name their evaluator (``Aspect.checkpoint``); the
+engine, the runner and the score cache read the spec from here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..text.prompts import BOOLEAN_QA, MINICHECK, PromptFormat
+
+if TYPE_CHECKING:
+    from .tasks import Aspect
+
+__all__ = ["EVALUATORS", "Evaluator", "HUB_ID", "answer_ids", "evaluator_of_hub_id", "format_of", "get_evaluator"]
+
+#: A Hugging Face repository id, ``owner/name``.
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """One checkpoint family's contract.
+
+    Attributes:
+        name: the evaluator (and checkpoint folder) name, e.g. ``unieval-sum``.
+        hub_id: its Hugging Face repository, or None.
+        prompt_format: how its prompts are built (:class:`~unieval_local.text.prompts.PromptFormat`).
+        answers: ``(positive, negative)`` answer words; the score of a query is
+            ``sigmoid(logit[first id of positive] - logit[first id of negative])``
+            = softmax over the two answer logits, at the first decoder step.
+        max_length: default tokens per query (the run's ``max_length`` overrides it).
+        input_hints: field -> (the ending its training data had, what that field is);
+            inputs without it are scored as given, with one warning.
+        description: one line for ``unieval-local tasks`` and the README.
+        model_types: the ``model_type`` values of ``config.json`` this family's checkpoints
+            have (``t5`` for UniEval and MiniCheck); a folder of another type is refused.
+    """
+
+    name: str
+    hub_id: str | None
+    prompt_format: PromptFormat = BOOLEAN_QA
+    answers: tuple[str, str] = ("Yes", "No")
+    max_length: int = 1024
+    input_hints: dict[str, tuple[str, str]] = field(default_factory=dict)
+    description: str = ""
+    model_types: tuple[str, ...] = ("t5",)
+
+    def __post_init__(self) -> None:
+        if len(self.answers) != 2 or self.answers[0] == self.answers[1]:
+            raise ValueError(f"evaluator {self.name!r}: answers must be two different words, got {self.answers!r}")
+
+    def key(self) -> dict[str, object]:
+        """What of the spec can change a score (part of every score-cache key)."""
+        return {"evaluator": self.name, "format": self.prompt_format.name, "answers": list(self.answers)}
+
+
+#: The built-in evaluators, by name.
+EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
+    Evaluator("unieval-sum", "MingZhong/unieval-sum",
+              description="UniEval for summarization and data-to-text (Zhong et al., 2022)"),
+    Evaluator("unieval-dialog", "MingZhong/unieval-dialog",
+              input_hints={"source": ("\n\n", "dialogue history: turns separated by newlines, ending with a blank line"),
+                           "context": ("\n", "fact: ending with a newline")},
+              description="UniEval for knowledge-grounded dialogue responses (Zhong et al., 2022)"),
+    Evaluator("unieval-fact", "MingZhong/unieval-fact",
+              description="UniEval for factual consistency (Zhong et al., 2022)"),
+    # MiniCheck-Flan-T5-Large (Tang, Laban and Durrett, EMNLP 2024; code Apache-2.0, weights MIT):
+    # '1' = supported, '0' = not (first tokens 209 and 3 in Flan-T5's vocabulary), 2,048 tokens.
+    Evaluator("minicheck-flan-t5-large", "lytang/MiniCheck-Flan-T5-Large", MINICHECK, answers=("1", "0"),
+              max_length=2048, description="MiniCheck-Flan-T5-Large fact checker (Tang et al., 2024): is the "
+              "claim supported by the document?"),
+]}
+
+
+def get_evaluator(name: str) -> Evaluator:
+    """The evaluator ``name``: a built-in one, or, for a hub id ``owner/name`` (a user's
+    checkpoint in UniEval's format), a Boolean-QA evaluator over it.
+
+    Raises:
+        ValueError: neither a built-in name nor a hub id (the message lists the built-ins).
+    """
+    if name in EVALUATORS:
+        return EVALUATORS[name]
+    if HUB_ID.match(name):
+        return Evaluator(name, name)
+    raise ValueError(f"unknown evaluator {name!r}; built in: {', '.join(EVALUATORS)} (or a hub id 'owner/name')")
+
+
+def evaluator_of_hub_id(hub_id: str | None) -> Evaluator | None:
+    """The built-in evaluator whose hub repository is ``hub_id`` (case-insensitive, as the hub
+    treats repository names), or None."""
+    if not hub_id:
+        return None
+    return next((e for e in EVALUATORS.values() if e.hub_id and e.hub_id.lower() == hub_id.lower()), None)
+
+
+def answer_ids(tokenizer, evaluator: Evaluator) -> tuple[int, int]:
+    """The first token ids of the evaluator's ``(positive, negative)`` answer words (UniEval's
+    ``pos_id``/``neg_id``: ``tokenizer("Yes").input_ids[0]``; MiniCheck's 209/3 for "1"/"0").
+
+    Raises:
+        CheckpointError: either is the unknown token, or both are the same id.
+    """
+    from ..errors import CheckpointError
+
+    pos, neg = (tokenizer(w).input_ids[0] for w in evaluator.answers)
+    unk = tokenizer.unk_token_id
+    if pos == neg or unk in (pos, neg):
+        raise CheckpointError(f"the tokenizer has no distinct first tokens for the answers {evaluator.answers} of "
+                              f"{evaluator.name} ({evaluator.answers[0]}={pos}, {evaluator.answers[1]}={neg}, "
+                              f"unk={unk})")
+    return pos, neg
+
+
+def format_of(aspect: "Aspect") -> PromptFormat:
+    """The prompt format of the evaluator an aspect names (``aspect.evaluator``)."""
+    return get_evaluator(aspect.checkpoint).prompt_format

@@ -1,0 +1,286 @@
+"""The registry of tasks and aspects: one data-driven table, no per-aspect code.
+
+Each aspect is a Boolean question put to a T5 checkpoint, over some fields of
+the example. The prompt of one query is (UniEval, ``utils.add_question``)::
+
+    question: <question> </s> <label 1>: <value 1> </s> <label 2>: <value 2> ...
+
+The templates, granularity and reduction are those of UniEval (Zhong et al.,
+EMNLP 2022, arXiv 2210.07197, Sec. 3 and the public code ``maszhongming/UniEval``),
+restated in ``shared/UNIEVAL_CONTRACT.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..errors import UnknownTaskError
+from .evaluators import EVALUATORS
+
+__all__ = ["Aspect", "CHECKPOINTS", "DEFAULT_REGISTRY", "Granularity", "PromptField", "Reduction", "Registry",
+           "TASKS", "Task", "get_aspect", "get_task", "task_names"]
+
+Granularity = Literal["output", "sentence"]
+Reduction = Literal["mean", "sum", "min"]
+
+#: Checkpoint names (the folder names under ``UNIEVAL_LOCAL_HOME``) and their hub ids: one per
+#: evaluator of the registry (:data:`~unieval_local.registry.evaluators.EVALUATORS`).
+CHECKPOINTS: dict[str, str] = {e.name: e.hub_id for e in EVALUATORS.values() if e.hub_id}
+
+
+@dataclass(frozen=True)
+class PromptField:
+    """One labelled field of a prompt: ``<label>: <value of field>``.
+
+    ``field`` is a field of :class:`~unieval_local.schema.UniEvalData`:
+    ``target`` (replaced by each sentence at sentence granularity), ``source``,
+    ``context``, ``references`` (one query per reference) or any extra field.
+    """
+
+    label: str
+    field: str
+
+
+@dataclass(frozen=True)
+class Aspect:
+    """One (task, aspect) pair: the question, its fields and how scores reduce.
+
+    Attributes:
+        task: task name, e.g. ``summarization``.
+        name: aspect name, e.g. ``coherence``.
+        question: the question text, e.g. ``Is this a coherent summary to the document?``.
+        fields: the labelled fields after the question, in prompt order.
+        granularity: ``output`` (one query for the whole target) or ``sentence``
+            (one query per Punkt sentence of the target).
+        reduction: how sentence scores combine into the example's score
+            (``mean``; ``sum`` for UniEval's dialogue engagingness; ``min``).
+        checkpoint: the evaluator (and checkpoint) name: a key of
+            :data:`~unieval_local.registry.evaluators.EVALUATORS`, or a hub id (a UniEval-format model).
+        description: one line for ``--help`` and the README table.
+        chunk_field: the long field that ``long_input="chunk"`` splits into
+            windows (``None``: the aspect is fitted instead).
+        window_reduction: how scores over windows combine: ``max`` for
+            consistency-like aspects (a claim is supported if some passage
+            supports it), ``mean`` otherwise.
+        chunk_unit: windows hold whole ``sentence`` s, or whole ``line`` s
+            (dialogue turns).
+    """
+
+    task: str
+    name: str
+    question: str
+    fields: tuple[PromptField, ...]
+    granularity: Granularity = "output"
+    reduction: Reduction = "mean"
+    checkpoint: str = "unieval-sum"
+    description: str = ""
+    chunk_field: str | None = None
+    window_reduction: Literal["max", "mean"] = "mean"
+    chunk_unit: Literal["sentence", "line"] = "sentence"
+
+    @property
+    def evaluator(self) -> str:
+        """The name of the evaluator that answers this aspect (``unieval-sum``,
+        ``minicheck-flan-t5-large`` ...: a key of
+        :data:`~unieval_local.registry.evaluators.EVALUATORS`). The field is still called
+        ``checkpoint`` (its name before evaluators had their own registry; YAML aspects and
+        code that read or set it keep working)."""
+        return self.checkpoint
+
+    @property
+    def required_fields(self) -> tuple[str, ...]:
+        """The example fields this aspect needs, in prompt order (``target`` always)."""
+        names = [f.field for f in self.fields if f.field != "target"]
+        return tuple(dict.fromkeys(["target", *names]))
+
+    @property
+    def value_range(self) -> str:
+        """Human-readable range of one example's score."""
+        if self.granularity == "sentence" and self.reduction == "sum":
+            return "[0, n_sentences]"
+        return "[0, 1]"
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task: its name, its aspects (keyed by name) and its default checkpoint (evaluator)."""
+
+    name: str
+    aspects: dict[str, Aspect] = field(default_factory=dict)
+    description: str = ""
+    checkpoint: str = "unieval-sum"
+
+
+def _fields(*pairs: tuple[str, str]) -> tuple[PromptField, ...]:
+    return tuple(PromptField(label, name) for label, name in pairs)
+
+
+def _task(name: str, checkpoint: str, description: str, aspects: list[Aspect]) -> Task:
+    return Task(name, {a.name: a for a in aspects}, description, checkpoint)
+
+
+_SUM, _DIA, _D2T, _FACT = "summarization", "dialogue", "data2text", "fact"
+
+#: The built-in tasks: UniEval's templates (``utils.add_question``) and reductions (``evaluator.py``).
+TASKS: dict[str, Task] = {
+    _SUM: _task(_SUM, "unieval-sum", "Summaries of a source document (SummEval-trained).", [
+        Aspect(_SUM, "coherence", "Is this a coherent summary to the document?",
+               _fields(("summary", "target"), ("document", "source")), chunk_field="source",
+               description="the summary is well structured and organised, given the document"),
+        Aspect(_SUM, "consistency", "Is this claim consistent with the document?",
+               _fields(("claim", "target"), ("document", "source")), granularity="sentence",
+               chunk_field="source", window_reduction="max",
+               description="every summary sentence is supported by the document (mean over sentences)"),
+        Aspect(_SUM, "fluency", "Is this a fluent paragraph?", _fields(("paragraph", "target")),
+               granularity="sentence", description="each sentence is well formed (mean over sentences)"),
+        Aspect(_SUM, "relevance", "Is this summary relevant to the reference?",
+               _fields(("summary", "target"), ("reference", "references")), chunk_field="references",
+               description="the summary holds the reference's important content (mean over references)"),
+    ]),
+    _DIA: _task(_DIA, "unieval-dialog", "Responses in a knowledge-grounded dialogue (Topical-Chat-trained).", [
+        Aspect(_DIA, "naturalness", "Is this a natural response in the dialogue?", _fields(("response", "target")),
+               checkpoint="unieval-dialog", description="the response is something a person would say"),
+        Aspect(_DIA, "coherence", "Is this a coherent response given the dialogue history?",
+               _fields(("response", "target"), ("dialogue history", "source")), checkpoint="unieval-dialog",
+               chunk_field="source", chunk_unit="line", description="the response follows from the dialogue history"),
+        Aspect(_DIA, "engagingness",
+               "Is this an engaging and informative response according to the dialogue history and fact?",
+               _fields(("response", "target"), ("dialogue history", "source"), ("fact", "context")),
+               granularity="sentence", reduction="sum", checkpoint="unieval-dialog",
+               description="SUM over response sentences (UniEval), so it can exceed 1"),
+        Aspect(_DIA, "groundedness", "Is this response consistent with knowledge in the fact?",
+               _fields(("response", "target"), ("fact", "context")), checkpoint="unieval-dialog",
+               chunk_field="context", window_reduction="max", description="the response agrees with the knowledge fact"),
+        Aspect(_DIA, "understandability", "Is this an understandable response in the dialogue?",
+               _fields(("response", "target")), checkpoint="unieval-dialog",
+               description="the response can be understood"),
+    ]),
+    _D2T: _task(_D2T, "unieval-sum", "Text generated from data, e.g. a dialogue act (SF-RES/SF-HOT).", [
+        Aspect(_D2T, "naturalness", "Is this a fluent utterance?", _fields(("utterance", "target")),
+               description="the utterance is fluent and natural"),
+        Aspect(_D2T, "informativeness", "Is this sentence informative according to the reference?",
+               _fields(("sentence", "target"), ("reference", "references")), chunk_field="references",
+               description="the sentence carries the reference's information (mean over references)"),
+    ]),
+    _FACT: _task(_FACT, "unieval-fact", "Factual consistency of any text with a source document.", [
+        Aspect(_FACT, "consistency", "Is this claim consistent with the document?",
+               _fields(("claim", "target"), ("document", "source")), granularity="sentence",
+               checkpoint="unieval-fact", chunk_field="source", window_reduction="max",
+               description="every sentence is supported by the document (mean)"),
+        # MiniCheck: the document in chunks of 500 words, the claim whole, max over chunks (its own protocol)
+        Aspect(_FACT, "support", "(MiniCheck) is the claim supported by the document?",
+               _fields(("", "source"), ("", "target")), checkpoint="minicheck-flan-t5-large",
+               chunk_field="source", window_reduction="max",
+               description="MiniCheck's own protocol: the whole target is one claim, max over document chunks"),
+        Aspect(_FACT, "sentence_support", "(MiniCheck) is the claim supported by the document?",
+               _fields(("", "source"), ("", "target")), granularity="sentence",
+               checkpoint="minicheck-flan-t5-large", chunk_field="source", window_reduction="max",
+               description="not MiniCheck's own protocol: each target sentence is a claim, mean over sentences"),
+        Aspect(_FACT, "sentence_support_min", "(MiniCheck) is the claim supported by the document?",
+               _fields(("", "source"), ("", "target")), granularity="sentence", reduction="min",
+               checkpoint="minicheck-flan-t5-large", chunk_field="source", window_reduction="max",
+               description="not MiniCheck's own protocol: each target sentence is a claim, min over sentences"),
+    ]),
+}
+
+
+class Registry:
+    """Tasks and their aspects: the built-ins plus, optionally, user-defined aspects.
+
+    Args:
+        tasks: task name -> :class:`Task` (default: the built-in :data:`TASKS`).
+    """
+
+    def __init__(self, tasks: dict[str, Task] | None = None):
+        self.tasks: dict[str, Task] = dict(TASKS if tasks is None else tasks)
+
+    def task_names(self) -> list[str]:
+        """Names of all tasks, in registry order."""
+        return list(self.tasks)
+
+    def get_task(self, task: str) -> Task:
+        """Return the :class:`Task` named ``task``.
+
+        Raises:
+            UnknownTaskError: the name is not registered; the message lists valid names.
+        """
+        try:
+            return self.tasks[task]
+        except (KeyError, TypeError):
+            import difflib
+
+            close = difflib.get_close_matches(str(task).lower(), list(self.tasks), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise UnknownTaskError(f"unknown task {task!r}{hint}; valid tasks: {', '.join(self.tasks)}") from None
+
+    def get_aspect(self, task: str, aspect: str) -> Aspect:
+        """Return the :class:`Aspect` ``aspect`` of ``task``.
+
+        Raises:
+            UnknownTaskError: unknown task or aspect; the message lists the valid ones.
+        """
+        t = self.get_task(task)
+        try:
+            return t.aspects[aspect]
+        except (KeyError, TypeError):
+            raise UnknownTaskError(f"unknown aspect {aspect!r} for task {task!r}{self._hint(task, aspect)}; "
+                                   f"valid aspects: {', '.join(t.aspects)}") from None
+
+    def _hint(self, task: str, aspect) -> str:
+        """`` (did you mean 'coherence'?)`` for a near miss, or `` (an aspect of task dialogue)``
+        for an aspect of other tasks (UnknownTaskError's hint)."""
+        import difflib
+
+        if not isinstance(aspect, str):
+            return ""
+        others = [n for n, t in self.tasks.items() if n != task and aspect in t.aspects]
+        if others:
+            return f" (it is an aspect of task {', '.join(others)}: choose that task)"
+        close = difflib.get_close_matches(aspect.lower(), list(self.tasks[task].aspects), n=1, cutoff=0.6)
+        return f" (did you mean {close[0]!r}?)" if close else ""
+
+    def aspect_names(self, task: str, aspects: str | list[str] | tuple[str, ...] | None) -> list[str]:
+        """Expand ``None`` or ``"all"`` to every aspect of ``task``; check the names; drop repeats."""
+        if isinstance(aspects, str) and aspects != "all":
+            aspects = [aspects]
+        names = list(self.get_task(task).aspects) if aspects in (None, "all", ["all"], ("all",)) else list(aspects)
+        for a in names:
+            self.get_aspect(task, a)
+        return list(dict.fromkeys(names))
+
+    def with_aspects(self, extra: list[Aspect]) -> "Registry":
+        """A new registry with ``extra`` aspects added to their tasks.
+
+        Raises:
+            UnknownTaskError: an aspect names an unknown task.
+            ValueError: an aspect already exists in its task.
+        """
+        tasks = dict(self.tasks)
+        for a in extra:
+            if a.task not in tasks:
+                raise UnknownTaskError(f"unknown task {a.task!r} for aspect {a.name!r}; valid tasks: {', '.join(tasks)}")
+            t = tasks[a.task]
+            if a.name in t.aspects:
+                raise ValueError(f"aspect {a.name!r} already exists for task {a.task!r}")
+            tasks[a.task] = Task(t.name, {**t.aspects, a.name: a}, t.description, t.checkpoint)
+        return Registry(tasks)
+
+
+#: The registry of built-in tasks and aspects.
+DEFAULT_REGISTRY = Registry()
+
+
+def task_names() -> list[str]:
+    """Names of the built-in tasks."""
+    return DEFAULT_REGISTRY.task_names()
+
+
+def get_task(task: str) -> Task:
+    """The built-in :class:`Task` ``task`` (see :meth:`Registry.get_task`)."""
+    return DEFAULT_REGISTRY.get_task(task)
+
+
+def get_aspect(task: str, aspect: str) -> Aspect:
+    """The built-in :class:`Aspect` (see :meth:`Registry.get_aspect`)."""
+    return DEFAULT_REGISTRY.get_aspect(task, aspect)

@@ -1,0 +1,114 @@
+"""Two-phase requests: a :class:`Request` yields the jobs of a stage, receives their results,
+and yields its next stage or returns its answer.
+
+A request is written as a generator (:meth:`Request.stages`)::
+
+    def stages(self, engine):
+        jobs = ...                                  # plan this stage's jobs
+        got = yield Stage(jobs, evidence=True)      # the scheduler runs them (with others')
+        more = ...                                  # a second stage from the first's results
+        got2 = yield Stage(more)
+        return answer                               # the request's answer
+
+so the :class:`~unieval_local.requests.scheduler.Scheduler` can advance many requests
+together, one engine pass over the jobs of all of them per stage. A request never runs the
+engine itself: the engine it receives is for its registry, splitter and limits
+(``engine.registry``, ``engine.splitter``, ``engine.max_length``). An exception raised by the
+generator fails that request alone.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ..engine import Job, JobResult, RunStats
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+__all__ = ["Answer", "Request", "Stage", "StageResult", "StageGenerator"]
+
+Answer = TypeVar("Answer")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """The jobs of one stage of a request.
+
+    Attributes:
+        jobs: name -> :class:`~unieval_local.engine.Job` (names are the request's own: the
+            scheduler keeps them apart from other requests' names).
+        evidence: also build per-example evidence for these jobs.
+        strict: when planning finds a problem in any of these jobs (a target without
+            sentences, one too long for fit/chunk), score none of them: the request gets
+            the problems back (:attr:`StageResult.refused`) before its model runs.
+    """
+
+    jobs: Mapping[str, Job]
+    evidence: bool = False
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What a stage gave back to its request.
+
+    Attributes:
+        results: job name -> :class:`~unieval_local.engine.JobResult` (values, planning
+            problems, evidence); with ``refused``, values are empty and only problems are set.
+        stats: this request's counters for the stage (its distinct queries, truncations ...;
+            the pass's model loads and cache counts go with the first request of the pass,
+            so the sums over requests are the pass totals).
+        refused: a strict stage with planning problems: nothing was scored.
+    """
+
+    results: Mapping[str, JobResult] = field(default_factory=dict)
+    stats: RunStats = field(default_factory=RunStats)
+    refused: bool = False
+
+    @property
+    def problems(self) -> list:
+        """Every planning problem of the stage's jobs, in job order."""
+        return [p for r in self.results.values() for p in r.problems]
+
+
+#: A request's stage generator: yields :class:`Stage`, receives :class:`StageResult`, returns the answer.
+StageGenerator = Generator[Stage, StageResult, Answer]
+
+
+class Request(ABC, Generic[Answer]):
+    """One unit of work with an answer: a score request, a batch request of records, one
+    report request. Subclasses set :attr:`size` and implement :meth:`stages`.
+
+    Attributes:
+        size: the examples (records) the request holds: the unit of the scheduler's
+            :class:`~unieval_local.requests.scheduler.PassPolicy`.
+    """
+
+    size: int = 0
+
+    @abstractmethod
+    def stages(self, engine: "Engine") -> StageGenerator:
+        """The request's stages (a generator, see the module docstring).
+
+        Args:
+            engine: the engine whose registry, splitter and limits the request plans with.
+
+        Returns:
+            A generator that yields :class:`Stage`, receives :class:`StageResult` and
+            returns the answer. Exceptions it raises fail this request alone.
+        """
+
+
+def joined_values(results: Mapping[str, JobResult]) -> dict[str, Any]:
+    """``{aspect: values}`` over every job of a stage (aspect names are unique across the
+    jobs of one request)."""
+    return {a: v for r in results.values() for a, v in r.values.items()}
+
+
+def joined_evidence(results: Mapping[str, JobResult]) -> dict[str, Sequence]:
+    """``{aspect: evidence list}`` over every job of a stage."""
+    return {a: v for r in results.values() for a, v in r.evidence.items()}

@@ -1,0 +1,196 @@
+"""The score requests: examples for the Python API and the service, records for batch runs.
+
+* :class:`ScoreRequest`: examples (dicts or :class:`~unieval_local.schema.UniEvalData`) for
+  some aspects of one task; any bad example fails the request with
+  :class:`~unieval_local.errors.InvalidExampleError` listing every problem (the hosted
+  metric's behaviour, and ``score()``'s); its answer is a :class:`ScoreAnswer`.
+* :class:`RecordsRequest`: input records of a batch run (:class:`~unieval_local.records.Record`);
+  a bad record becomes an error line and the others are scored; its answer is a
+  :class:`ChunkResult` with one output line per record.
+
+Both are one stage: one job per checkpoint over the examples
+(:func:`~unieval_local.engine.jobs_by_checkpoint`).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..engine import RunStats, jobs_by_checkpoint
+from ..errors import ExampleProblem, InvalidExampleError
+from ..records import Record, record_error_type
+from ..pipeline.validate import input_hint_counts, validate_examples
+from .base import Request, Stage, StageGenerator, joined_evidence, joined_values
+
+__all__ = ["ChunkResult", "RecordsRequest", "ScoreAnswer", "ScoreRequest"]
+
+
+@dataclass(frozen=True)
+class ScoreAnswer:
+    """The answer of a :class:`ScoreRequest`.
+
+    Attributes:
+        values: aspect -> float64 array of shape ``(n_examples,)`` (NaN where the model gave
+            non-finite logits; the caller decides what that means).
+        evidence: aspect -> per example :class:`~unieval_local.schema.Evidence` (empty
+            unless asked for).
+        stats: the request's engine counters.
+    """
+
+    values: dict[str, np.ndarray]
+    evidence: dict[str, list]
+    stats: RunStats
+
+
+@dataclass
+class ScoreRequest(Request[ScoreAnswer]):
+    """Score ``examples`` for ``aspects`` of ``task``; any bad example fails the request.
+
+    Args:
+        examples: dicts or :class:`~unieval_local.schema.UniEvalData` (validated here unless
+            ``validated``).
+        task, aspects: what to score (names in the engine's registry).
+        evidence: also return each example's evidence.
+        start: index of ``examples[0]`` in the caller's input: problems are numbered from it.
+        validated: the examples are already parsed and checked for these aspects (the
+            :class:`~unieval_local.Scorer` validates a whole call at once).
+
+    Raises (from the scheduler's future):
+        UnknownTaskError: unknown task or aspect.
+        InvalidExampleError: a bad example, or a planning problem (every one listed).
+    """
+
+    examples: Sequence[Any]
+    task: str
+    aspects: Sequence[str]
+    evidence: bool = False
+    start: int = 0
+    validated: bool = False
+
+    def __post_init__(self) -> None:
+        self.size = len(self.examples)
+
+    def stages(self, engine) -> StageGenerator:
+        resolved = [engine.registry.get_aspect(self.task, a) for a in self.aspects]
+        examples = list(self.examples)
+        if not self.validated:
+            examples, problems = validate_examples(examples, resolved)
+            if problems:
+                raise InvalidExampleError(self._numbered(problems))
+        got = yield Stage(jobs_by_checkpoint(resolved, examples), evidence=self.evidence, strict=True)
+        if got.refused:
+            raise InvalidExampleError(self._numbered(got.problems))
+        return ScoreAnswer(joined_values(got.results), joined_evidence(got.results) if self.evidence else {},
+                           got.stats)
+
+    def _numbered(self, problems: Sequence[ExampleProblem]) -> list[ExampleProblem]:
+        if not self.start:
+            return list(problems)
+        return [ExampleProblem(p.index + self.start, p.field, p.message, p.aspect) for p in problems]
+
+
+def _error(message: str, kind: str) -> dict[str, str]:
+    return {"type": kind, "message": message}
+
+
+@dataclass
+class ChunkResult:
+    """One batch request's output lines (in record order) and its engine counters.
+
+    Attributes:
+        lines: one output record per input record (see :class:`RecordsRequest`).
+        stats: the engine counters of the request (input hints included).
+        reasons: per line, ``"<field>: <message>"`` when it is an error record (the
+            hosted form's ``error``, :func:`~unieval_local.wire.hosted.hosted_line`), else None.
+    """
+
+    lines: list[dict[str, Any]]
+    stats: RunStats = field(default_factory=RunStats)
+    reasons: list[str | None] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready (the Ray engine sends results between processes)."""
+        return {"lines": self.lines, "stats": self.stats.to_dict(), "reasons": self.reasons}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ChunkResult":
+        """The inverse of :meth:`to_dict`."""
+        return cls(list(d["lines"]), RunStats.from_dict(d["stats"]), list(d.get("reasons") or []))
+
+
+@dataclass
+class RecordsRequest(Request[ChunkResult]):
+    """Score one request of a batch run's records; bad rows become error records.
+
+    Args:
+        records: the request's :class:`~unieval_local.records.Record` objects (a record read
+            with an error, e.g. invalid JSON, becomes an error line as it is).
+        task, aspects: what to score.
+        evidence: add each scored record's evidence to its line.
+
+    Answer: a :class:`ChunkResult`: one output dict per record, in order: ``{index, key,
+    [doc_id, system_id], scores, [aspect_mean], [evidence]}`` or ``{index, key, ..., error:
+    {type, message}}`` (types ``InvalidExample``, ``NonFiniteScore``, ``DuplicateKey``,
+    ``InvalidJSON``, ``InvalidText`` ...), the request's counters, and per record the
+    ``"<field>: <message>"`` of its error (None when scored).
+    """
+
+    records: Sequence[Record]
+    task: str
+    aspects: Sequence[str]
+    evidence: bool = False
+
+    def __post_init__(self) -> None:
+        self.size = len(self.records)
+
+    def stages(self, engine) -> StageGenerator:
+        aspects = list(self.aspects)
+        resolved = [engine.registry.get_aspect(self.task, a) for a in aspects]
+        examples, problems = validate_examples([r.data if r.error is None else None for r in self.records], resolved)
+        hints = input_hint_counts(examples, resolved)
+        got = yield Stage(jobs_by_checkpoint(resolved, examples), evidence=self.evidence)
+        stats = got.stats
+        stats.hints = hints
+        values, ev = joined_values(got.results), joined_evidence(got.results)
+        errors: dict[int, list[ExampleProblem]] = defaultdict(list)
+        for p in problems + got.problems:
+            errors[p.index].append(p)
+        lines, reasons = [], []
+        for i, rec in enumerate(self.records):
+            line, reason = self._line(i, rec, errors, values, ev, aspects)
+            lines.append(line)
+            reasons.append(reason)
+        return ChunkResult(lines, stats, reasons)
+
+    def _line(self, i: int, rec: Record, errors: Mapping[int, list[ExampleProblem]], values: Mapping[str, Any],
+              ev: Mapping[str, Any], aspects: Sequence[str]) -> tuple[dict[str, Any], str | None]:
+        """Record ``i``'s output line and the reason of its error (None when scored)."""
+        line: dict[str, Any] = {"index": rec.index, "key": rec.key}
+        if isinstance(rec.data, dict):
+            for meta in ("doc_id", "system_id"):
+                if meta in rec.data:
+                    line[meta] = rec.data[meta]
+        if rec.error is not None:
+            duplicate = rec.error.startswith("duplicate id")
+            line["error"] = _error(rec.error, "DuplicateKey" if duplicate else record_error_type(rec.error))
+            return line, f"{'id' if duplicate else 'record'}: {rec.error}"
+        if i in errors:
+            line["error"] = _error("; ".join(p.describe() for p in errors[i]), "InvalidExample")
+            return line, "; ".join(f"{p.field}: {p.message}" for p in errors[i])
+        row = {a: float(values[a][i]) for a in aspects}
+        bad = [a for a, v in row.items() if not np.isfinite(v)]
+        if bad:
+            message = f"the model gave non-finite logits for {', '.join(bad)}"
+            line["error"] = _error(message, "NonFiniteScore")
+            return line, f"value: {message}"
+        line["scores"] = row
+        if len(aspects) > 1:
+            line["aspect_mean"] = float(np.mean(list(row.values())))
+        if self.evidence:
+            line["evidence"] = {a: ev[a][i].model_dump(exclude_none=True) for a in aspects}
+        return line, None
