@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from unieval_local import Scorer
-from unieval_local.aspects_config import AspectsConfigError
+from unieval_local.registry.user_aspects import AspectsConfigError
 from unieval_local.cli import main
-from unieval_local.sentences import DEFAULT_SPLITTER
-from unieval_local.tasks import TASKS
+from unieval_local.text.sentences import DEFAULT_SPLITTER
+from unieval_local.registry.tasks import TASKS
 
 from conftest import FakeRunner, fake_factory
 

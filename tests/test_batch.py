@@ -274,7 +274,7 @@ def test_resume_refusal_names_the_setting_that_differs(tmp_path, tiny_ckpt, summ
 
 @pytest.mark.ray
 def test_a_ray_run_loads_the_model_once_per_actor_and_never_in_the_driver(tmp_path, tiny_ckpt, summeval_records):
-    from unieval_local import runner as runner_mod
+    from unieval_local.models.t5 import runner as runner_mod
 
     ckpt = tmp_path / "copy" / "unieval-sum"  # a folder no other test has loaded in this process
     shutil.copytree(tiny_ckpt, ckpt)

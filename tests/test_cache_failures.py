@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from unieval_local import Scorer
-from unieval_local.cache import CacheUnusableWarning, ScoreCache
+from unieval_local.models.cache import CacheUnusableWarning, ScoreCache
 from unieval_local.cli import main
 
 from conftest import FakeRunner, fake_factory

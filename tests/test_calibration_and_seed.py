@@ -34,7 +34,7 @@ def converted(tmp_path_factory, shared_data):
 
 
 def test_the_converted_official_scores_give_the_published_summary_level_table(converted):
-    from unieval_local.meta import load_items, meta_evaluate
+    from unieval_local.analysis.meta import load_items, meta_evaluate
 
     records = [json.loads(x) for x in (converted / "records.jsonl").read_text().splitlines()]
     lines = [json.loads(x) for x in (converted / "scores.jsonl").read_text().splitlines()]
@@ -62,7 +62,7 @@ def test_the_cli_meta_prints_the_published_values(converted, capsys):
 
 
 def test_the_html_report_shows_real_scores_and_says_they_were_imported(converted):
-    from unieval_local.html_report import build_report
+    from unieval_local.analysis.html_report import build_report
 
     html = build_report(converted / "scores.jsonl", input=converted / "records.jsonl", n_boot=10)
     assert "<b>Imported scores:</b> the official MingZhong/unieval-sum model" in html and "origin:imported" in html
@@ -107,7 +107,7 @@ def test_the_calibration_command_prints_the_card(capsys):
 
 
 def test_the_kappa_objective_finds_the_best_pair():
-    from unieval_local.cutpoints import fit_cut_points, quadratic_kappa, to_rating
+    from unieval_local.analysis.cutpoints import fit_cut_points, quadratic_kappa, to_rating
 
     rng = np.random.default_rng(3)
     p = rng.random(300)
@@ -126,7 +126,7 @@ def test_the_kappa_objective_finds_the_best_pair():
 
 
 def test_document_folds_never_split_a_document():
-    from unieval_local.cutpoints import document_folds
+    from unieval_local.analysis.cutpoints import document_folds
 
     docs = [f"d{i // 16}" for i in range(1600)]
     folds = document_folds(docs, 10, seed=0)
@@ -233,7 +233,7 @@ def test_the_python_hosted_result_validates_against_the_schema(fake_ckpt):
 
 
 def test_an_evaluation_level_model_slug_gets_the_note():
-    from unieval_local.reports.summ import read_custom_run
+    from unieval_local.wire.custom_run import read_custom_run
 
     _, notes = read_custom_run({"evaluations": [{"model_slug": "gpt-4o-mini", "metrics": [{"metric": "summ"}],
                                                  "data": [{"input": "a", "output": "b"}]}]})
@@ -314,7 +314,7 @@ def test_summ_threshold_option_overridden_by_a_records_own_is_noted(official_sha
 
 def test_a_misspelt_field_gets_a_did_you_mean_and_one_sentence_reads_as_one():
     from unieval_local.reports.rating import RatingConfig
-    from unieval_local.validate import parse_example
+    from unieval_local.pipeline.validate import parse_example
 
     _, problems = parse_example(0, {"sumary": "x", "input": "y"})
     assert problems[0].field == "target" and "the record has 'sumary': did you mean 'target'?" in problems[0].message

@@ -10,10 +10,10 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from unieval_local.checkpoints import verify_checkpoint
+from unieval_local.models.verify import verify_checkpoint
 from unieval_local.cli import EXIT_CHECKPOINT, main
 from unieval_local.errors import CheckpointError
-from unieval_local.runner import load_model
+from unieval_local.models.t5.loading import load_model
 
 
 def edited_copy(src, dst, edit):

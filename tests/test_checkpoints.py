@@ -7,15 +7,11 @@ from pathlib import Path
 import pytest
 
 from unieval_local import CheckpointNotFoundError
-from unieval_local import checkpoints as ck
-from unieval_local.checkpoints import (
-    MANIFEST_NAME,
-    download_checkpoint,
-    resolve_checkpoint,
-    select_checkpoint_files,
-    sha256_file,
-    verify_checkpoint,
-)
+from unieval_local.models import checkpoints as ck
+from unieval_local.models import download as dl
+from unieval_local.models.checkpoints import MANIFEST_NAME, resolve_checkpoint, sha256_file
+from unieval_local.models.download import download_checkpoint, select_checkpoint_files
+from unieval_local.models.verify import verify_checkpoint
 from unieval_local.cli import main
 
 HUB_LISTING = [
@@ -110,7 +106,7 @@ def test_offline_error_says_where_it_looked_and_how_to_stage(tmp_path, monkeypat
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty"))
     monkeypatch.setenv("UNIEVAL_LOCAL_HOME", str(tmp_path / "nohome"))
     called = []
-    monkeypatch.setattr(ck, "fetch_to_hf_cache", lambda *a, **k: called.append(a))
+    monkeypatch.setattr(dl, "fetch_to_hf_cache", lambda *a, **k: called.append(a))
     with pytest.raises(CheckpointNotFoundError) as info:
         resolve_checkpoint("unieval-sum")
     msg = str(info.value)
@@ -125,7 +121,7 @@ def test_online_fetches_missing_checkpoint_into_cache(tmp_path, tiny_ckpt, monke
     monkeypatch.delenv("HF_HUB_OFFLINE")
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty"))
-    monkeypatch.setattr(ck, "fetch_to_hf_cache", lambda hub_id, revision=None: tiny_ckpt)
+    monkeypatch.setattr(dl, "fetch_to_hf_cache", lambda hub_id, revision=None: tiny_ckpt)
     got = resolve_checkpoint("unieval-sum")
     assert got.origin == "hub" and got.path == tiny_ckpt
     # but --offline / offline=True stops it
@@ -135,8 +131,8 @@ def test_online_fetches_missing_checkpoint_into_cache(tmp_path, tiny_ckpt, monke
 
 def test_download_cli_uses_the_task_checkpoints(tmp_path, tiny_ckpt, monkeypatch):
     hub = FakeHub(tiny_ckpt)
-    real = ck.download_checkpoint
-    monkeypatch.setattr(ck, "download_checkpoint", lambda name, to, **kw: real(name, to, client=hub, revision=kw.get("revision")))
+    real = dl.download_checkpoint
+    monkeypatch.setattr(dl, "download_checkpoint", lambda name, to, **kw: real(name, to, client=hub, revision=kw.get("revision")))
     assert main(["download", "--task", "summarization", "--to", str(tmp_path / "h")]) == 0
     assert (tmp_path / "h" / "unieval-sum" / MANIFEST_NAME).is_file()
     assert verify_checkpoint(tmp_path / "h")[0].ok

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from unieval_local import Scorer
-from unieval_local.cache import ScoreCache
-from unieval_local.checkpoints import resolve_checkpoint
-from unieval_local.evaluators import EVALUATORS
-from unieval_local.runner import T5Runner, load_t5_model, plan_batches
+from unieval_local.models.cache import ScoreCache
+from unieval_local.models.checkpoints import resolve_checkpoint
+from unieval_local.registry.evaluators import EVALUATORS
+from unieval_local.models.t5.runner import T5Runner, load_t5_model
+from unieval_local.models.batching import plan_batches
 
 from conftest import FakeRunner, fake_factory
 
@@ -187,7 +188,7 @@ def test_cache_never_stores_non_finite(fake_ckpt, tmp_path):
 def test_cache_is_safe_under_concurrent_writers(tmp_path):
     code = textwrap.dedent(f"""
         import sys
-        from unieval_local.cache import ScoreCache
+        from unieval_local.models.cache import ScoreCache
         c = ScoreCache({str(tmp_path / 'c')!r})
         tag = sys.argv[1]
         for i in range(0, 400, 20):
@@ -201,7 +202,7 @@ def test_cache_is_safe_under_concurrent_writers(tmp_path):
 
 
 def test_unusable_cache_folder_warns_once_and_the_run_goes_on(tmp_path, tiny_ckpt, capsys):
-    from unieval_local.cache import CacheUnusableWarning
+    from unieval_local.models.cache import CacheUnusableWarning
     from unieval_local.cli import main
 
     (tmp_path / "file").write_text("x")  # a file where the cache folder should be

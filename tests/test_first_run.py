@@ -18,8 +18,10 @@ import pytest
 from unieval_local import InvalidExampleError, Scorer, api
 from unieval_local.cli import EXIT_INTERRUPTED, EXIT_MODEL, EXIT_USAGE, main
 from unieval_local.errors import ModelRuntimeError
-from unieval_local.evaluators import EVALUATORS
-from unieval_local.runner import T5Runner, attention_cells, load_t5_model, plan_batches, resolve_device
+from unieval_local.registry.evaluators import EVALUATORS
+from unieval_local.models.t5.runner import T5Runner, load_t5_model
+from unieval_local.models.batching import attention_cells, plan_batches
+from unieval_local.models.devices import resolve_device
 
 from conftest import FakeRunner, fake_factory
 
@@ -50,8 +52,12 @@ def read(path):
 def test_a_scorer_takes_any_number_of_examples_in_passes(fake_ckpt, monkeypatch):
     data = [{"target": f"Summary {i}. It has {i % 5} parts.", "source": f"Document {i % 13}."} for i in range(700)]
     whole = crc_scorer(fake_ckpt).evaluate(data, aspects=["coherence", "consistency"])
-    monkeypatch.setattr(api, "ENGINE_PASS_EXAMPLES", 64)  # 11 passes
-    passes = crc_scorer(fake_ckpt).evaluate(data, aspects=["coherence", "consistency"])
+    from unieval_local.requests.scheduler import PassPolicy
+
+    small = crc_scorer(fake_ckpt)
+    small.scheduler.policy = PassPolicy(64)  # 11 passes
+    passes = small.evaluate(data, aspects=["coherence", "consistency"])
+    assert small.scheduler.passes == 11
     assert len(whole.examples) == 700 and whole.examples == passes.examples
     one = [crc_scorer(fake_ckpt).score([d], aspect="consistency").examples[0].value for d in data[:20]]
     assert [e.value for e in whole.per_aspect["consistency"].examples[:20]] == one
@@ -251,7 +257,7 @@ def test_a_runtime_error_of_the_model_exits_5_and_keeps_the_records(tmp_path, ti
 
 
 def test_cpu_allocator_failure_backs_off_and_single_query_oom_is_runtime_error(tiny_ckpt, monkeypatch):
-    from unieval_local.checkpoints import resolve_checkpoint
+    from unieval_local.models.checkpoints import resolve_checkpoint
 
     runner = T5Runner(load_t5_model(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32"),
                       evaluator=EVALUATORS["unieval-sum"], fingerprint="t", batch_tokens=10**6)
@@ -287,7 +293,7 @@ def test_attention_memory_bounds_a_batch(tiny_ckpt, monkeypatch):
         assert len(batch) == 1 or len(batch) * longest * longest <= cells
     assert len(plan_batches(lengths, 10**9, max_cells=cells)[0]) == 2  # 2 x 1000^2 <= 2.10M < 3 x 1000^2
     assert attention_cells(1024, n_heads=16, element_bytes=4) // 1024**2 == 8  # T5-large, 1,024 tokens: 8 rows
-    from unieval_local.checkpoints import resolve_checkpoint
+    from unieval_local.models.checkpoints import resolve_checkpoint
 
     model = load_t5_model(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32")
     runner = T5Runner(model, evaluator=EVALUATORS["unieval-sum"], fingerprint="t", batch_tokens=10**7, attention_mib=4)
@@ -360,7 +366,9 @@ def test_a_stop_lost_inside_a_del_still_stops_the_run(tmp_path, fake_ckpt):
     finally:
         sys.unraisablehook = hook
     assert isinstance(exc.value.cause, KeyboardInterrupt) and exc.value.written == 250
-    assert len(read(out)) == 250 and not batch_mod._STOP  # cleared for the next run
+    from unieval_local.batch import run as batch_run
+
+    assert len(read(out)) == 250 and not batch_run._STOP  # cleared for the next run
     batch_mod.run_batch(src, out, aspects=["coherence"], settings=kw, resume=True, progress=False)
     assert [x["key"] for x in read(out)] == list(range(600))
 

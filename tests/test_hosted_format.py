@@ -12,10 +12,11 @@ import pytest
 from pydantic import ValidationError
 
 from unieval_local import MAX_EXAMPLES_PER_REQUEST, Scorer, UniEvalConfig, score
-from unieval_local.batch import ChunkResult, ResumeError, run_batch, score_records, sidecar_path
+from unieval_local.batch import ChunkResult, ResumeError, run_batch, sidecar_path
+from unieval_local.requests.score import RecordsRequest
 from unieval_local.cli import EXIT_MODEL, EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, main
 from unieval_local.records import Record
-from unieval_local.runner import T5Runner
+from unieval_local.models.t5.runner import T5Runner
 
 from conftest import FakeRunner, assert_same_shape, documented_shape, fake_factory
 
@@ -281,7 +282,7 @@ def test_a_non_finite_score_makes_its_request_an_error_line(tmp_path, fake_ckpt)
 def test_chunk_results_carry_the_reasons_through_to_dict(fake_ckpt):
     s = Scorer(model=fake_ckpt, runner_factory=fake_factory(FakeRunner(by_prompt)))
     chunk = [Record(0, {"target": "A.", "source": "B."}), Record(1, {"target": "A."}), Record(2, None, "bad line")]
-    res = score_records(s.engine, chunk, "summarization", ["coherence"])
+    res = s.scheduler.answer(RecordsRequest(chunk, "summarization", ["coherence"]))
     assert res.reasons[0] is None and res.reasons[1].startswith("source: ") and res.reasons[2] == "record: bad line"
     assert ChunkResult.from_dict(json.loads(json.dumps(res.to_dict()))) == res
 

@@ -41,9 +41,11 @@ def read(path):
 def score(monkeypatch, fake_ckpt):
     """``score(*argv) -> exit status``: ``unieval-local score`` through main() with the fake runner
     (run_batch's Engine gets a runner factory; P(Yes) is a fixed function of the prompt)."""
-    real = batch_mod.Engine
+    import unieval_local.batch.run as batch_run
+
+    real = batch_run.Engine
     runner = FakeRunner(by_prompt)
-    monkeypatch.setattr(batch_mod, "Engine", lambda **kw: real(**kw, runner_factory=fake_factory(runner)))
+    monkeypatch.setattr(batch_run, "Engine", lambda settings: real(settings.replace(runner_factory=fake_factory(runner))))
 
     def run(*argv):
         return main(["score", *argv, "--model", str(fake_ckpt), "--no-progress"])

@@ -8,9 +8,9 @@ import pytest
 
 from unieval_local import InvalidExampleError, Scorer
 from unieval_local.cli import main
-from unieval_local.planning import build_plan, make_windows
-from unieval_local.sentences import DEFAULT_SPLITTER
-from unieval_local.tasks import get_aspect
+from unieval_local.pipeline.planning import build_plan, make_windows
+from unieval_local.text.sentences import DEFAULT_SPLITTER
+from unieval_local.registry.tasks import get_aspect
 
 from conftest import FakeRunner, fake_factory
 

@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from unieval_local.cli import main
-from unieval_local.meta import Item, correlations, load_items, meta_evaluate, paired_bootstrap
-from unieval_local.html_report import build_report, plot_distributions, plot_systems
+from unieval_local.analysis.meta import Item, correlations, load_items, meta_evaluate
+from unieval_local.analysis.significance import paired_bootstrap
+from unieval_local.analysis.html_report import build_report, plot_distributions, plot_systems
 
 PREDICT = "unieval-reproduce/predict"
 
@@ -279,7 +280,7 @@ def test_vectorised_bootstrap_on_samples_and_point_estimates_unchanged():
     for m, (lo, hi) in ref["sample"].items():
         assert r.table["sample"]["x"][m][1:] == pytest.approx((lo, hi), abs=1e-9)
     # summary point estimate: the mean over non-constant documents, by hand
-    from unieval_local.meta import correlations as corr
+    from unieval_local.analysis.meta import correlations as corr
 
     docs = {}
     for it in items:
@@ -334,7 +335,7 @@ def _systems_output(tmp_path):
 
 
 def test_compare_systems_of_one_output_hand_computed(tmp_path, capsys):
-    from unieval_local.meta import compare_systems
+    from unieval_local.analysis.significance import compare_systems
 
     path, lines = _systems_output(tmp_path)
     cs = compare_systems(lines, "S0", n_boot=200, seed=0)
@@ -358,7 +359,7 @@ def test_compare_systems_of_one_output_hand_computed(tmp_path, capsys):
 
 def test_compare_systems_equals_a_plain_paired_bootstrap(tmp_path):
     """Each system's row is Koehn's paired bootstrap over the doc ids it shares with the baseline."""
-    from unieval_local.meta import compare_outputs, compare_systems
+    from unieval_local.analysis.significance import compare_outputs, compare_systems
 
     rng = np.random.default_rng(4)
     lines = [{"key": f"{d}/{s}", "doc_id": d, "system_id": s, "scores": {"x": float(rng.uniform() + 0.02 * k)}}

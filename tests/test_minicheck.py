@@ -18,9 +18,9 @@ import pytest
 from unieval_local import InvalidExampleError, Scorer
 from unieval_local.cli import main
 from unieval_local.errors import CheckpointError
-from unieval_local.evaluators import EVALUATORS, Evaluator, answer_ids
-from unieval_local.prompts import MINICHECK
-from unieval_local.sentences import DEFAULT_SPLITTER
+from unieval_local.registry.evaluators import EVALUATORS, Evaluator, answer_ids
+from unieval_local.text.prompts import MINICHECK
+from unieval_local.text.sentences import DEFAULT_SPLITTER
 
 from conftest import REAL_HOME, build_test_checkpoint
 
@@ -214,7 +214,7 @@ def test_cli_download_verify_tasks_and_model_mapping_know_minicheck(minicheck_ck
 
     dl = _build_parser().parse_args(["download", "--checkpoint", "minicheck-flan-t5-large", "--to", "x"])
     assert dl.checkpoint == ["minicheck-flan-t5-large"]
-    from unieval_local.tasks import CHECKPOINTS
+    from unieval_local.registry.tasks import CHECKPOINTS
 
     assert CHECKPOINTS["minicheck-flan-t5-large"] == "lytang/MiniCheck-Flan-T5-Large"
 
@@ -301,7 +301,7 @@ def test_a_user_defined_aspect_may_name_the_minicheck_evaluator(minicheck_ckpt, 
 
 
 def test_the_cache_key_includes_the_evaluator_spec(tmp_path):
-    from unieval_local.cache import CachedRunner, ScoreCache
+    from unieval_local.models.cache import CachedRunner, ScoreCache
     from unieval_local.config import RunConfig
 
     from conftest import FakeRunner

@@ -92,7 +92,7 @@ def test_threads_are_set_when_the_model_loads(tmp_path, tiny_ckpt):
 
 
 def test_download_without_network_says_so_in_plain_words(tmp_path, capsys, monkeypatch):
-    from unieval_local import checkpoints
+    from unieval_local.models import download
 
     class NoNetwork:
         def list_files(self, repo_id, revision):
@@ -103,7 +103,7 @@ def test_download_without_network_says_so_in_plain_words(tmp_path, capsys, monke
             except OSError as exc:
                 raise ConnectionError("cannot connect") from exc
 
-    monkeypatch.setattr(checkpoints, "HuggingFaceHubClient", NoNetwork)
+    monkeypatch.setattr(download, "HuggingFaceHubClient", NoNetwork)
     assert main(["download", "--checkpoint", "unieval-sum", "--to", str(tmp_path / "home")]) == EXIT_CHECKPOINT
     err = capsys.readouterr().err
     assert "this machine cannot reach the Hugging Face hub (huggingface.co)" in err
@@ -125,7 +125,7 @@ def test_make_test_checkpoint_works_without_the_shared_data(tmp_path):
                          timeout=300, env=env)
     assert run.returncode == 0, run.stderr
     assert json.loads((out / "config.json").read_text())["unieval_local_evaluator"] == "unieval-sum"
-    from unieval_local.checkpoints import verify_checkpoint
+    from unieval_local.models.verify import verify_checkpoint
 
     report = verify_checkpoint(out)[0]
     assert report.ok and any("identity: 'unieval-sum' (its config.json) is unieval-sum" in m for m in report.messages)
@@ -142,7 +142,7 @@ def test_one_query_count_labelled_in_the_cli_and_the_html_report(tmp_path, tiny_
     assert "queries: 1 distinct (each scored once), 1 of them cut by max_length" in err  # two records, one prompt
     meta = json.loads((tmp_path / "o.jsonl.meta.json").read_text())
     assert meta["stats"]["n_queries"] == 1 and meta["stats"]["n_truncated"] == 1
-    from unieval_local.html_report import build_report
+    from unieval_local.analysis.html_report import build_report
 
     html = build_report(out, input=src)
     assert "1 of 1 distinct queries (the run&#39;s count" in html or "1 of 1 distinct queries (the run's count" in html
@@ -280,7 +280,7 @@ def test_an_unverified_checkpoint_is_in_the_report_notes_and_verify_says_how_it_
     from unieval_local.engine import Engine
     from unieval_local.reports import make_report
     from conftest import FakeRunner, fake_factory
-    from unieval_local.checkpoints import verify_checkpoint
+    from unieval_local.models.verify import verify_checkpoint
     import shutil
 
     engine = Engine(model=fake_ckpt, runner_factory=fake_factory(FakeRunner()))

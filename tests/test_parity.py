@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from unieval_local import Scorer, score
-from unieval_local.runner import load_t5_model, plan_batches
-from unieval_local.sentences import DEFAULT_SPLITTER
+from unieval_local.models.t5.runner import load_t5_model
+from unieval_local.models.batching import plan_batches
+from unieval_local.text.sentences import DEFAULT_SPLITTER
 
 from conftest import LAYOUTS
 

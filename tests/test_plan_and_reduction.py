@@ -5,12 +5,12 @@ import pytest
 
 from unieval_local import Scorer
 from unieval_local.engine import Job
-from unieval_local.fold import fold
-from unieval_local.planning import Block, build_plan
-from unieval_local.prompts import render_prompt
+from unieval_local.pipeline.fold import fold
+from unieval_local.pipeline.planning import Block, build_plan
+from unieval_local.pipeline.planning import render_prompt
 from unieval_local.schema import UniEvalData
-from unieval_local.sentences import DEFAULT_SPLITTER
-from unieval_local.tasks import get_aspect
+from unieval_local.text.sentences import DEFAULT_SPLITTER
+from unieval_local.registry.tasks import get_aspect
 
 from conftest import FakeRunner, fake_factory
 

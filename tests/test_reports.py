@@ -16,7 +16,7 @@ import yaml
 from unieval_local import Scorer
 from unieval_local.engine import Job
 from unieval_local.cli import main
-from unieval_local.keypoints import default_n_key_points, extract_key_points, redundant_sentences, similarity_matrix
+from unieval_local.text.keypoints import default_n_key_points, extract_key_points, redundant_sentences, similarity_matrix
 from unieval_local.reports import (
     AutoevalReport,
     RatingConfig,
@@ -29,9 +29,9 @@ from unieval_local.reports import (
     normalized_score,
     to_rating,
 )
-from unieval_local.cutpoints import fit_cut_points, human_to_rating
+from unieval_local.analysis.cutpoints import fit_cut_points, human_to_rating
 from unieval_local.schema import UniEvalData
-from unieval_local.tasks import get_aspect
+from unieval_local.registry.tasks import get_aspect
 
 from conftest import ROOT, FakeRunner, assert_same_shape, documented_shape, fake_factory
 
@@ -681,8 +681,9 @@ def test_engine_run_one_pass_dedups_and_equals_separate_runs(fake_ckpt):
     scorer, runner = fake_scorer(fake_ckpt, answer)
     results, stats = scorer.run({"one": Job((cons,), ex1), "two": Job((cons,), ex2)})
     r1, r2 = results["one"], results["two"]
-    # one runner call; "Three." vs "Doc one." is asked in both jobs but counted once
-    assert len(runner.calls) == 1 and stats.n_queries == 4 and len(runner.prompts) == 5
+    # one runner call; "Three." vs "Doc one." is asked in both jobs but counted and scored once
+    # (the engine dedups prompts across jobs before the runner sees them)
+    assert len(runner.calls) == 1 and stats.n_queries == 4 and len(runner.prompts) == 4
     single, _ = fake_scorer(fake_ckpt, answer)
     s1 = single.run({"one": Job((cons,), ex1)})[0]["one"]
     np.testing.assert_array_equal(r1.values["consistency"], s1.values["consistency"])
@@ -716,7 +717,7 @@ def test_key_points_are_the_lexrank_top_sentences(shared_data):
     for p in points:
         assert source[p.start:p.end] == p.text and ":" not in p.text[:3]
     # the same choice from a plain PageRank over the same similarity matrix
-    from unieval_local.keypoints import is_informative, source_sentence_spans
+    from unieval_local.text.keypoints import is_informative, source_sentence_spans
 
     spans = [s for s in source_sentence_spans(source, strip_speakers=True) if is_informative(source[s[0]:s[1]])]
     texts = [source[a:b] for a, b in spans]
@@ -748,7 +749,7 @@ User Interface: Mm, yeah, I think so."""
     ("Okay, sounds good.", False), ("Yeah, I think so.", False), ("Mm.", False), ("Right.", False),
     ("Let's start.", False)])
 def test_informative_sentences(text, informative):
-    from unieval_local.keypoints import is_informative
+    from unieval_local.text.keypoints import is_informative
 
     assert is_informative(text) is informative
 
@@ -845,7 +846,7 @@ def test_cli_reports_on_qmsum_meeting(fmt, model, qmsum_input, tiny_ckpt, tmp_pa
     doc = ReportFile[model].model_validate_json(out.read_text())
     assert doc.n_reported == 1 and doc.n_truncated == 0 and doc.settings.run["long_input"] == "chunk"
     # the report file carries the run configuration and the checkpoint's identity, as signatures do
-    from unieval_local.checkpoints import fingerprint_checkpoint
+    from unieval_local.models.checkpoints import fingerprint_checkpoint
 
     assert doc.settings.run["splitter"].startswith("nltk-punkt-english@nltk-")
     assert {"torch", "transformers", "tokenizers", "nltk"} <= set(doc.settings.run["versions"])

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from unieval_local.cache import CachedRunner, ScoreCache
-from unieval_local.checkpoints import resolve_checkpoint
+from unieval_local.models.cache import CachedRunner, ScoreCache
+from unieval_local.models.checkpoints import resolve_checkpoint
 from unieval_local.config import RunConfig
 from unieval_local.engine import Runner
-from unieval_local.evaluators import EVALUATORS
-from unieval_local.runner import T5Runner, load_t5_model
+from unieval_local.registry.evaluators import EVALUATORS
+from unieval_local.models.t5.runner import T5Runner, load_t5_model
 
 from conftest import ROOT, FakeRunner
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from unieval_local.sentences import DEFAULT_SPLITTER, PunktEnglishSplitter, SentenceSplitter
+from unieval_local.text.sentences import DEFAULT_SPLITTER, PunktEnglishSplitter, SentenceSplitter
 
 CASES = [
     ("Mr. Smith paid $3.50 for it. Then he left.", ["Mr. Smith paid $3.50 for it.", "Then he left."]),

@@ -4,8 +4,8 @@ import pytest
 from pydantic import ValidationError
 
 from unieval_local import UniEvalConfig, UniEvalData, UnknownTaskError
-from unieval_local.prompts import render_prompt
-from unieval_local.tasks import TASKS, get_aspect, get_task
+from unieval_local.pipeline.planning import render_prompt
+from unieval_local.registry.tasks import TASKS, get_aspect, get_task
 
 EX = UniEvalData(target="The summary. Second one.", source="The document.", references=["Ref one.", "Ref two."])
 

@@ -15,17 +15,17 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from unieval_local import Scorer
-from unieval_local.aspects_config import AspectsConfigError, load_aspects_config
-from unieval_local.checkpoints import (EVALUATOR_KEY, MANIFEST_NAME, check_identity, read_identity,
-                                       verify_checkpoint)
+from unieval_local.registry.user_aspects import AspectsConfigError, load_aspects_config
+from unieval_local.models.checkpoints import EVALUATOR_KEY, MANIFEST_NAME, check_identity, read_identity
+from unieval_local.models.verify import verify_checkpoint
 from unieval_local.cli import EXIT_CHECKPOINT, EXIT_USAGE, main
 from unieval_local.errors import CheckpointError, UnknownTaskError
-from unieval_local.evaluators import EVALUATORS
-from unieval_local.planning import make_windows
-from unieval_local.prompts import aspect_problems
-from unieval_local.runner import load_model
-from unieval_local.sentences import DEFAULT_SPLITTER, MergePunctuation
-from unieval_local.tasks import DEFAULT_REGISTRY, TASKS
+from unieval_local.registry.evaluators import EVALUATORS
+from unieval_local.pipeline.planning import make_windows
+from unieval_local.text.prompts import aspect_problems
+from unieval_local.models.t5.loading import load_model
+from unieval_local.text.sentences import DEFAULT_SPLITTER, MergePunctuation
+from unieval_local.registry.tasks import DEFAULT_REGISTRY, TASKS
 
 from conftest import FakeRunner, fake_factory
 
@@ -272,8 +272,8 @@ def test_windows_of_text_without_sentences_take_linear_work(n_words):
 
 
 def test_t5_cut_points_equal_repeated_cuts_on_one_tokenization(tiny_ckpt, summeval_records):
-    from unieval_local.checkpoints import resolve_checkpoint
-    from unieval_local.runner import load_t5_model
+    from unieval_local.models.checkpoints import resolve_checkpoint
+    from unieval_local.models.t5.runner import load_t5_model
 
     t5 = load_t5_model(resolve_checkpoint("unieval-sum", tiny_ckpt), "cpu", "float32")
     text = " ".join(r["source"] for r in summeval_records[:3]).replace(".", "")
