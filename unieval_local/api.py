@@ -36,7 +36,7 @@ from .text.sentences import SentenceSplitter
 from .wire.hosted import DEFAULT_ASPECT, DEFAULT_TASK, UniEvalConfig, resolve_task_aspect
 
 __all__ = ["DEFAULT_ASPECT", "DEFAULT_TASK", "EvaluationResult", "MAX_EXAMPLES_PER_REQUEST", "Scorer",
-           "UniEvalResult", "as_examples", "resolve_task_aspect", "score"]
+           "UniEvalResult", "as_examples", "evaluation_result", "resolve_task_aspect", "score"]
 
 
 def settings_doc(indent: str = "        ") -> str:
@@ -241,23 +241,7 @@ class Scorer:
         examples = self._check_request(data, task, names, columns, _max_examples)
         values, ev, stats = self._run_requests(examples, task, names, evidence)
         self._warn_about(stats)
-        bad = sorted({i for v in values.values() for i in np.flatnonzero(~np.isfinite(v)).tolist()})
-        if bad:
-            raise NonFiniteScoreError(
-                f"the model gave non-finite logits for examples {bad[:20]} "
-                f"(dtype {self.dtype}); try dtype='float32'", bad)
-        per_aspect = {
-            a: UniEvalResult(overall=UniEvalStats(value=float(np.mean(values[a]))),
-                             examples=[UniEvalStats(value=float(x), evidence=ev[a][i] if ev else None)
-                                       for i, x in enumerate(values[a])],
-                             signature=self.signature(task, a))
-            for a in names
-        }
-        rows = [ExampleScores(scores={a: float(values[a][i]) for a in names},
-                              aspect_mean=float(np.mean([values[a][i] for a in names])),
-                              evidence={a: ev[a][i] for a in names} if ev else None)
-                for i in range(len(examples))]
-        return EvaluationResult(task=task, aspects=names, examples=rows, per_aspect=per_aspect)
+        return evaluation_result(task, names, values, ev, self.signature, self.dtype)
 
     def _warn_about(self, stats: RunStats) -> None:
         """The truncation and fit-shortening warnings of one call."""
@@ -332,6 +316,42 @@ class Scorer:
         self.registry.get_aspect(task, aspect)
         return self.evaluate(data, task=task, aspects=[aspect], evidence=evidence, _max_examples=max_examples,
                              **columns).per_aspect[aspect]
+
+
+def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.ndarray], evidence: Mapping[str, list],
+                      signature: Any, dtype: str = "float32") -> EvaluationResult:
+    """The :class:`EvaluationResult` of scored examples (what :meth:`Scorer.evaluate` returns; the
+    HTTP service's ``/v1/score`` answers the same from the shared scheduler).
+
+    Args:
+        task: the task. names: the aspects, in order.
+        values: aspect -> float array ``(n_examples,)``. evidence: aspect -> per example
+            :class:`~unieval_local.schema.Evidence`, or empty.
+        signature: ``signature(task, aspect)`` -> :class:`~unieval_local.schema.Signature`.
+        dtype: named in the non-finite error.
+
+    Raises:
+        NonFiniteScoreError: some example has a non-finite value (the indices are listed).
+    """
+    bad = sorted({i for v in values.values() for i in np.flatnonzero(~np.isfinite(v)).tolist()})
+    if bad:
+        raise NonFiniteScoreError(
+            f"the model gave non-finite logits for examples {bad[:20]} "
+            f"(dtype {dtype}); try dtype='float32'", bad)
+    ev = evidence
+    per_aspect = {
+        a: UniEvalResult(overall=UniEvalStats(value=float(np.mean(values[a]))),
+                         examples=[UniEvalStats(value=float(x), evidence=ev[a][i] if ev else None)
+                                   for i, x in enumerate(values[a])],
+                         signature=signature(task, a))
+        for a in names
+    }
+    n = len(next(iter(values.values()))) if values else 0
+    rows = [ExampleScores(scores={a: float(values[a][i]) for a in names},
+                          aspect_mean=float(np.mean([values[a][i] for a in names])),
+                          evidence={a: ev[a][i] for a in names} if ev else None)
+            for i in range(n)]
+    return EvaluationResult(task=task, aspects=list(names), examples=rows, per_aspect=per_aspect)
 
 
 Scorer.__doc__ = Scorer.__doc__.replace("    SETTINGS_DOC", settings_doc())

@@ -7,6 +7,7 @@ use heavier libraries, installed by extras::
     pip install 'unieval-local[meta]'      # scipy: meta
     pip install 'unieval-local[html]'      # matplotlib, jinja2: report-html
     pip install 'unieval-local[reports]'   # scikit-learn, networkx, scipy: report (key points, redundancy)
+    pip install 'unieval-local[serve]'     # fastapi, uvicorn, prometheus-client: serve (the HTTP service)
     pip install 'unieval-local[all]'       # everything above (and the ray engine)
 
 :func:`require` turns a missing library into one clear error naming the extra.
@@ -25,9 +26,13 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "meta": (("scipy",), "meta-evaluation (meta)"),
     "html": (("matplotlib", "jinja2"), "the HTML report (report-html)"),
     "reports": (("sklearn", "networkx", "scipy"), "the report formats (report: key points, redundancy, cut-point fits)"),
+    "serve": (("fastapi", "uvicorn", "prometheus_client"), "the HTTP service (serve)"),
+    "ray_serve": (("ray.serve",), "the HTTP service on Ray Serve (serve --engine ray)"),
 }
 #: module -> the distribution pip installs it from
-_DISTRIBUTIONS = {"sklearn": "scikit-learn"}
+#: a requirement key -> the pip extra that installs it, where they differ
+_PIP_EXTRA = {"ray_serve": "ray"}
+_DISTRIBUTIONS = {"sklearn": "scikit-learn", "prometheus_client": "prometheus-client", "ray.serve": "ray[serve]"}
 
 
 _AVAILABLE: set[str] = set()
@@ -51,5 +56,6 @@ def require(extra: str) -> None:
                 missing.append(m)
     if missing:
         names = [_DISTRIBUTIONS.get(m, m) for m in missing]
+        extra = _PIP_EXTRA.get(extra, extra)
         raise MissingExtraError(f"{what} needs {' and '.join(names)}, not installed here: install the '{extra}' "
                                 f"extra: pip install 'unieval-local[{extra}]' (from a clone: pip install '.[{extra}]')")

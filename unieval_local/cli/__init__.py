@@ -3,8 +3,9 @@
 Commands: ``score`` (the batch pipeline: resume, shards, Ray), ``merge`` (join shard
 outputs), ``download`` / ``verify`` (stage checkpoints for offline machines), ``tasks``
 (the registry), ``meta`` / ``compare`` (agreement with human scores, paired test),
-``report-html`` (a self-contained report) and ``report`` (rating / summ / autoeval
-report formats, see :mod:`unieval_local.reports`). Each command's ``--help`` gives its inputs.
+``report-html`` (a self-contained report), ``report`` (rating / summ / autoeval
+report formats, see :mod:`unieval_local.reports`) and ``serve`` (the local HTTP service,
+see :mod:`unieval_local.service`). Each command's ``--help`` gives its inputs.
 One module per command (:data:`COMMANDS`), each with ``add_parser(sub)`` and ``run(args)``.
 
 Exit status of ``unieval-local score``:
@@ -40,7 +41,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import calibration, compare, download, merge, meta, report, report_html, score, tasks, verify
+from . import calibration, compare, download, merge, meta, report, report_html, score, serve, tasks, verify
 from .common import (
     EXIT_CHECKPOINT,
     EXIT_INTERRUPTED,
@@ -59,7 +60,7 @@ __all__ = ["COMMANDS", "EXIT_CHECKPOINT", "EXIT_INTERRUPTED", "EXIT_MODEL", "EXI
            "EXIT_TERMINATED", "EXIT_USAGE", "EXIT_WRITE", "main"]
 
 #: The command modules, in ``--help`` order.
-COMMANDS = (score, merge, download, meta, compare, report_html, report, tasks, calibration, verify)
+COMMANDS = (score, merge, download, meta, compare, report_html, report, serve, tasks, calibration, verify)
 
 
 def _build_parser() -> argparse.ArgumentParser:

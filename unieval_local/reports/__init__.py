@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..config import MAX_EXAMPLES_PER_REQUEST
@@ -101,6 +102,82 @@ def make_report(
             body given to a format other than summ or of the wrong shape.
         CheckpointNotFoundError, CheckpointError: no usable checkpoint.
     """
+    if format not in FORMATS:  # before an engine is made
+        raise ValueError(f"unknown report format {format!r}; choose one of {', '.join(FORMATS)}")
+    plan = plan_report(records, format, engine=engine or Engine(model=model, device=device, long_input="chunk"),
+                       options=options, request_size=request_size)
+    scheduler = Scheduler(plan.engine, PassPolicy(request_size))
+    return plan.finish(scheduler.answers(plan.requests), warn=warn)
+
+
+@dataclass
+class ReportPlan:
+    """One report run, planned: its requests (for any :class:`~unieval_local.requests.scheduler.Scheduler`)
+    and what :meth:`finish` needs to build the :class:`ReportFile` from their answers.
+
+    Made by :func:`plan_report`; :func:`make_report` runs it on a scheduler of its own, the HTTP
+    service on the shared one (its requests merged with other clients').
+
+    Attributes:
+        format: the :class:`ReportFormat`. options: the format's options in effect.
+        engine: the engine the requests plan with. records: the input records (a repeated id
+            already an error record). requests: one request per part of at most
+            ``request_size`` records. notes: run-level notes so far.
+    """
+
+    format: ReportFormat
+    options: Any
+    engine: Engine
+    records: list
+    requests: list
+    notes: list[str]
+
+    def finish(self, parts: Sequence[ReportPart], warn: bool = True) -> ReportFile:
+        """The :class:`ReportFile` of the requests' answers (``parts``, in request order).
+
+        Args:
+            parts: each request's :class:`ReportPart`, in :attr:`requests` order.
+            warn: give the run-level notes and the truncation count as ``UserWarning``.
+        """
+        engine, fmt, options, records, notes = self.engine, self.format, self.options, self.records, list(self.notes)
+        config = engine.config
+        rows: list[ReportRow] = [row for part in parts for row in part.rows]
+        stats = RunStats()
+        for part in parts:
+            stats += part.stats
+        for name, ident in engine.checkpoint_identities().items():  # also a warning: kept in the file too
+            if ident.get("identity") == "unverified":
+                notes.append(f"checkpoint {name} ({ident['checkpoint']}) was used unchecked: nothing in its folder "
+                             f"names the model, so its identity is unverified (settings.checkpoints.{name}.identity)")
+        # errors in the field names each record used (summary, input...), not ours
+        rows = [r.model_copy(update={"error": in_user_names(r.error, records[r.index])}) if r.error else r
+                for r in rows]
+        for note in notes if warn else ():
+            warnings.warn(note, UserWarning, stacklevel=3)
+        if stats.n_truncated and warn:
+            limits = {n: engine.max_length(n) for n in stats.truncated_by}
+            warnings.warn(truncation_message(stats, limits, config.long_input, cli=False), UserWarning, stacklevel=3)
+        settings = ReportSettings(
+            package=config.package, checkpoints=engine.checkpoint_identities(),
+            consistency_aspect=options.consistency_aspect, run=config.as_dict(),
+            options=options.model_dump(mode="json", exclude={"templates"}))
+        n_err = sum(r.error is not None for r in rows)
+        return ReportFile[fmt.answer](
+            format=fmt.name, n_records=len(rows), n_reported=len(rows) - n_err, n_errors=n_err,
+            aggregate=fmt.aggregate(rows), n_queries=stats.n_queries, n_truncated=stats.n_truncated,
+            truncated_fields=stats.truncated_fields, truncated_by=stats.truncated_by,
+            settings=settings, notes=notes, reports=rows)
+
+
+def plan_report(records: Sequence[Mapping[str, Any]] | Mapping[str, Any], format: str, *, engine: Engine,
+                options: Any = None, request_size: int = MAX_EXAMPLES_PER_REQUEST) -> ReportPlan:
+    """Check a report run's arguments and plan its requests (the first half of
+    :func:`make_report`, whose arguments these are; nothing runs on the model).
+
+    Raises:
+        ValueError: as :func:`make_report` (unknown format, invalid options, a bad request body ...).
+        MissingExtraError: the ``reports`` extra is not installed.
+    """
     if format not in FORMATS:
         raise ValueError(f"unknown report format {format!r}; choose one of {', '.join(FORMATS)}")
     require("reports")
@@ -128,7 +205,6 @@ def make_report(
             notes.append(f"the threshold option {options.threshold:g} is not used for {own} record(s) that give their "
                          "own threshold (a record's own, or its custom-run evaluation's or body's, takes precedence "
                          "over the option)")
-    engine = engine or Engine(model=model, device=device, long_input="chunk")
     if format == "rating":
         coverage_used = any(isinstance(r, Mapping) and not (r.get("references") or r.get("reference"))
                             for r in records)  # relevance without a reference: key-point coverage
@@ -136,36 +212,9 @@ def make_report(
         problem = card_checkpoint_problem(engine, options) if usable else None
         if note := placeholder_note(options, coverage_used, problem):
             notes.insert(0, note)
-    config = engine.config
     records = _mark_duplicate_ids(list(records))
-    scheduler = Scheduler(engine, PassPolicy(request_size))
-    parts: list[ReportPart] = scheduler.answers([fmt.request(part, options, at)
-                                                 for at, part in scheduler.policy.split(records)])
-    rows: list[ReportRow] = [row for part in parts for row in part.rows]
-    stats = RunStats()
-    for part in parts:
-        stats += part.stats
-    for name, ident in engine.checkpoint_identities().items():  # also a warning: kept in the file too
-        if ident.get("identity") == "unverified":
-            notes.append(f"checkpoint {name} ({ident['checkpoint']}) was used unchecked: nothing in its folder names "
-                         f"the model, so its identity is unverified (settings.checkpoints.{name}.identity)")
-    # errors in the field names each record used (summary, input...), not ours
-    rows = [r.model_copy(update={"error": in_user_names(r.error, records[r.index])}) if r.error else r
-            for r in rows]
-    for note in notes if warn else ():
-        warnings.warn(note, UserWarning, stacklevel=2)
-    if stats.n_truncated and warn:
-        limits = {n: engine.max_length(n) for n in stats.truncated_by}
-        warnings.warn(truncation_message(stats, limits, config.long_input, cli=False), UserWarning, stacklevel=2)
-    settings = ReportSettings(
-        package=config.package, checkpoints=engine.checkpoint_identities(), consistency_aspect=options.consistency_aspect,
-        run=config.as_dict(), options=options.model_dump(mode="json", exclude={"templates"}))
-    n_err = sum(r.error is not None for r in rows)
-    return ReportFile[fmt.answer](
-        format=format, n_records=len(rows), n_reported=len(rows) - n_err, n_errors=n_err,
-        aggregate=fmt.aggregate(rows), n_queries=stats.n_queries, n_truncated=stats.n_truncated,
-        truncated_fields=stats.truncated_fields, truncated_by=stats.truncated_by,
-        settings=settings, notes=notes, reports=rows)
+    requests = [fmt.request(part, options, at) for at, part in PassPolicy(request_size).split(records)]
+    return ReportPlan(fmt, options, engine, records, requests, notes)
 
 
 def _mark_duplicate_ids(records: list) -> list:
@@ -190,5 +239,5 @@ __all__ = [
     "FORMATS", "AutoevalOptions", "AutoevalReport", "AutoevalRequest", "BadRecord", "RatingConfig", "RatingReport",
     "RatingRequest", "ReportFile", "ReportFlag", "ReportFormat", "ReportPart", "ReportRecord", "ReportRow",
     "ReportSettings", "RowError", "SummOptions", "SummReport", "SummRequest", "apply_rules", "load_rating_config",
-    "make_report", "normalized_score", "read_custom_run", "report_flags", "to_rating",
+    "ReportPlan", "make_report", "normalized_score", "plan_report", "read_custom_run", "report_flags", "to_rating",
 ]
