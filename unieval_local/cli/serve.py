@@ -141,6 +141,9 @@ def _serve(app, service, args: argparse.Namespace, load_errors: tuple) -> int:
         def handle_exit(self, sig, frame):  # noqa: D102  start draining at the signal, not after
             service.worker.stop(timeout=0)
             super().handle_exit(sig, frame)
+            # uvicorn re-raises a captured signal after its graceful shutdown (the process would
+            # die of SIGTERM before the worker drained): we exit 0 ourselves once drained instead
+            getattr(self, "_captured_signals", []).clear()
 
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, access_log=True,
                             lifespan="off", timeout_graceful_shutdown=int(args.request_timeout_s) + 30)

@@ -130,32 +130,30 @@ class BodyLimit:
                                                   "split the request")
         if length is not None and length.isdigit() and int(length) > self.limit:
             return await _send_json(send, 413, too_large)
-        seen, started = 0, False
+        seen, refused = 0, False
 
         async def counted():
-            nonlocal seen
+            nonlocal seen, refused
+            if refused:
+                return {"type": "http.disconnect"}
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _TooLarge()
+                if seen > self.limit:  # answer 413 now; the app sees the client gone
+                    refused = True
+                    await _send_json(send, 413, too_large)
+                    return {"type": "http.disconnect"}
             return message
 
         async def watched(message):
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+            if not refused:
+                await send(message)
 
         try:
             await self.app(scope, counted, watched)
-        except _TooLarge:
-            if not started:
-                await _send_json(send, 413, too_large)
-
-
-class _TooLarge(Exception):
-    pass
+        except Exception:
+            if not refused:
+                raise
 
 
 async def _send_json(send, status: int, body: dict, headers: dict[str, str] | None = None) -> None:

@@ -7,8 +7,8 @@ Cross-request micro-batching: a request submitted while the engine is idle opens
 ``max_batch_tokens`` estimated tokens or a pass's 250 examples) goes to the scheduler with it,
 so they share one engine pass per stage and a prompt two clients share is scored once
 (:meth:`Scheduler.tick <unieval_local.requests.scheduler.Scheduler.tick>`). Requests that
-arrive while a pass runs join the next tick without waiting. ``max_wait_ms=0`` sends each
-request as it comes (batching off, one request per pass when they arrive one by one).
+arrive while a pass runs join the next tick without waiting. ``max_wait_ms=0`` turns batching
+off: one query per engine pass, in arrival order.
 
 Back-pressure: at most ``max_queued_queries`` queries (scheduler requests of at most 250
 examples each) wait or run at once; one more is refused (:class:`QueueFullError`, HTTP 429)
@@ -91,7 +91,7 @@ class ServiceLimits:
 #: The CLI flags of :class:`ServiceLimits` (field, flag, type, help), read by ``unieval-local serve``.
 SERVICE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("max_wait_ms", "--max-wait-ms", float, "batching window in ms: requests arriving within it share one "
-                                            "engine pass (0: batching off; default {default:g})"),
+                                            "engine pass (0: batching off, one query per pass; default {default:g})"),
     ("max_batch_tokens", "--max-batch-tokens", int, "close the window early once its requests hold this many "
                                                    "estimated tokens (default {default})"),
     ("max_queued_queries", "--max-queued-queries", int, "queries (of at most 250 examples) waiting or running at "
@@ -239,8 +239,11 @@ class BatchingWorker:
                             examples >= self.scheduler.policy.max_examples:
                         break
                     self._cond.wait(left)
-            batch = list(self._incoming)
-            self._incoming.clear()
+            if limits.max_wait_ms > 0:
+                batch = list(self._incoming)
+                self._incoming.clear()
+            else:  # batching off: one query per pass
+                batch = [self._incoming.popleft()] if self._incoming and not self.scheduler.pending() else []
             batch = [i for i in batch if not i.future.cancelled()]
             self._in_scheduler += len(batch)
             return batch

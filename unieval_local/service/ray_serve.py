@@ -61,12 +61,12 @@ def run_ray_serve(app: Any, host: str, port: int) -> None:
     from ray import serve
 
     ray.init(ignore_reinit_error=True, include_dashboard=False, log_to_driver=False)
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # after ray.init, which installs its own
+        signal.signal(sig, lambda *_: stop.set())
     serve.start(http_options={"host": host, "port": port})
     serve.run(app, name="unieval-local", route_prefix="/", blocking=False)
     print(f"unieval-local: serving on http://{host}:{port} (Ray Serve)", flush=True)
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     serve.shutdown()
     ray.shutdown()
