@@ -387,12 +387,21 @@ def test_limits_give_413_before_parsing_429_with_retry_after_and_504(tiny_ckpt, 
 def test_sigterm_answers_every_accepted_request_then_exits_0(tiny_ckpt, tmp_path, scorer, summeval_records):
     s = Server(tiny_ckpt, tmp_path, "--max-wait-ms", "1000").wait_ready()
     bodies = [examples(summeval_records, 2, start=2 * i) for i in range(8)]
+    late = json.dumps(unieval({"evaluation_aspect": "fluency"}, bodies[0])).encode()
+    slow = socket.create_connection(("127.0.0.1", s.port))  # a request still uploading its body at SIGTERM
+    slow.sendall(b"POST /v1/unieval HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(late)}\r\n\r\n".encode() + late[:10])
     with ThreadPoolExecutor(8) as pool:
         futures = [pool.submit(s.post, "/v1/unieval", unieval({"evaluation_aspect": "fluency"}, b)) for b in bodies]
         time.sleep(0.5)  # accepted, waiting in the batching window
         s.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        slow.sendall(late[10:])
+        head = slow.recv(65536).decode()
         answers = [f.result() for f in futures]
+    slow.close()
     assert s.proc.wait(90) == 0, s.stderr()
+    assert head.startswith("HTTP/1.1 503") and '"Draining"' in head  # not accepted: refused, as JSON
     for r, data in zip(answers, bodies):
         assert r.status_code == 200, r.text
         want = scorer.score(data, task="summarization", aspect="fluency")
@@ -401,6 +410,17 @@ def test_sigterm_answers_every_accepted_request_then_exits_0(tiny_ckpt, tmp_path
     assert "every accepted request was answered" in s.stderr()
     with pytest.raises(requests.ConnectionError):
         requests.get(f"{s.url}/health", timeout=5)
+
+
+def test_health_says_loading_until_the_checkpoints_are_loaded_and_draining_after(tiny_ckpt):
+    from unieval_local.service.handlers import Service
+
+    service = Service(Engine(model=str(tiny_ckpt), device="cpu"), preload=["unieval-sum"])
+    assert service.health() == (503, {"status": "loading"})
+    service.load()
+    assert service.health() == (200, {"status": "ok"}) and service.engine.model_loads == 1
+    assert service.drain(timeout=30)
+    assert service.health() == (503, {"status": "draining"})
 
 
 def test_a_non_loopback_address_needs_a_key_and_a_missing_extra_is_named(tiny_ckpt, tmp_path):
