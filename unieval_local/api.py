@@ -21,7 +21,7 @@ import numpy as np
 
 from .config import MAX_EXAMPLES_PER_REQUEST, RunConfig
 from .engine import Engine, RunStats, truncation_message
-from .errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, RequestTooLargeError
+from .errors import ExampleProblem, InvalidExampleError, RequestTooLargeError
 from .models.base import Runner, RunnerFactory
 from .models.checkpoints import ModelSpec, ResolvedCheckpoint
 from .pipeline.fold import ReferenceReduction
@@ -29,14 +29,14 @@ from .pipeline.planning import LongInput
 from .pipeline.validate import non_latin_share, validate_examples, warn_input_hints
 from .registry.tasks import Registry
 from .requests.scheduler import Scheduler
-from .requests.score import ScoreRequest
-from .schema import EvaluationResult, ExampleScores, Signature, UniEvalData, UniEvalResult, UniEvalStats
+from .requests.score import ScoreRequest, evaluation_result
+from .schema import EvaluationResult, Signature, UniEvalData, UniEvalResult
 from .settings import SETTINGS, EngineSettings, default
 from .text.sentences import SentenceSplitter
 from .wire.hosted import DEFAULT_ASPECT, DEFAULT_TASK, UniEvalConfig, resolve_task_aspect
 
 __all__ = ["DEFAULT_ASPECT", "DEFAULT_TASK", "EvaluationResult", "MAX_EXAMPLES_PER_REQUEST", "Scorer",
-           "UniEvalResult", "as_examples", "evaluation_result", "resolve_task_aspect", "score"]
+           "UniEvalResult", "as_examples", "resolve_task_aspect", "score"]
 
 
 def settings_doc(indent: str = "        ") -> str:
@@ -316,42 +316,6 @@ class Scorer:
         self.registry.get_aspect(task, aspect)
         return self.evaluate(data, task=task, aspects=[aspect], evidence=evidence, _max_examples=max_examples,
                              **columns).per_aspect[aspect]
-
-
-def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.ndarray], evidence: Mapping[str, list],
-                      signature: Any, dtype: str = "float32") -> EvaluationResult:
-    """The :class:`EvaluationResult` of scored examples (what :meth:`Scorer.evaluate` returns; the
-    HTTP service's ``/v1/score`` answers the same from the shared scheduler).
-
-    Args:
-        task: the task. names: the aspects, in order.
-        values: aspect -> float array ``(n_examples,)``. evidence: aspect -> per example
-            :class:`~unieval_local.schema.Evidence`, or empty.
-        signature: ``signature(task, aspect)`` -> :class:`~unieval_local.schema.Signature`.
-        dtype: named in the non-finite error.
-
-    Raises:
-        NonFiniteScoreError: some example has a non-finite value (the indices are listed).
-    """
-    bad = sorted({i for v in values.values() for i in np.flatnonzero(~np.isfinite(v)).tolist()})
-    if bad:
-        raise NonFiniteScoreError(
-            f"the model gave non-finite logits for examples {bad[:20]} "
-            f"(dtype {dtype}); try dtype='float32'", bad)
-    ev = evidence
-    per_aspect = {
-        a: UniEvalResult(overall=UniEvalStats(value=float(np.mean(values[a]))),
-                         examples=[UniEvalStats(value=float(x), evidence=ev[a][i] if ev else None)
-                                   for i, x in enumerate(values[a])],
-                         signature=signature(task, a))
-        for a in names
-    }
-    n = len(next(iter(values.values()))) if values else 0
-    rows = [ExampleScores(scores={a: float(values[a][i]) for a in names},
-                          aspect_mean=float(np.mean([values[a][i] for a in names])),
-                          evidence={a: ev[a][i] for a in names} if ev else None)
-            for i in range(n)]
-    return EvaluationResult(task=task, aspects=list(names), examples=rows, per_aspect=per_aspect)
 
 
 Scorer.__doc__ = Scorer.__doc__.replace("    SETTINGS_DOC", settings_doc())

@@ -22,12 +22,13 @@ from typing import Any
 import numpy as np
 
 from ..engine import RunStats, jobs_by_checkpoint
-from ..errors import ExampleProblem, InvalidExampleError
+from ..errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError
 from ..records import Record, record_error_type
+from ..schema import EvaluationResult, ExampleScores, UniEvalResult, UniEvalStats
 from ..pipeline.validate import input_hint_counts, validate_examples
 from .base import Request, Stage, StageGenerator, joined_evidence, joined_values
 
-__all__ = ["ChunkResult", "RecordsRequest", "ScoreAnswer", "ScoreRequest"]
+__all__ = ["ChunkResult", "RecordsRequest", "ScoreAnswer", "ScoreRequest", "evaluation_result"]
 
 
 @dataclass(frozen=True)
@@ -194,3 +195,40 @@ class RecordsRequest(Request[ChunkResult]):
         if self.evidence:
             line["evidence"] = {a: ev[a][i].model_dump(exclude_none=True) for a in aspects}
         return line, None
+
+
+def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.ndarray], evidence: Mapping[str, list],
+                      signature: Any, dtype: str = "float32") -> EvaluationResult:
+    """The :class:`~unieval_local.schema.EvaluationResult` of scored examples: what
+    :meth:`Scorer.evaluate <unieval_local.Scorer.evaluate>` returns, and what the HTTP service's
+    ``/v1/score`` answers from the shared scheduler.
+
+    Args:
+        task: the task. names: the aspects, in order.
+        values: aspect -> float array ``(n_examples,)``. evidence: aspect -> per example
+            :class:`~unieval_local.schema.Evidence`, or empty.
+        signature: ``signature(task, aspect)`` -> :class:`~unieval_local.schema.Signature`.
+        dtype: named in the non-finite error.
+
+    Raises:
+        NonFiniteScoreError: some example has a non-finite value (the indices are listed).
+    """
+    bad = sorted({i for v in values.values() for i in np.flatnonzero(~np.isfinite(v)).tolist()})
+    if bad:
+        raise NonFiniteScoreError(
+            f"the model gave non-finite logits for examples {bad[:20]} "
+            f"(dtype {dtype}); try dtype='float32'", bad)
+    ev = evidence
+    per_aspect = {
+        a: UniEvalResult(overall=UniEvalStats(value=float(np.mean(values[a]))),
+                         examples=[UniEvalStats(value=float(x), evidence=ev[a][i] if ev else None)
+                                   for i, x in enumerate(values[a])],
+                         signature=signature(task, a))
+        for a in names
+    }
+    n = len(next(iter(values.values()))) if values else 0
+    rows = [ExampleScores(scores={a: float(values[a][i]) for a in names},
+                          aspect_mean=float(np.mean([values[a][i] for a in names])),
+                          evidence={a: ev[a][i] for a in names} if ev else None)
+            for i in range(n)]
+    return EvaluationResult(task=task, aspects=list(names), examples=rows, per_aspect=per_aspect)

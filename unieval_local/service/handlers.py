@@ -34,7 +34,7 @@ from ..errors import (
 )
 from ..requests.base import Request
 from ..requests.scheduler import Scheduler
-from ..requests.score import ScoreRequest
+from ..requests.score import ScoreRequest, evaluation_result
 from .core import BatchingWorker, DrainingError, QueueFullError, ServiceLimits, estimate_tokens
 from .metrics import ServiceMetrics
 
@@ -286,8 +286,6 @@ class Service:
         """``POST /v1/score``: :meth:`Scorer.evaluate <unieval_local.Scorer.evaluate>`'s
         :class:`~unieval_local.schema.EvaluationResult` as JSON (any number of examples, in
         queries of at most 250)."""
-        from ..api import evaluation_result
-
         try:
             names = self.engine.registry.aspect_names(task, aspects)
             values, ev = await self._values(data, task, names, evidence, data)
