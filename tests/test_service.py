@@ -145,7 +145,8 @@ def test_unieval_request_errors_name_the_limit_the_example_and_the_field(server,
     assert r.status_code == 422 and r.json()["error"]["examples"][0]["index"] == 0
     r = requests.post(f"{server.url}/v1/unieval", data="{not json", headers=AUTH, timeout=30)
     assert r.status_code == 422 and r.headers["content-type"] == "application/json"
-    assert "error" in r.json()
+    (problem,) = r.json()["error"]["examples"]
+    assert problem["field"] == "body" and problem["index"] is None and "not valid JSON" in problem["message"]
 
 
 def test_auth_is_required_everywhere_but_health_and_compared_as_a_bearer_key(server, summeval_records):
@@ -278,10 +279,27 @@ def test_custom_run_not_blocking_is_polled_and_bad_metrics_are_named(server):
     blocking = server.post("/runs/custom", custom_run_payload()).json()
     assert [m["results"] for e in run["evaluations"] for m in e["metrics"]] == \
            [m["results"] for e in blocking["evaluations"] for m in e["metrics"]]
-    bad = custom_run_payload()
+    bad = {**custom_run_payload(), "threshold": 500}
     bad["evaluations"][1]["metrics"][1] = {"metric": "rouge"}
     r = server.post("/runs/custom", bad)
-    assert r.status_code == 422 and r.json()["error"]["examples"][0]["field"] == "evaluations[1].metrics[1]"
+    assert r.status_code == 422
+    assert [e["field"] for e in r.json()["error"]["examples"]] == ["threshold", "evaluations[1].metrics[1]"]
+    rows = custom_run_payload()
+    rows["evaluations"][0]["data"][1] = {"input": SOURCE}  # no output: its row fails, in the run's names
+    run = server.post("/runs/custom", rows).json()
+    results = run["evaluations"][0]["metrics"][0]["results"]
+    assert "score" in results[0] and results[1]["error"]["field"] == "output"
+
+
+def test_docs_work_offline_and_the_schema_documents_auth_and_errors(server):
+    page = requests.get(f"{server.url}/docs", timeout=10)
+    assert page.status_code == 200 and "/docs-assets/swagger-ui-bundle.js" in page.text and "cdn" not in page.text
+    assert requests.get(f"{server.url}/docs-assets/swagger-ui-bundle.js", timeout=10).status_code == 200
+    schema = requests.get(f"{server.url}/openapi.json", timeout=10).json()
+    assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
+    post = schema["paths"]["/v1/unieval"]["post"]
+    assert {"401", "413", "422", "429", "503", "504"} <= set(post["responses"])
+    assert post["responses"]["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
 
 
 def test_info_and_metrics_never_show_the_key(server):
@@ -440,6 +458,24 @@ def test_a_non_loopback_address_needs_a_key_and_a_missing_extra_is_named(tiny_ck
     proc = subprocess.run([sys.executable, "-c", hidden, str(tiny_ckpt)], capture_output=True, text=True,
                           timeout=120, env=env)
     assert proc.returncode == 2 and "unieval-local[serve]" in proc.stderr
+
+
+def test_a_task_whose_evaluator_is_not_served_is_a_422_and_a_busy_port_exit_2(tiny_ckpt, tmp_path):
+    home = {"UNIEVAL_LOCAL_HOME": str(tmp_path / "empty")}  # nothing else to find: only unieval-sum is served
+    s = Server(Path(f"unieval-sum={tiny_ckpt}"), tmp_path, "--max-wait-ms", "0", env=home).wait_ready()
+    try:
+        dialogue = unieval({"task": "dialogue", "evaluation_aspect": "naturalness"},
+                           [{"target": "Sure, see you then.", "source": "Meet at 5?", "context": "A meeting."}])
+        r = s.post("/v1/unieval", dialogue)
+        assert r.status_code == 422 and r.json()["error"]["type"] == "CheckpointUnavailable", r.text
+        assert "--model NAME=DIR" in r.json()["error"]["message"]
+        assert s.post("/v1/unieval", unieval({}, [{"target": "A park.", "source": SOURCE}])).status_code == 200
+        busy = subprocess.run([sys.executable, "-c", "import sys; from unieval_local.cli import main; "
+                               "sys.exit(main())", "serve", "--model", str(tiny_ckpt), "--port", str(s.port)],
+                              capture_output=True, text=True, timeout=120)
+        assert busy.returncode == 2 and "cannot listen on" in busy.stderr
+    finally:
+        assert s.stop() == 0
 
 
 def test_a_checkpoint_that_does_not_load_stops_the_server_with_exit_3(tmp_path):

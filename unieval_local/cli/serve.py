@@ -2,7 +2,7 @@
 
 Exit status: 0 after SIGTERM or Ctrl-C once every accepted request is answered; 2 for a usage
 error (a non-loopback ``--host`` without an API key and without ``--no-auth``, an unreadable
-``--api-key-file``, a missing ``serve`` extra, an invalid setting); 3 when a preloaded
+``--api-key-file``, a port in use, a missing ``serve`` extra, an invalid setting); 3 when a preloaded
 checkpoint cannot be found or loaded (the server stops; ``/health`` said 503 ``failed``
 meanwhile); 5 when loading failed otherwise.
 """
@@ -82,6 +82,24 @@ def api_key(args: argparse.Namespace) -> str | None:
     return os.environ.get(KEY_ENV) or None
 
 
+def _port_problem(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be bound (in use, not an address of this machine), or None."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        return f"--host {host}: {exc.strerror or exc}"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(address)
+        except OSError as exc:
+            return f"cannot listen on {host}:{port}: {exc.strerror or exc} (another server on that port? pick --port)"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """Start the service; block until SIGTERM / Ctrl-C; exit 0 once drained (module docstring)."""
     from ..extras import require
@@ -95,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
         return usage_error(f"--port must be in 0..65535, got {args.port}")
     if args.replicas < 1:
         return usage_error(f"--replicas must be >= 1, got {args.replicas}")
+    if problem := _port_problem(args.host, args.port):
+        return usage_error(problem)
     from ..errors import CheckpointError, CheckpointNotFoundError
     from ..service.core import SERVICE_FLAGS, ServiceLimits
 
@@ -156,10 +176,14 @@ def _serve(app, service, args: argparse.Namespace, load_errors: tuple) -> int:
         except Exception as exc:  # noqa: BLE001  reported below; /health says failed meanwhile
             failed.append(exc)
             server.should_exit = True
+            return
+        print(f"unieval-local: ready on http://{args.host}:{args.port}: checkpoints {', '.join(service.preload)} "
+              f"loaded (OpenAPI at /docs; {'Bearer auth' if app_has_key(args) else 'no auth'})",
+              file=sys.stderr, flush=True)
 
+    print(f"unieval-local: loading checkpoints {', '.join(service.preload)}; /health answers 503 until they are "
+          "loaded", file=sys.stderr, flush=True)
     threading.Thread(target=load, name="unieval-local-load", daemon=True).start()
-    print(f"unieval-local: serving on http://{args.host}:{args.port} (OpenAPI at /docs; "
-          f"{'Bearer auth' if app_has_key(args) else 'no auth'})", file=sys.stderr, flush=True)
     server.run()
     service.drain()
     if failed:

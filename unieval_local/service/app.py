@@ -21,7 +21,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from ..wire.hosted import DEFAULT_ASPECT, DEFAULT_TASK
 from .handlers import Service, ServiceError, error_body
 
-__all__ = ["CustomRunBody", "EvaluatorBody", "ScoreBody", "UniEvalBody", "create_app"]
+__all__ = ["ERRORS", "CustomRunBody", "ErrorBody", "EvaluatorBody", "ScoreBody", "UniEvalBody", "create_app"]
 
 log = logging.getLogger("unieval_local.service")
 
@@ -98,10 +98,53 @@ class CustomRunBody(BaseModel):
     evaluations: list[Evaluation]
 
 
+class ErrorDetail(BaseModel):
+    """One problem: the example's index (None when the request as a whole is at fault), the field, what is wrong."""
+
+    index: int | None = None
+    field: str
+    message: str
+
+
+class ErrorInfo(BaseModel):
+    """What went wrong: a short type (``Unauthorized``, ``InvalidExample``, ``QueueFull`` ...), a message, the problems."""
+
+    type: str
+    message: str
+    examples: list[ErrorDetail] = Field(default_factory=list)
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: ``{"error": {"type", "message", "examples": [{"index", "field", "message"}]}}``."""
+
+    error: ErrorInfo
+
+
+#: The error answers every API route may give (documented in the OpenAPI schema).
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": text} for status, text in (
+        (401, "missing or wrong API key (WWW-Authenticate: Bearer)"),
+        (413, "body over --max-body-mb"),
+        (422, "invalid request: every problem named"),
+        (429, "queue full (--max-queued-queries); see Retry-After"),
+        (503, "loading or draining"),
+        (504, "not answered within --request-timeout-s"),
+        (500, "the model or a checkpoint failed"),
+    )}
+
+
 def _from_validation(exc: Any) -> ServiceError:
-    """A 422 naming every problem of a request that does not parse (``data[3].target`` -> index 3, field target)."""
+    """A 422 naming every problem of a request that does not parse (``data[3].target`` -> index 3,
+    field ``data.3.target``; a body that is not JSON -> field ``body`` with the character offset)."""
     examples = []
     for err in exc.errors():
+        if err.get("type") == "json_invalid":
+            at = next((p for p in err.get("loc", ()) if isinstance(p, int)), None)
+            why = (err.get("ctx") or {}).get("error") or "invalid JSON"
+            examples.append({"index": None, "field": "body",
+                             "message": f"the body is not valid JSON: {why}"
+                                        f"{f' at character {at}' if at is not None else ''}"})
+            continue
         loc = [p for p in err.get("loc", ()) if p != "body"]
         index = next((p for p in loc if isinstance(p, int)), None)
         field = ".".join(str(p) for p in loc) or "body"
@@ -200,10 +243,16 @@ def create_app(service: Service, api_key: str | None = None) -> Any:
             raise ServiceError(401, "Unauthorized", "missing or wrong API key: send 'Authorization: Bearer KEY'",
                                headers={"WWW-Authenticate": "Bearer"})
 
-    app = FastAPI(title="unieval-local", version=__version__,
+    app = FastAPI(title="unieval-local", version=__version__, docs_url=None, redoc_url=None,
                   description="UniEval-style evaluation with local checkpoints: the hosted evaluators' requests, "
-                              "answered on your own machine.")
+                              "answered on your own machine. Every route but /health, /docs and /openapi.json "
+                              "needs 'Authorization: Bearer KEY' when the service has a key.")
     secured = [Depends(auth)]
+    if key is not None:  # declared in the OpenAPI schema, so /docs' "Authorize" can send it
+        from fastapi.security import HTTPBearer
+
+        secured.append(Depends(HTTPBearer(auto_error=False, description="the service's API key")))
+    _docs(app)
 
     @app.exception_handler(ServiceError)
     async def _service_error(request: Request, exc: ServiceError):
@@ -240,43 +289,63 @@ def create_app(service: Service, api_key: str | None = None) -> Any:
         status, body = service.health()
         return JSONResponse(body, status_code=status)
 
-    @app.get("/info", dependencies=secured, summary="version, signature, evaluators, limits")
+    @app.get("/info", dependencies=secured, responses=ERRORS, summary="version, signature, evaluators, limits")
     async def info():
         return {**service.info(), "auth": key is not None}
 
-    @app.get("/metrics", dependencies=secured, summary="Prometheus metrics (text exposition)")
+    @app.get("/metrics", dependencies=secured, responses=ERRORS, summary="Prometheus metrics (text exposition)")
     async def metrics():
         body, content_type = service.metrics.text()
         return Response(body, media_type=content_type)
 
-    @app.post("/v1/unieval", dependencies=secured, summary="the hosted UniEval metric: one query, <= 250 examples")
+    @app.post("/v1/unieval", dependencies=secured, responses=ERRORS, summary="the hosted UniEval metric: one query, <= 250 examples")
     async def unieval(body: UniEvalBody):
         return await service.unieval(body.config.model_dump(), body.data)
 
-    @app.post("/v1/score", dependencies=secured, summary="several aspects of one task (Scorer.evaluate as JSON)")
+    @app.post("/v1/score", dependencies=secured, responses=ERRORS, summary="several aspects of one task (Scorer.evaluate as JSON)")
     async def score(body: ScoreBody):
         return await service.score(body.task, body.aspects, body.data, body.evidence)
 
-    @app.post("/v1/summarization-evaluator", dependencies=secured, summary="rate one summary 1-3 per metric")
+    @app.post("/v1/summarization-evaluator", dependencies=secured, responses=ERRORS, summary="rate one summary 1-3 per metric")
     async def summarization_evaluator(body: EvaluatorBody):
         record = body.model_dump(exclude={"enabled_metrics"}, exclude_none=True)
         return await service.summarization_evaluator(record, body.enabled_metrics)
 
-    @app.post("/v1/autoeval", dependencies=secured, summary="the autoeval report of one record")
+    @app.post("/v1/autoeval", dependencies=secured, responses=ERRORS, summary="the autoeval report of one record")
     async def autoeval(body: dict[str, Any]):
         return await service.autoeval(body)
 
     @app.post("/runs/custom", dependencies=secured, summary="a hosted custom run (summ metric)",
-              status_code=200, responses={202: {"description": "accepted (is_blocking false): poll GET /runs/{id}"}})
+              status_code=200, responses={**ERRORS, 202: {"description": "accepted (is_blocking false): poll GET /runs/{id}"}})
     async def custom_run(body: CustomRunBody):
         status, run = await service.custom_run(body.model_dump(exclude_unset=True, exclude_none=False))
         headers = {"Location": f"/runs/{run['id']}"} if status == 202 else None
         return JSONResponse(run, status_code=status, headers=headers)
 
-    @app.get("/runs/{run_id}", dependencies=secured, summary="a custom run by id")
+    @app.get("/runs/{run_id}", dependencies=secured, responses=ERRORS, summary="a custom run by id")
     async def get_run(run_id: str):
         return service.get_run(run_id)
 
     return BodyLimit(app, service.limits.max_body_bytes)
+
+
+def _docs(app: Any) -> None:
+    """``/docs``: Swagger UI from the files of the swagger-ui-bundle package (served here: an
+    air-gapped browser cannot reach a CDN); without that package, only ``/openapi.json``."""
+    try:
+        import swagger_ui_bundle
+    except ImportError:
+        return
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    app.mount("/docs-assets", StaticFiles(directory=swagger_ui_bundle.swagger_ui_path), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs():
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="unieval-local",
+                                   swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+                                   swagger_css_url="/docs-assets/swagger-ui.css",
+                                   swagger_favicon_url="/docs-assets/favicon-32x32.png")
 
 

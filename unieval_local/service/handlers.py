@@ -25,6 +25,8 @@ from .._version import __version__
 from ..config import MAX_EXAMPLES_PER_REQUEST
 from ..engine import Engine
 from ..errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
     ExampleProblem,
     InvalidExampleError,
     NonFiniteScoreError,
@@ -35,6 +37,8 @@ from ..errors import (
 from ..requests.base import Request
 from ..requests.scheduler import Scheduler
 from ..requests.score import ScoreRequest, evaluation_result
+from ..wire.custom_run import CUSTOM_RUN_NAMES
+from ..wire.shapes import rename_fields
 from .core import BatchingWorker, DrainingError, QueueFullError, ServiceLimits, estimate_tokens
 from .metrics import ServiceMetrics
 
@@ -78,9 +82,10 @@ def service_error(exc: BaseException) -> ServiceError:
     """The HTTP error of an exception a request raised (its answer never holds a traceback).
 
     InvalidExampleError -> 422 with every problem; UnknownTaskError, RequestTooLargeError,
-    other ValueError -> 422; NonFiniteScoreError -> 422 naming the examples; QueueFullError ->
+    other ValueError -> 422; a checkpoint the request needs that cannot be found or used ->
+    422 ``CheckpointUnavailable``; NonFiniteScoreError -> 422 naming the examples; QueueFullError ->
     429 with Retry-After; DrainingError -> 503; anything else (a checkpoint that does not
-    load, the model failing) -> 500 with its one-line message.
+    run, the model failing) -> 500 with its one-line message.
     """
     if isinstance(exc, ServiceError):
         return exc
@@ -97,6 +102,10 @@ def service_error(exc: BaseException) -> ServiceError:
         return ServiceError(503, "Draining", str(exc), headers={"Retry-After": "5"})
     if isinstance(exc, (UnknownTaskError, RequestTooLargeError, ValueError)):
         return ServiceError(422, "InvalidRequest", " ".join(str(exc).split()))
+    if isinstance(exc, (CheckpointError, CheckpointNotFoundError)):  # the request asks for an evaluator not served
+        return ServiceError(422, "CheckpointUnavailable",
+                            f"{' '.join(str(exc).split())} (this service cannot score that task/aspect: start it "
+                            "with --model NAME=DIR for that evaluator; GET /info lists what is loaded)")
     kind = type(exc).__name__ if isinstance(exc, UniEvalError) else "InternalError"
     return ServiceError(500, kind, " ".join(str(exc).split()) or kind)
 
@@ -390,17 +399,16 @@ class Service:
                 blocking run past the timeout (its id in the message: it can still be polled).
         """
         from ..reports import plan_report
-        from ..wire.custom_run import plan_custom_run
+        from ..wire.custom_run import CustomRunError, plan_custom_run
 
         try:
             groups, notes = plan_custom_run(body, consumed=("is_blocking", "data_collection_id"))
             plans = [plan_report(g.records, "summ", engine=self.engine) if g.records else None for g in groups]
             futures = self._submit([r for p in plans if p is not None for r in p.requests], body)
-        except ValueError as exc:  # the body's shape: name the place, e.g. evaluations[0].metrics[1]
-            place, sep, rest = str(exc).partition(": ")
-            named = sep and place.startswith("evaluations")
+        except CustomRunError as exc:  # the body's shape: every place named, e.g. evaluations[0].metrics[1]
             raise ServiceError(422, "InvalidRequest", str(exc),
-                               [{"index": None, "field": place, "message": rest}] if named else []) from None
+                               [{"index": None, "field": place, "message": message}
+                                for place, message in exc.problems]) from None
         except Exception as exc:
             raise service_error(exc) from None
         run = {"id": f"run_{uuid.uuid4().hex}", "object": "run", "status": "running", "created_at": _now(),
@@ -442,8 +450,9 @@ class Service:
                 aggregate = out.aggregate
                 for r in out.reports:
                     head = {"index": r.index, "id": r.id}
-                    if r.error is not None:
-                        results.append({**head, "error": r.error.model_dump()})
+                    if r.error is not None:  # in the custom run's names: output, input
+                        error = rename_fields(r.error, CUSTOM_RUN_NAMES)
+                        results.append({**head, "error": error.model_dump()})
                     else:
                         results.append({**head, **r.report.model_dump(mode="json")})
                 run["notes"] = list(dict.fromkeys(run["notes"] + out.notes))

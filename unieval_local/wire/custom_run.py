@@ -9,7 +9,20 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CustomRunGroup", "is_custom_run", "plan_custom_run", "read_custom_run"]
+__all__ = ["CUSTOM_RUN_NAMES", "CustomRunError", "CustomRunGroup", "is_custom_run", "plan_custom_run",
+           "read_custom_run"]
+
+#: our field names -> a custom-run row's (for the errors of its rows)
+CUSTOM_RUN_NAMES = {"target": "output", "source": "input"}
+
+
+class CustomRunError(ValueError):
+    """A custom-run body of the wrong shape; ``problems`` names every place: ``[(place, message)]``
+    (``threshold``, ``evaluations[1].metrics[0]`` ...). The message lists them all."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = list(problems)
+        super().__init__("; ".join(f"{place}: {message}" for place, message in self.problems))
 
 
 def is_custom_run(data: Any) -> bool:
@@ -59,6 +72,10 @@ def _metric_args(where: str, k: int, metric: Any) -> dict[str, Any]:
     return args
 
 
+def _bad_threshold(value: Any) -> bool:
+    return isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 100
+
+
 def _rows(where: str, data: list, args: Mapping[str, Any]) -> list[Any]:
     out = []
     for j, row in enumerate(data):
@@ -83,7 +100,9 @@ def plan_custom_run(body: Mapping[str, Any], consumed: Collection[str] = ()) -> 
         order, and the notes of :func:`read_custom_run`.
 
     Raises:
-        ValueError: as :func:`read_custom_run`, naming the place (``evaluations[1].metrics[0]``).
+        CustomRunError: the body's shape is wrong: every place named (``threshold``,
+            ``evaluations[1].metrics[0]`` ...), not only the first (a ``ValueError``).
+        ValueError: no ``evaluations`` list, or no work (as :func:`read_custom_run`).
     """
     if not isinstance(body, Mapping) or not isinstance(body.get("evaluations"), list):
         keys = ", ".join(map(repr, body)) if isinstance(body, Mapping) else type(body).__name__
@@ -98,22 +117,37 @@ def plan_custom_run(body: Mapping[str, Any], consumed: Collection[str] = ()) -> 
     ignored = sorted(set(body) - {"threshold", "model_slug", "evaluations", *consumed})
     if ignored:
         notes.append(f"request body keys ignored: {', '.join(ignored)}")
+    problems: list[tuple[str, str]] = []
+    top = body.get("threshold")
+    if top is not None and _bad_threshold(top):
+        problems.append(("threshold", f"a number in [0, 100] (the score's scale), got {top!r}"))
     groups: list[CustomRunGroup] = []
     for e, ev in enumerate(body["evaluations"]):
         where = f"evaluations[{e}]"
         if not isinstance(ev, Mapping) or not isinstance(ev.get("data"), list):
-            raise ValueError(f"{where}: an evaluation needs 'data': a list of rows")
+            problems.append((where, "an evaluation needs 'data': a list of rows"))
+            continue
         if ev.get("model_slug") is not None:
             notes.append(f"{where}.model_slug {ev['model_slug']!r} is ignored: claims and key points are checked by "
                          "the local checkpoint of consistency_aspect (settings.checkpoints)")
         metrics = ev.get("metrics") or [{"metric": "summ"}]
         if not isinstance(metrics, list):
-            raise ValueError(f"{where}.metrics: must be a list of metrics")
-        per_metric = [_metric_args(where, k, metric) for k, metric in enumerate(metrics)]
-        threshold = ev.get("threshold", body.get("threshold"))
+            problems.append((f"{where}.metrics", "must be a list of metrics"))
+            continue
+        per_metric = []
+        for k, metric in enumerate(metrics):
+            try:
+                per_metric.append(_metric_args(where, k, metric))
+            except ValueError as exc:
+                place, _, message = str(exc).partition(": ")
+                problems.append((place, message))
+        threshold = ev.get("threshold", top)
         if threshold is not None:
-            if isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or not 0 <= threshold <= 100:
-                raise ValueError(f"{where}.threshold: a number in [0, 100] (the score's scale), got {threshold!r}")
+            if _bad_threshold(threshold):
+                if "threshold" in ev:
+                    problems.append((f"{where}.threshold", f"a number in [0, 100] (the score's scale), got "
+                                                          f"{threshold!r}"))
+                continue
             if 0 < threshold < 1:
                 notes.append(f"{where}: threshold {threshold} is read on the 0-100 scale of the summ score "
                              f"(did you mean {threshold * 100:g}?)")
@@ -122,6 +156,8 @@ def plan_custom_run(body: Mapping[str, Any], consumed: Collection[str] = ()) -> 
         for k, args in enumerate(per_metric):
             full = {**args, **({"threshold": threshold} if threshold is not None else {})}
             groups.append(CustomRunGroup(e, k, args, threshold, _rows(where, ev["data"], full)))
+    if problems:
+        raise CustomRunError(problems)
     if not any(g.records for g in groups):
         raise ValueError("the custom-run request body holds no data row (every evaluations[i].data is empty): "
                          "nothing to score")
