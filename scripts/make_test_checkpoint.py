@@ -225,6 +225,67 @@ def build_test_checkpoint(
     return out
 
 
+def build_nli_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.PathLike | None = None,
+                         vocab_size: int = 2000, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4,
+                         seed: int = 0, init_range: float = 0.3,
+                         labels: tuple[str, ...] = ("entailment", "neutral", "contradiction"),
+                         evaluator: str | None = None, head: bool = True) -> Path:
+    """Write a random DeBERTa-v2/v3 NLI cross-encoder (``--layout deberta-nli``) to ``out_dir``:
+    ``config.json`` (``DebertaV2ForSequenceClassification``, mDeBERTa-v3's attention settings,
+    ``id2label`` = ``labels``), ``model.safetensors`` and a trained SentencePiece ``spm.model``
+    ([PAD]=0, [CLS]=1, [SEP]=2, [UNK]=3, as DeBERTa-v3's) with the tokenizer files
+    transformers writes for it. ``init_range`` (std of the initialisation) spreads the
+    probabilities so that tests can tell pairs apart; ``head=False`` leaves the classification
+    head out of the weights (a broken checkpoint, for the strict-loading tests).
+
+    Returns:
+        ``out_dir`` as a Path.
+    """
+    import sentencepiece as spm
+    import torch
+    from transformers import DebertaV2Config, DebertaV2ForSequenceClassification, DebertaV2Tokenizer
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if data_dir is None:
+        found = shared_data_dir(must_exist=False)
+        data_dir = found if (found / "summeval").is_dir() else None
+    sentences = training_sentences(Path(data_dir) if data_dir else None, 40, ("Yes", "No"))
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "spm")
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_prefix=prefix, vocab_size=vocab_size, model_type="unigram",
+            pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]", bos_piece="[CLS]", eos_piece="[SEP]",
+            unk_piece="[UNK]", character_coverage=1.0, num_threads=1, shuffle_input_sentence=False, minloglevel=2)
+        staging = Path(tmp) / "tok"
+        staging.mkdir()
+        (staging / "spm.model").write_bytes(Path(prefix + ".model").read_bytes())
+        (staging / "tokenizer_config.json").write_text(json.dumps(
+            {"tokenizer_class": "DebertaV2Tokenizer", "model_max_length": 512}))
+        tokenizer = DebertaV2Tokenizer.from_pretrained(staging)
+        tokenizer.save_pretrained(out)
+        _without_load_options(out / "tokenizer_config.json")
+        (out / "spm.model").write_bytes((staging / "spm.model").read_bytes())
+    torch.manual_seed(seed)
+    config = DebertaV2Config(
+        vocab_size=len(tokenizer), hidden_size=hidden_size, num_hidden_layers=num_layers,
+        num_attention_heads=num_heads, intermediate_size=2 * hidden_size, max_position_embeddings=512,
+        relative_attention=True, position_buckets=256, norm_rel_ebd="layer_norm", share_att_key=True,
+        pos_att_type=["p2c", "c2p"], position_biased_input=False, max_relative_positions=-1, type_vocab_size=0,
+        initializer_range=init_range, pad_token_id=0,
+        id2label=dict(enumerate(labels)), label2id={name: i for i, name in enumerate(labels)})
+    model = DebertaV2ForSequenceClassification(config).eval()
+    model.save_pretrained(out)
+    if not head:
+        from safetensors.torch import load_file, save_file
+
+        state = {k: v for k, v in load_file(str(out / "model.safetensors")).items() if not k.startswith("classifier")}
+        save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    if evaluator:
+        _set_config_keys(out / "config.json", {"unieval_local_evaluator": evaluator})
+    return out
+
+
 def _set_config_keys(path: Path, keys: dict) -> None:
     """Add ``keys`` to the ``config.json`` at ``path`` (rewritten sorted, as transformers writes it)."""
     config = json.loads(path.read_text(encoding="utf-8"))
@@ -264,8 +325,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--init-factor", type=float, default=1.5)
     parser.add_argument("--model-vocab-size", type=int, default=None, help="embedding rows (default: tokenizer size)")
     parser.add_argument("--docs", type=int, default=40, help="SummEval documents that train the tokenizer")
-    parser.add_argument("--layout", default="t5", choices=["t5", "v1.1"],
-                        help="t5 (tied head, ReLU) or v1.1 (the official UniEval layout: gated-GELU, untied head)")
+    parser.add_argument("--layout", default="t5", choices=["t5", "v1.1", "deberta-nli"],
+                        help="t5 (tied head, ReLU), v1.1 (the official UniEval layout: gated-GELU, untied head) or "
+                             "deberta-nli (a DeBERTa-v3 NLI cross-encoder, spm.model tokenizer: for mdeberta-nli; "
+                             "--d-model, --layers, --heads, --vocab-size, --seed, --evaluator apply)")
     parser.add_argument("--answers", default="Yes,No", help="answer words POS,NEG that must be distinct pieces "
                         "(e.g. 1,0 for a MiniCheck-style checkpoint)")
     parser.add_argument("--evaluator", default=None,
@@ -275,6 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--weights", default=None, choices=["safetensors", "bin"],
                         help="weight file format (default: safetensors for t5, pytorch_model.bin for v1.1)")
     args = parser.parse_args(argv)
+    if args.layout == "deberta-nli":
+        path = build_nli_checkpoint(args.out_dir, data_dir=args.data_dir, vocab_size=args.vocab_size,
+                                    hidden_size=args.d_model, num_layers=args.layers, num_heads=args.heads,
+                                    seed=args.seed, evaluator=args.evaluator)
+        print(f"wrote {path} (a DeBERTa NLI cross-encoder)", file=sys.stderr)
+        return 0
     path = build_test_checkpoint(
         args.out_dir, data_dir=args.data_dir, vocab_size=args.vocab_size, d_model=args.d_model,
         d_ff=args.d_ff, num_layers=args.layers, num_heads=args.heads, seed=args.seed,

@@ -71,10 +71,22 @@ def test_golden_minicheck_prompts():
     assert render_prompt(get_aspect("fact", "support"), ex, "C.", overrides={"source": "chunk"}) == "predict: chunk</s>C."
 
 
+def test_golden_nli_pair_prompt():
+    """A (premise, hypothesis) pair, rendered with the pair separator; a separator in a text is a space."""
+    from unieval_local.text.prompts import PAIR_SEPARATOR, split_pair
+
+    ex = UniEvalData(target="The claim.", source="The doc.\nLine two.")
+    prompt = render_prompt(get_aspect("fact", "nli_support"), ex, "The claim.")
+    assert prompt == "The doc.\nLine two." + PAIR_SEPARATOR + "The claim."
+    assert split_pair(prompt) == ("The doc.\nLine two.", "The claim.")
+    odd = UniEvalData(target="A" + PAIR_SEPARATOR + "B.", source="D.")
+    assert split_pair(render_prompt(get_aspect("fact", "nli_support"), odd, odd.target)) == ("D.", "A B.")
+
+
 def test_every_builtin_aspect_has_a_golden_prompt():
     covered = {("summarization", a) for a in GOLDEN} | set(ALL_GOLDEN) | {
         ("data2text", "naturalness"), ("data2text", "informativeness"), ("fact", "consistency"),
-        ("fact", "support"), ("fact", "sentence_support"), ("fact", "sentence_support_min")}
+        ("fact", "support"), ("fact", "sentence_support"), ("fact", "sentence_support_min"), ("fact", "nli_support")}
     assert covered == {(t.name, a) for t in TASKS.values() for a in t.aspects}
 
 

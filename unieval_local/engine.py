@@ -228,14 +228,15 @@ class Engine:
             return self._runners[name]
 
     def _default_factory(self, checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator) -> Runner:
+        from .models.backends import backend_factory
         from .models.devices import set_threads
-        from .models.t5.runner import t5_runner_factory
 
         if self.settings.threads is not None:
             set_threads(self.settings.threads)
-        return t5_runner_factory(checkpoint, fingerprint, evaluator, device=self.device, dtype=self.config.dtype,
-                                 batch_tokens=self.settings.batch_tokens, attention_mib=self.settings.attention_mib,
-                                 fast_forward=self.config.fast_forward, progress=self.settings.progress)
+        factory = backend_factory(evaluator.backend)  # t5, seq-classifier (models/backends.py)
+        return factory(checkpoint, fingerprint, evaluator, device=self.device, dtype=self.config.dtype,
+                       batch_tokens=self.settings.batch_tokens, attention_mib=self.settings.attention_mib,
+                       fast_forward=self.config.fast_forward, progress=self.settings.progress)
 
     def max_length(self, name: str) -> int:
         """Tokens per query for checkpoint (evaluator) ``name``: the run's ``max_length``, else

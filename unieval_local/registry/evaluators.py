@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..text.prompts import BOOLEAN_QA, MINICHECK, PromptFormat
+from ..text.prompts import BOOLEAN_QA, MINICHECK, NLI_PAIR, PromptFormat
 
 if TYPE_CHECKING:
     from .tasks import Aspect
@@ -43,6 +43,12 @@ class Evaluator:
         description: one line for ``unieval-local tasks`` and the README.
         model_types: the ``model_type`` values of ``config.json`` this family's checkpoints
             have (``t5`` for UniEval and MiniCheck); a folder of another type is refused.
+        backend: the model backend that loads and runs it (:mod:`unieval_local.models.backends`):
+            ``t5`` (seq2seq, the answer tokens' logits at the first decoder step) or
+            ``seq-classifier`` (an encoder with a classification head over text pairs).
+        label: for ``seq-classifier``: the label whose probability is the score (softmax over
+            the head's labels, read from ``config.json``'s ``id2label``; a checkpoint without it
+            is refused); None for ``t5``.
     """
 
     name: str
@@ -53,6 +59,8 @@ class Evaluator:
     input_hints: dict[str, tuple[str, str]] = field(default_factory=dict)
     description: str = ""
     model_types: tuple[str, ...] = ("t5",)
+    backend: str = "t5"
+    label: str | None = None
 
     def __post_init__(self) -> None:
         if len(self.answers) != 2 or self.answers[0] == self.answers[1]:
@@ -60,7 +68,11 @@ class Evaluator:
 
     def key(self) -> dict[str, object]:
         """What of the spec can change a score (part of every score-cache key)."""
-        return {"evaluator": self.name, "format": self.prompt_format.name, "answers": list(self.answers)}
+        key: dict[str, object] = {"evaluator": self.name, "format": self.prompt_format.name,
+                                  "answers": list(self.answers)}
+        if self.backend != "t5":  # T5 keys stay as they were (cached values remain valid)
+            key.update(backend=self.backend, label=self.label)
+        return key
 
 
 #: The built-in evaluators, by name.
@@ -78,6 +90,12 @@ EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
     Evaluator("minicheck-flan-t5-large", "lytang/MiniCheck-Flan-T5-Large", MINICHECK, answers=("1", "0"),
               max_length=2048, description="MiniCheck-Flan-T5-Large fact checker (Tang et al., 2024): is the "
               "claim supported by the document?"),
+    # mDeBERTa-v3-base NLI (Laurer et al., MIT): 3 labels (entailment, neutral, contradiction),
+    # 27 languages; scored as P(entailment) of (document chunk, claim) pairs, 512 tokens.
+    Evaluator("mdeberta-nli", "MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7", NLI_PAIR,
+              max_length=512, model_types=("deberta-v2",), backend="seq-classifier", label="entailment",
+              description="mDeBERTa-v3 NLI cross-encoder (multilingual): P(entailment) of document chunk -> "
+              "claim, SummaC-ZS style"),
 ]}
 
 

@@ -181,6 +181,12 @@ TASKS: dict[str, Task] = {
                _fields(("", "source"), ("", "target")), granularity="sentence", reduction="min",
                checkpoint="minicheck-flan-t5-large", chunk_field="source", window_reduction="max",
                description="not MiniCheck's own protocol: each target sentence is a claim, min over sentences"),
+        # SummaC-ZS (Laban et al., TACL 2022): per target sentence, max over document chunks of
+        # P(entailment), mean over sentences; an NLI cross-encoder (multilingual mDeBERTa)
+        Aspect(_FACT, "nli_support", "(NLI) does the document entail the sentence?",
+               _fields(("", "source"), ("", "target")), granularity="sentence", checkpoint="mdeberta-nli",
+               chunk_field="source", window_reduction="max",
+               description="SummaC-ZS style: P(entailment) per sentence, max over document chunks, mean over sentences"),
     ]),
 }
 

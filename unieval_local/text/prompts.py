@@ -12,6 +12,11 @@ format:
 
   the parts joined with ``" </s> "`` exactly, nothing stripped; T5's tokenizer reads the
   literal ``</s>`` as EOS. It does not chunk (long fields follow ``long_input``).
+- :class:`NLIPair`, a (premise, hypothesis) pair for NLI cross-encoders (SummaC-ZS style,
+  Laban et al., TACL 2022): the premise a chunk of the source, the hypothesis the target or
+  one of its sentences; rendered as one string with :data:`PAIR_SEPARATOR` between them
+  (so that deduplication, evidence spans and cache keys cover both), split again by the
+  classifier backend (:func:`split_pair`).
 - :class:`MiniCheckPrompt`, MiniCheck-Flan-T5's format (Tang, Laban and Durrett, EMNLP
   2024; ``Liyan06/MiniCheck``, ``minicheck/inference.py``, the flan-t5-large path)::
 
@@ -31,8 +36,8 @@ if TYPE_CHECKING:  # the registry imports this module: types only
     from .sentences import SentenceSplitter
     from ..registry.tasks import Aspect
 
-__all__ = ["BOOLEAN_QA", "BooleanQA", "Capabilities", "Chunk", "MINICHECK", "MiniCheckPrompt", "PromptFormat",
-           "SEPARATOR", "aspect_problems", "field_value"]
+__all__ = ["BOOLEAN_QA", "BooleanQA", "Capabilities", "Chunk", "MINICHECK", "MiniCheckPrompt", "NLI_PAIR", "NLIPair",
+           "PAIR_SEPARATOR", "PromptFormat", "SEPARATOR", "aspect_problems", "field_value", "split_pair"]
 
 #: The literal separator between prompt parts. T5's tokenizer maps it to EOS (id 1).
 SEPARATOR = " </s> "
@@ -269,3 +274,53 @@ def aspect_problems(fmt: PromptFormat, *, question: str | None, labels: dict[str
     return problems
 
 
+#: Between the premise and the hypothesis of a rendered :class:`NLIPair` (a private-use
+#: character: a text holding it has it read as a space, so the split is unambiguous).
+PAIR_SEPARATOR = "\ue000"
+
+
+def split_pair(prompt: str) -> tuple[str, str]:
+    """``(premise, hypothesis)`` of a prompt rendered by :class:`NLIPair`.
+
+    Raises:
+        ValueError: ``prompt`` holds no :data:`PAIR_SEPARATOR` (not an NLI pair).
+    """
+    premise, sep, hypothesis = prompt.partition(PAIR_SEPARATOR)
+    if not sep:
+        raise ValueError("not an NLI pair prompt (no pair separator): a Boolean-QA prompt sent to a classifier?")
+    return premise, hypothesis
+
+
+class NLIPair:
+    """A (premise, hypothesis) pair for an NLI cross-encoder: the premise is a chunk of the
+    ``source`` (the format chunks the document itself, as :class:`MiniCheckPrompt` does, into
+    chunks of at most ``min(chunk_words, max_words)`` words: 300 by default, which fits a
+    512-token DeBERTa window), the hypothesis the ``target`` (or one of its sentences). The
+    score of a pair is P(entailment) of the classifier; a target's score is the maximum over
+    chunks (SummaC-ZS, Laban et al., TACL 2022, Sec. 3.1: max over the document's blocks,
+    then mean over the summary's sentences).
+    """
+
+    name = "nli-pair"
+    own_chunking = True
+    capabilities = Capabilities(question=False, labels=False, fields=("source", "target"), chunk_settings=False,
+                                document_field="source", shape="(premise: <document chunk>, hypothesis: <claim>)")
+    max_words = 300
+
+    def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
+               overrides: dict[str, str] | None = None) -> tuple[str, list[tuple[str, int, int]]]:
+        """``(premise + PAIR_SEPARATOR + hypothesis, spans)`` (a separator inside a text becomes a space)."""
+        overrides = overrides or {}
+        premise = str(field_value(aspect, example, "source", target, reference, overrides)).replace(PAIR_SEPARATOR, " ")
+        claim = str(field_value(aspect, example, "target", target, reference, overrides)).replace(PAIR_SEPARATOR, " ")
+        start = len(premise) + len(PAIR_SEPARATOR)
+        return premise + PAIR_SEPARATOR + claim, [("source", 0, len(premise)), ("target", start, start + len(claim))]
+
+    def chunks(self, text: str, splitter: "SentenceSplitter", chunk_words: int) -> list[Chunk]:
+        """The document's chunks, as :meth:`MiniCheckPrompt.chunks` makes them, of at most
+        ``min(chunk_words, max_words)`` words."""
+        return MINICHECK.chunks(text, splitter, min(chunk_words, self.max_words))
+
+
+#: The one instance of :class:`NLIPair`.
+NLI_PAIR = NLIPair()

@@ -1,0 +1,125 @@
+"""The seq-classifier backend and the mdeberta-nli evaluator (issue 22, first part): a generated
+DeBERTa-v3 NLI checkpoint in its real layout (spm.model tokenizer, DebertaV2ForSequenceClassification
+weights) loaded by the real code; fact/nli_support equals a plain float64 SummaC-ZS reference written
+here (softmax over the three labels, max over document chunks, mean over sentences) computed with
+``transformers.AutoModelForSequenceClassification`` called directly; strict loading refuses broken
+checkpoints."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from make_test_checkpoint import build_nli_checkpoint
+
+from unieval_local import Scorer
+from unieval_local.errors import CheckpointError
+from unieval_local.text.prompts import NLI_PAIR
+from unieval_local.text.sentences import DEFAULT_SPLITTER, field_spans
+
+
+@pytest.fixture(scope="module")
+def nli_ckpt(tmp_path_factory, shared_data):
+    return build_nli_checkpoint(tmp_path_factory.mktemp("nli") / "mdeberta-nli", data_dir=shared_data,
+                                evaluator="mdeberta-nli", init_range=0.1)
+
+
+@pytest.fixture(scope="module")
+def qags(shared_data):
+    rows = json.loads((shared_data / "unieval-reproduce" / "data" / "fact" / "qags_cnndm.json").read_text())
+    return [{"target": r["system_output"], "source": r["source"]} for r in rows[:5]]
+
+
+def summac_zs(folder, example, chunk_words=500, max_length=512):
+    """SummaC-ZS (Laban et al., TACL 2022) in float64: per target sentence, max over the document's
+    chunks of P(entailment) = softmax(logits)[entailment]; mean over sentences."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSequenceClassification.from_pretrained(folder).double().eval()
+    ent = {v: int(k) for k, v in model.config.id2label.items()}["entailment"]
+    target = example["target"]
+    sentences = [target[a:b] for a, b in field_spans(target, "sentence", DEFAULT_SPLITTER)]
+    chunks = [text for _, _, text in NLI_PAIR.chunks(example["source"], DEFAULT_SPLITTER, chunk_words)]
+    per_sentence = []
+    for s in sentences:
+        best = 0.0
+        for c in chunks:
+            enc = tok(c, s, truncation="only_first", max_length=max_length, return_tensors="pt")
+            with torch.no_grad():
+                p = torch.softmax(model(**enc).logits[0].double(), -1)[ent].item()
+            best = max(best, p)
+        per_sentence.append(best)
+    return float(np.mean(per_sentence)), len(chunks)
+
+
+def test_nli_support_equals_a_float64_summac_zs_reference(nli_ckpt, qags):
+    scorer = Scorer(model={"mdeberta-nli": str(nli_ckpt)}, device="cpu")
+    long_doc = {"target": "The council met. It approved the park.",
+                "source": " ".join(qags[0]["source"] for _ in range(3))}  # several chunks
+    one_claim = {"target": "The man was arrested.", "source": qags[1]["source"]}
+    examples = qags + [long_doc, one_claim]
+    with pytest.warns(UserWarning):  # some chunks are longer than 512 tokens of this small vocabulary
+        got = scorer.score(examples, task="fact", aspect="nli_support", evidence=True)
+    for ex, e in zip(examples, got.examples):
+        want, n_chunks = summac_zs(nli_ckpt, ex)
+        assert e.value == pytest.approx(want, abs=1e-5)
+    assert summac_zs(nli_ckpt, long_doc)[1] >= 3
+    values = [e.value for e in got.examples]
+    assert len({round(v, 4) for v in values}) > 3  # the generated weights tell the examples apart
+
+
+def test_nli_scores_do_not_depend_on_batching(nli_ckpt, qags):
+    small = Scorer(model={"mdeberta-nli": str(nli_ckpt)}, device="cpu", batch_tokens=600)
+    large = Scorer(model={"mdeberta-nli": str(nli_ckpt)}, device="cpu", batch_tokens=20000)
+    with pytest.warns(UserWarning):
+        a = [e.value for e in small.score(qags, task="fact", aspect="nli_support").examples]
+    with pytest.warns(UserWarning):
+        b = [e.value for e in large.score(qags[::-1], task="fact", aspect="nli_support").examples][::-1]
+    np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("broken, needle", [
+    ("no-head", "classification head is missing"),
+    ("labels", "do not include 'entailment'"),
+    ("tokenizer", "wrong tokenizer"),
+])
+def test_strict_loading_refuses_a_broken_nli_checkpoint(tmp_path, shared_data, nli_ckpt, broken, needle):
+    folder = tmp_path / "mdeberta-nli"
+    if broken == "no-head":
+        build_nli_checkpoint(folder, data_dir=shared_data, head=False)
+    elif broken == "labels":
+        build_nli_checkpoint(folder, data_dir=shared_data, labels=("positive", "negative"))
+    else:  # a tokenizer of a larger vocabulary than the weights
+        build_nli_checkpoint(folder, data_dir=shared_data, vocab_size=2500)
+        small = tmp_path / "small"
+        build_nli_checkpoint(small, data_dir=shared_data, vocab_size=1000)
+        (folder / "model.safetensors").write_bytes((small / "model.safetensors").read_bytes())
+        (folder / "config.json").write_text((small / "config.json").read_text())
+    scorer = Scorer(model={"mdeberta-nli": str(folder)}, device="cpu")
+    with pytest.raises(CheckpointError, match=needle):
+        scorer.score([{"target": "A claim.", "source": "A document."}], task="fact", aspect="nli_support")
+
+
+def test_cli_scores_qags_with_nli_support_and_refuses_a_broken_folder_with_exit_3(tmp_path, nli_ckpt, qags,
+                                                                                   shared_data):
+    import subprocess
+
+    src = tmp_path / "qags.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in qags))
+    run = [sys.executable, "-c", "import sys; from unieval_local.cli import main; sys.exit(main())", "score", str(src),
+           "--task", "fact", "--aspect", "nli_support", "--no-progress"]
+    ok = subprocess.run(run + ["--model", f"mdeberta-nli={nli_ckpt}"], capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    lines = [json.loads(x) for x in ok.stdout.splitlines()]
+    scorer = Scorer(model={"mdeberta-nli": str(nli_ckpt)}, device="cpu")
+    with pytest.warns(UserWarning):
+        want = [e.value for e in scorer.score(qags, task="fact", aspect="nli_support").examples]
+    np.testing.assert_allclose([x["scores"]["nli_support"] for x in lines], want, atol=1e-9, rtol=0)
+    broken = build_nli_checkpoint(tmp_path / "broken", data_dir=shared_data, head=False)
+    bad = subprocess.run(run + ["--model", f"mdeberta-nli={broken}"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 3 and "classification head" in bad.stderr

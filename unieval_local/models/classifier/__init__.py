@@ -1,0 +1,3 @@
+"""The seq-classifier backend: encoder cross-encoders with a classification head (DeBERTa NLI)."""
+
+__all__: list[str] = []

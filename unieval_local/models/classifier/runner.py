@@ -1,0 +1,215 @@
+"""The ``seq-classifier`` backend: an encoder with a classification head
+(``AutoModelForSequenceClassification``, e.g. mDeBERTa-v3 NLI) scoring (premise, hypothesis)
+pairs; the score of a pair is the softmax probability of the evaluator's label
+(``entailment``) over the head's labels, read from ``config.json``'s ``id2label``.
+
+Loading is strict: a folder whose weights miss the classification head (or any tensor), whose
+labels lack the evaluator's, or whose tokenizer does not load is refused with
+:class:`~unieval_local.errors.CheckpointError` naming it. Batching is the shared core's
+(:mod:`unieval_local.models.batching`: length sort, padded-token budget, out-of-memory back-off).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import CheckpointError, ModelRuntimeError
+from ...registry.evaluators import Evaluator
+from ...settings import check_dtype, default
+from ...text.prompts import split_pair
+from ..base import Runner
+from ..batching import first_line, is_oom, next_batch_end, sort_by_length
+from ..checkpoints import ResolvedCheckpoint
+
+__all__ = ["ClassifierModel", "ClassifierRunner", "classifier_runner_factory", "label_index"]
+
+
+def label_index(id2label: dict, label: str, where: str) -> int:
+    """The index of ``label`` (case-insensitive) among a config's ``id2label``.
+
+    Raises:
+        CheckpointError: the labels lack it (the message lists them).
+    """
+    found = [int(i) for i, name in id2label.items() if str(name).lower() == label.lower()]
+    if len(found) != 1:
+        raise CheckpointError(f"{where}: its labels {dict(sorted((int(k), v) for k, v in id2label.items()))} do not "
+                              f"include {label!r} once; this evaluator reads P({label}); is it an NLI checkpoint?")
+    return found[0]
+
+
+class ClassifierModel:
+    """A loaded classifier checkpoint: tokenizer, model on its device, the label's index.
+
+    Args:
+        checkpoint: the resolved folder. evaluator: its spec (``label``). device, dtype: where and how.
+
+    Raises:
+        CheckpointError: the tokenizer or the model does not load, a tensor (the head) is
+            missing or unexpected, or the labels lack the evaluator's.
+    """
+
+    def __init__(self, checkpoint: ResolvedCheckpoint, evaluator: Evaluator, device: str, dtype: str):
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        path = Path(checkpoint.path)
+        self.dtype = check_dtype(dtype)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+        except Exception as exc:  # noqa: BLE001  named below
+            raise CheckpointError(f"{path}: its tokenizer does not load: {first_line(exc)}") from None
+        try:
+            model, info = AutoModelForSequenceClassification.from_pretrained(
+                path, local_files_only=True, output_loading_info=True, dtype=getattr(torch, self.dtype))
+        except Exception as exc:  # noqa: BLE001
+            raise CheckpointError(f"{path}: does not load as a sequence classifier: {first_line(exc)}") from None
+        missing, unexpected = sorted(info.get("missing_keys") or []), sorted(info.get("unexpected_keys") or [])
+        mismatched = info.get("mismatched_keys") or []
+        if missing or unexpected or mismatched:
+            raise CheckpointError(
+                f"{path}: its weights do not match its config (strict loading): missing {missing[:5]}, unexpected "
+                f"{unexpected[:5]}, mismatched {[m[0] if isinstance(m, tuple) else m for m in mismatched][:5]}"
+                f"{' (the classification head is missing: not a fine-tuned classifier?)' if any('classifier' in k for k in missing) else ''}")
+        if len(self.tokenizer) > model.config.vocab_size:
+            raise CheckpointError(f"{path}: the tokenizer has {len(self.tokenizer)} tokens but the model's vocabulary "
+                                  f"{model.config.vocab_size}: the wrong tokenizer for these weights")
+        label_index(model.config.id2label, evaluator.label or "entailment", str(path))
+        self.model = model.to(device).eval()
+        self.device = device
+        self.pad_id = self.tokenizer.pad_token_id or 0
+        self.lock = threading.Lock()
+        self.oom_budget: int | None = None
+
+    def encode(self, pairs: Sequence[tuple[str, str]]) -> list[list[int]]:
+        """Token ids of each pair, untruncated (``[CLS] premise [SEP] hypothesis [SEP]``)."""
+        if not pairs:
+            return []
+        return self.tokenizer([p for p, _ in pairs], [h for _, h in pairs])["input_ids"]
+
+    def encode_truncated(self, pairs: Sequence[tuple[str, str]], max_length: int) -> list[list[int]]:
+        """Token ids cut to ``max_length`` from the premise's end (``only_first``: the claim is kept whole)."""
+        if not pairs:
+            return []
+        return self.tokenizer([p for p, _ in pairs], [h for _, h in pairs], truncation="only_first",
+                              max_length=max_length)["input_ids"]
+
+    def probabilities(self, ids: list[list[int]], batch: Sequence[int], label: int) -> np.ndarray:
+        """P(label) (float64; softmax over the head's labels) of the rows ``batch`` of ``ids``,
+        padded to the longest."""
+        import torch
+
+        rows = [ids[i] for i in batch]
+        width = max(len(r) for r in rows)
+        input_ids = torch.full((len(rows), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for k, r in enumerate(rows):
+            input_ids[k, :len(r)] = torch.tensor(r)
+            mask[k, :len(r)] = 1
+        with torch.inference_mode():
+            logits = self.model(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device)).logits
+        return torch.softmax(logits.double(), dim=-1)[:, label].cpu().numpy()
+
+
+class ClassifierRunner(Runner):
+    """The :class:`~unieval_local.models.base.Runner` of a :class:`ClassifierModel`: prompts are
+    rendered pairs (:func:`~unieval_local.text.prompts.split_pair`); each distinct pair once,
+    sorted by length, batched under ``batch_tokens`` padded tokens; an out-of-memory error halves
+    the budget and retries (a single pair that does not fit raises
+    :class:`~unieval_local.errors.ModelRuntimeError`)."""
+
+    def __init__(self, model: ClassifierModel, *, evaluator: Evaluator, fingerprint: str,
+                 batch_tokens: int = default("batch_tokens")):
+        self.model = model
+        self.evaluator = evaluator
+        self.name = str(model.model.config._name_or_path or evaluator.hub_id or evaluator.name)
+        self.fingerprint = fingerprint
+        self.batch_tokens = batch_tokens
+        #: the index of the evaluator's label in the head's output
+        self.label = label_index(model.model.config.id2label, evaluator.label or "entailment", self.name)
+
+    # token arithmetic (TokenCounter): of plain texts, as the tokenizer reads them
+    def count(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text with the special tokens of one segment."""
+        return [len(x) for x in self.model.tokenizer(list(texts))["input_ids"]] if texts else []
+
+    def count_plain(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text without special tokens."""
+        return [len(x) for x in self.model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]] \
+            if texts else []
+
+    def cut(self, text: str, n_tokens: int) -> int:
+        """How many leading characters of ``text`` its first ``n_tokens`` tokens cover."""
+        if n_tokens <= 0:
+            return 0
+        offsets = self.model.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        return len(text) if n_tokens >= len(offsets) else offsets[n_tokens - 1][1]
+
+    def cut_points(self, text: str, n_tokens: int) -> list[int]:
+        """Offsets cutting ``text`` into parts of ``n_tokens`` tokens (one tokenization)."""
+        n_tokens = max(1, n_tokens)
+        offsets = self.model.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        points = [offsets[k - 1][1] for k in range(n_tokens, len(offsets), n_tokens)]
+        points = [p for i, p in enumerate(points) if 0 < p < len(text) and (i == 0 or p > points[i - 1])]
+        return points + [len(text)]
+
+    def score(self, prompts: Sequence[str], *, max_length: int,
+              on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(P(label), n_tokens)`` per rendered pair, in order (float64 in [0, 1]; untruncated tokens).
+
+        Raises:
+            ValueError: a prompt that is not a rendered pair.
+            ModelRuntimeError: the model failed (out of memory on a single pair included).
+        """
+        distinct = list(dict.fromkeys(prompts))
+        pairs = [split_pair(p) for p in distinct]
+        full = self.model.encode(pairs)
+        ids = self.model.encode_truncated(pairs, max_length)
+        lengths = [len(x) for x in ids]
+        order = sort_by_length(lengths)
+        values = np.full(len(distinct), np.nan)
+        start, done = 0, 0
+        with self.model.lock:
+            budget = self.model.oom_budget or self.batch_tokens
+            while start < len(order):
+                end = next_batch_end(order, lengths, start, budget)
+                batch = order[start:end]
+                try:
+                    values[batch] = self.model.probabilities(ids, batch, self.label)
+                except Exception as exc:  # noqa: BLE001
+                    if is_oom(exc) and len(batch) > 1:
+                        budget = max(1, budget // 2)
+                        self.model.oom_budget = budget
+                        continue
+                    raise ModelRuntimeError(f"{self.name} failed on {len(batch)} pair(s): {first_line(exc)}") from exc
+                start = end
+                done += len(batch)
+                if on_batch is not None:
+                    on_batch(done, len(distinct))
+        index = {p: k for k, p in enumerate(distinct)}
+        at = [index[p] for p in prompts]
+        return values[at], np.array([len(full[k]) for k in at], dtype=np.int64)
+
+
+_MODELS: dict[tuple[str, str, str], ClassifierModel] = {}
+_LOCK = threading.Lock()
+
+
+def classifier_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator, *, device: str,
+                              dtype: str, batch_tokens: int = default("batch_tokens"), **_: object) -> ClassifierRunner:
+    """The ``seq-classifier`` backend's :data:`~unieval_local.models.base.RunnerFactory` (one model per
+    folder, device and dtype per process; the T5-only settings, ``fast_forward``, ``attention_mib``
+    and ``progress``, do not apply).
+
+    Raises:
+        CheckpointError: the checkpoint does not load strictly (see :class:`ClassifierModel`).
+    """
+    key = (str(Path(checkpoint.path).resolve()), device, check_dtype(dtype))
+    with _LOCK:
+        if key not in _MODELS:
+            _MODELS[key] = ClassifierModel(checkpoint, evaluator, device, dtype)
+        model = _MODELS[key]
+    return ClassifierRunner(model, evaluator=evaluator, fingerprint=fingerprint, batch_tokens=batch_tokens)
