@@ -286,6 +286,49 @@ def build_nli_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.PathL
     return out
 
 
+#: HHEM-2.1-Open's prompt template, as its config.json gives it.
+HHEM_PROMPT = "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: {text1}\n\nHypothesis: {text2}"
+
+
+def build_hhem_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.PathLike | None = None,
+                          d_model: int = 64, d_ff: int = 128, num_layers: int = 2, num_heads: int = 4, seed: int = 0,
+                          init_factor: float = 1.5, evaluator: str | None = "hhem-2.1-open", head: bool = True) -> Path:
+    """Write a random HHEM-2.1-Open checkpoint in its real layout (``--layout hhem``): ``out_dir``
+    holds ``config.json`` (``model_type`` HHEMv2, ``foundation`` google/flan-t5-base, its
+    ``prompt``) and ``model.safetensors`` with a ``T5ForTokenClassification``'s tensors under
+    ``t5.`` (2 labels; shared and encoder embeddings both stored), and NO tokenizer, as the hub
+    repository; the foundation (a generated T5 v1.1 config and tokenizer, flan-t5's layout)
+    goes beside it in ``flan-t5-base/``. ``head=False`` leaves the classifier out.
+
+    Returns:
+        ``out_dir`` as a Path.
+    """
+    import torch
+    from safetensors.torch import save_file
+    from transformers import T5Config, T5ForTokenClassification
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    base = build_test_checkpoint(out.parent / "flan-t5-base", data_dir=data_dir, d_model=d_model, d_ff=d_ff,
+                                 num_layers=num_layers, num_heads=num_heads, seed=seed, layout="v1.1",
+                                 weights="safetensors")
+    config = json.loads((base / "config.json").read_text())
+    t5 = T5Config(**{k: v for k, v in config.items() if k not in ("architectures", "model_type")})
+    t5.num_labels = 2
+    t5.initializer_factor = init_factor
+    torch.manual_seed(seed)
+    model = T5ForTokenClassification(t5).eval()
+    state = {f"t5.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()
+             if head or not k.startswith("classifier")}
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    written = {"architectures": ["HHEMv2ForSequenceClassification"], "model_type": "HHEMv2",
+               "foundation": "google/flan-t5-base", "prompt": HHEM_PROMPT, "torch_dtype": "float32"}
+    if evaluator:
+        written["unieval_local_evaluator"] = evaluator
+    (out / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
+    return out
+
+
 def _set_config_keys(path: Path, keys: dict) -> None:
     """Add ``keys`` to the ``config.json`` at ``path`` (rewritten sorted, as transformers writes it)."""
     config = json.loads(path.read_text(encoding="utf-8"))
@@ -325,10 +368,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--init-factor", type=float, default=1.5)
     parser.add_argument("--model-vocab-size", type=int, default=None, help="embedding rows (default: tokenizer size)")
     parser.add_argument("--docs", type=int, default=40, help="SummEval documents that train the tokenizer")
-    parser.add_argument("--layout", default="t5", choices=["t5", "v1.1", "deberta-nli"],
+    parser.add_argument("--layout", default="t5", choices=["t5", "v1.1", "deberta-nli", "hhem"],
                         help="t5 (tied head, ReLU), v1.1 (the official UniEval layout: gated-GELU, untied head) or "
                              "deberta-nli (a DeBERTa-v3 NLI cross-encoder, spm.model tokenizer: for mdeberta-nli; "
-                             "--d-model, --layers, --heads, --vocab-size, --seed, --evaluator apply)")
+                             "--d-model, --layers, --heads, --vocab-size, --seed, --evaluator apply) or hhem "
+                             "(HHEM-2.1-Open's layout, no tokenizer; its foundation flan-t5-base/ beside it)")
     parser.add_argument("--answers", default="Yes,No", help="answer words POS,NEG that must be distinct pieces "
                         "(e.g. 1,0 for a MiniCheck-style checkpoint)")
     parser.add_argument("--evaluator", default=None,
@@ -343,6 +387,13 @@ def main(argv: list[str] | None = None) -> int:
                                     hidden_size=args.d_model, num_layers=args.layers, num_heads=args.heads,
                                     seed=args.seed, evaluator=args.evaluator)
         print(f"wrote {path} (a DeBERTa NLI cross-encoder)", file=sys.stderr)
+        return 0
+    if args.layout == "hhem":
+        path = build_hhem_checkpoint(args.out_dir, data_dir=args.data_dir, d_model=args.d_model, d_ff=args.d_ff,
+                                     num_layers=args.layers, num_heads=args.heads, seed=args.seed,
+                                     evaluator=args.evaluator or "hhem-2.1-open")
+        print(f"wrote {path} (HHEM-2.1-Open's layout) and {path.parent / 'flan-t5-base'} (its foundation)",
+              file=sys.stderr)
         return 0
     path = build_test_checkpoint(
         args.out_dir, data_dir=args.data_dir, vocab_size=args.vocab_size, d_model=args.d_model,

@@ -83,10 +83,18 @@ def test_golden_nli_pair_prompt():
     assert split_pair(render_prompt(get_aspect("fact", "nli_support"), odd, odd.target)) == ("D.", "A B.")
 
 
+def test_golden_hhem_prompt():
+    """HHEM-2.1-Open's config prompt, formatted with text1=premise, text2=hypothesis."""
+    ex = UniEvalData(target="The claim.", source="The doc.")
+    assert render_prompt(get_aspect("fact", "hhem"), ex, "The claim.") == (
+        "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: The doc.\n\nHypothesis: The claim.")
+
+
 def test_every_builtin_aspect_has_a_golden_prompt():
     covered = {("summarization", a) for a in GOLDEN} | set(ALL_GOLDEN) | {
         ("data2text", "naturalness"), ("data2text", "informativeness"), ("fact", "consistency"),
-        ("fact", "support"), ("fact", "sentence_support"), ("fact", "sentence_support_min"), ("fact", "nli_support")}
+        ("fact", "support"), ("fact", "sentence_support"), ("fact", "sentence_support_min"), ("fact", "nli_support"),
+        ("fact", "hhem")}
     assert covered == {(t.name, a) for t in TASKS.values() for a in t.aspects}
 
 

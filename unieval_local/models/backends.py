@@ -7,6 +7,8 @@ imported only when a checkpoint of that backend is first loaded (torch stays out
   the first decoder step (:mod:`unieval_local.models.t5.runner`).
 * ``seq-classifier``: encoders with a classification head over text pairs (DeBERTa NLI):
   P(label) by softmax over the head's labels (:mod:`unieval_local.models.classifier.runner`).
+* ``hhem``: HHEM-2.1-Open natively (a T5 encoder, a 2-label head read at the first position;
+  :mod:`unieval_local.models.hhem.model`), batched by the same classifier runner.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ __all__ = ["BACKENDS", "backend_factory"]
 BACKENDS: dict[str, str] = {
     "t5": "unieval_local.models.t5.runner:t5_runner_factory",
     "seq-classifier": "unieval_local.models.classifier.runner:classifier_runner_factory",
+    "hhem": "unieval_local.models.hhem.model:hhem_runner_factory",
 }
 
 

@@ -227,7 +227,10 @@ def _local(name: str, folder: Path, origin: str, hub_id: str | None = None) -> R
             f"checkpoint folder {str(folder)!r} (for {name}) has no config.json; "
             "it should hold config.json, the weights and the tokenizer files" + hint
         )
-    if not any((folder / f).is_file() for f in ("spiece.model", "tokenizer.json")):
+    from ..registry.evaluators import EVALUATORS
+
+    spec = EVALUATORS.get(name)
+    if not (spec and spec.tokenizer_from) and not any((folder / f).is_file() for f in ("spiece.model", "tokenizer.json")):
         raise CheckpointError(
             f"checkpoint folder {str(folder)!r} (for {name}) has no tokenizer "
             "(spiece.model or tokenizer.json)"

@@ -45,7 +45,7 @@ class HuggingFaceHubClient:
         return Path(hf_hub_download(repo_id, filename, revision=revision, **kwargs))
 
 
-def select_checkpoint_files(files: list[str]) -> list[str]:
+def select_checkpoint_files(files: list[str], tokenizer_needed: bool = True) -> list[str]:
     """Pick the files a checkpoint needs from a hub repo listing.
 
     Only top-level files: ``config.json``; the weights, preferring safetensors
@@ -54,8 +54,11 @@ def select_checkpoint_files(files: list[str]) -> list[str]:
     ``generation_config.json`` when present. Sub-folders (training
     checkpoints, optimizer states) are never taken.
 
+    ``tokenizer_needed=False``: a checkpoint whose tokenizer lives in another repository
+    (HHEM-2.1-Open: flan-t5-base's).
+
     Raises:
-        CheckpointError: no config, no weights or no tokenizer in the listing.
+        CheckpointError: no config, no weights or (when needed) no tokenizer in the listing.
     """
     top = {f for f in files if "/" not in f}
     if "config.json" not in top:
@@ -66,8 +69,8 @@ def select_checkpoint_files(files: list[str]) -> list[str]:
     if not weights:
         raise CheckpointError("the repository has no model.safetensors or pytorch_model.bin at top level")
     tokenizer = [f for f in TOKENIZER_FILES if f in top]
-    if not ({"spiece.model", "tokenizer.json"} & set(tokenizer)):
-        raise CheckpointError("the repository has no spiece.model or tokenizer.json")
+    if tokenizer_needed and not ({"spiece.model", "spm.model", "tokenizer.json"} & set(tokenizer)):
+        raise CheckpointError("the repository has no spiece.model, spm.model or tokenizer.json")
     return ["config.json", *weights, *tokenizer, *[f for f in OPTIONAL_FILES if f in top]]
 
 
@@ -89,7 +92,9 @@ def download_checkpoint(
     set ``UNIEVAL_LOCAL_HOME=to``.
 
     Args:
-        name: checkpoint name (``unieval-sum``, ``unieval-dialog``, ``unieval-fact``).
+        name: checkpoint name (``unieval-sum``, ``unieval-dialog``, ``unieval-fact``,
+            ``minicheck-flan-t5-large``, ``mdeberta-nli``, ``hhem-2.1-open``: its foundation
+            ``flan-t5-base`` is staged beside it).
         to: the home folder to write into.
         revision: hub branch, tag or commit (default: the main branch).
         client: the hub client (tests pass a fake one).
@@ -106,9 +111,15 @@ def download_checkpoint(
         if name not in CHECKPOINTS:
             raise CheckpointError(f"unknown checkpoint {name!r}; known: {', '.join(CHECKPOINTS)}")
         hub_id = CHECKPOINTS[name]
+    from ..registry.evaluators import EVALUATORS
+
+    spec = EVALUATORS.get(name)
     client = client or HuggingFaceHubClient()
     sha, files = client.list_files(hub_id, revision)
-    wanted = select_checkpoint_files(files)
+    wanted = select_checkpoint_files(files, tokenizer_needed=not (spec and spec.tokenizer_from))
+    if spec and spec.tokenizer_from:  # its tokenizer and T5 config: the foundation, staged beside it
+        short = spec.tokenizer_from.split("/")[-1]
+        download_checkpoint(short, to, client=client, hub_id=spec.tokenizer_from, progress=progress)
     folder = Path(to).expanduser() / name
     folder.mkdir(parents=True, exist_ok=True)
     from tqdm.auto import tqdm

@@ -126,6 +126,8 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
     except CheckpointError as exc:
         report.fail(str(exc))
         return report
+    if spec.backend == "hhem":  # no transformers config of its own: the native model's strict load
+        return _verify_native(report, folder, spec)
     try:
         from transformers import AutoConfig, AutoTokenizer
 
@@ -180,4 +182,20 @@ def _verify_classifier(report: "VerifyReport", folder, spec, config) -> "VerifyR
         report.fail(str(exc))
         return report
     report.info("model loads strictly: every weight matches the config, the classification head included")
+    return report
+
+
+def _verify_native(report: "VerifyReport", folder, spec) -> "VerifyReport":
+    """HHEM-2.1-Open: its foundation found, then the strict native load (every tensor, the head)."""
+    from ..errors import CheckpointError, CheckpointNotFoundError
+    from .checkpoints import ResolvedCheckpoint
+    from .hhem.model import HHEMModel
+
+    try:
+        model = HHEMModel(ResolvedCheckpoint(spec.name, Path(folder), "local"), spec, "cpu", "float32")
+    except (CheckpointError, CheckpointNotFoundError) as exc:
+        report.fail(str(exc))
+        return report
+    report.info(f"tokenizer and T5 config from its foundation ({type(model.tokenizer).__name__})")
+    report.info("model loads strictly: every weight matches the foundation's config, the classification head included")
     return report

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..text.prompts import BOOLEAN_QA, MINICHECK, NLI_PAIR, PromptFormat
+from ..text.prompts import BOOLEAN_QA, HHEM, MINICHECK, NLI_PAIR, PromptFormat
 
 if TYPE_CHECKING:
     from .tasks import Aspect
@@ -49,6 +49,8 @@ class Evaluator:
         label: for ``seq-classifier``: the label whose probability is the score (softmax over
             the head's labels, read from ``config.json``'s ``id2label``; a checkpoint without it
             is refused); None for ``t5``.
+        tokenizer_from: the hub id of another checkpoint that holds the tokenizer (and the
+            architecture config) when the folder has none (HHEM: ``google/flan-t5-base``).
     """
 
     name: str
@@ -61,6 +63,7 @@ class Evaluator:
     model_types: tuple[str, ...] = ("t5",)
     backend: str = "t5"
     label: str | None = None
+    tokenizer_from: str | None = None
 
     def __post_init__(self) -> None:
         if len(self.answers) != 2 or self.answers[0] == self.answers[1]:
@@ -96,6 +99,11 @@ EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
               max_length=512, model_types=("deberta-v2",), backend="seq-classifier", label="entailment",
               description="mDeBERTa-v3 NLI cross-encoder (multilingual): P(entailment) of document chunk -> "
               "claim, SummaC-ZS style"),
+    # HHEM-2.1-Open (Vectara, Apache-2.0): a T5-base encoder with a 2-label head, reimplemented
+    # natively (models/hhem: no remote code); its tokenizer and T5 config are flan-t5-base's.
+    Evaluator("hhem-2.1-open", "vectara/hallucination_evaluation_model", HHEM, max_length=2048,
+              model_types=("HHEMv2",), backend="hhem", label="consistent", tokenizer_from="google/flan-t5-base",
+              description="HHEM-2.1-Open hallucination detector (Vectara): P(consistent) of source -> target"),
 ]}
 
 

@@ -187,6 +187,12 @@ TASKS: dict[str, Task] = {
                _fields(("", "source"), ("", "target")), granularity="sentence", checkpoint="mdeberta-nli",
                chunk_field="source", window_reduction="max",
                description="SummaC-ZS style: P(entailment) per sentence, max over document chunks, mean over sentences"),
+        # HHEM-2.1-Open's own protocol: the whole target against the whole source (up to
+        # max_length tokens; --long-input chunk: windows of the source, max over them)
+        Aspect(_FACT, "hhem", "(HHEM) is the hypothesis true given the premise?",
+               _fields(("", "source"), ("", "target")), checkpoint="hhem-2.1-open",
+               chunk_field="source", window_reduction="max",
+               description="HHEM-2.1-Open: P(consistent) of the whole target given the source"),
     ]),
 }
 

@@ -17,6 +17,8 @@ format:
   one of its sentences; rendered as one string with :data:`PAIR_SEPARATOR` between them
   (so that deduplication, evidence spans and cache keys cover both), split again by the
   classifier backend (:func:`split_pair`).
+- :class:`HHEMPrompt`, HHEM-2.1-Open's template (Vectara, ``modeling_hhem_v2.py``)::
+      <pad> Determine if the hypothesis is true given the premise?\n\nPremise: <source>\n\nHypothesis: <target>
 - :class:`MiniCheckPrompt`, MiniCheck-Flan-T5's format (Tang, Laban and Durrett, EMNLP
   2024; ``Liyan06/MiniCheck``, ``minicheck/inference.py``, the flan-t5-large path)::
 
@@ -36,7 +38,8 @@ if TYPE_CHECKING:  # the registry imports this module: types only
     from .sentences import SentenceSplitter
     from ..registry.tasks import Aspect
 
-__all__ = ["BOOLEAN_QA", "BooleanQA", "Capabilities", "Chunk", "MINICHECK", "MiniCheckPrompt", "NLI_PAIR", "NLIPair",
+__all__ = ["BOOLEAN_QA", "BooleanQA", "Capabilities", "Chunk", "HHEM", "HHEMPrompt", "MINICHECK", "MiniCheckPrompt",
+           "NLI_PAIR", "NLIPair",
            "PAIR_SEPARATOR", "PromptFormat", "SEPARATOR", "aspect_problems", "field_value", "split_pair"]
 
 #: The literal separator between prompt parts. T5's tokenizer maps it to EOS (id 1).
@@ -324,3 +327,37 @@ class NLIPair:
 
 #: The one instance of :class:`NLIPair`.
 NLI_PAIR = NLIPair()
+
+
+class HHEMPrompt:
+    """HHEM-2.1-Open's prompt, exactly as its config's ``prompt`` (``modeling_hhem_v2.py``:
+    ``prompt.format(text1=premise, text2=hypothesis)``): premise the ``source``, hypothesis the
+    ``target``. The literal ``<pad>`` is the first token, where the head is read. It does not
+    chunk: a source longer than ``max_length`` follows ``long_input`` (``chunk``: windows of the
+    source, max over them, as the ``hhem`` aspect's ``chunk_field``/``window_reduction`` say)."""
+
+    name = "hhem"
+    own_chunking = False
+    capabilities = Capabilities(question=False, labels=False, fields=("source", "target"),
+                                shape="<pad> Determine if the hypothesis is true given the premise?\n\n"
+                                      "Premise: <source>\n\nHypothesis: <target>")
+    head = "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: "
+    middle = "\n\nHypothesis: "
+
+    def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
+               overrides: dict[str, str] | None = None) -> tuple[str, list[tuple[str, int, int]]]:
+        """``(prompt, spans)`` of ``source`` and ``target`` in it."""
+        overrides = overrides or {}
+        premise = str(field_value(aspect, example, "source", target, reference, overrides))
+        claim = str(field_value(aspect, example, "target", target, reference, overrides))
+        a = len(self.head)
+        b = a + len(premise) + len(self.middle)
+        return self.head + premise + self.middle + claim, [("source", a, a + len(premise)), ("target", b, b + len(claim))]
+
+    def chunks(self, text: str, splitter: "SentenceSplitter", chunk_words: int) -> None:
+        """HHEM does not chunk: None."""
+        return None
+
+
+#: The one instance of :class:`HHEMPrompt`.
+HHEM = HHEMPrompt()

@@ -56,7 +56,7 @@ class ClassifierModel:
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-        path = Path(checkpoint.path)
+        path = self.path = Path(checkpoint.path)
         self.dtype = check_dtype(dtype)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
@@ -84,18 +84,22 @@ class ClassifierModel:
         self.lock = threading.Lock()
         self.oom_budget: int | None = None
 
-    def encode(self, pairs: Sequence[tuple[str, str]]) -> list[list[int]]:
-        """Token ids of each pair, untruncated (``[CLS] premise [SEP] hypothesis [SEP]``)."""
-        if not pairs:
+    def encode(self, prompts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
+        """Token ids of each rendered pair (``[CLS] premise [SEP] hypothesis [SEP]``): untruncated,
+        or cut to ``max_length`` from the premise's end (``only_first``: the claim is kept whole)."""
+        if not prompts:
             return []
-        return self.tokenizer([p for p, _ in pairs], [h for _, h in pairs])["input_ids"]
+        pairs = [split_pair(p) for p in prompts]
+        cut = {"truncation": "only_first", "max_length": max_length} if max_length is not None else {}
+        return self.tokenizer([p for p, _ in pairs], [h for _, h in pairs], **cut)["input_ids"]
 
-    def encode_truncated(self, pairs: Sequence[tuple[str, str]], max_length: int) -> list[list[int]]:
-        """Token ids cut to ``max_length`` from the premise's end (``only_first``: the claim is kept whole)."""
-        if not pairs:
-            return []
-        return self.tokenizer([p for p, _ in pairs], [h for _, h in pairs], truncation="only_first",
-                              max_length=max_length)["input_ids"]
+    def label_of(self, evaluator: Evaluator) -> int:
+        """The output index of ``evaluator.label`` (CheckpointError when the labels lack it)."""
+        return label_index(self.model.config.id2label, evaluator.label or "entailment", str(self.path))
+
+    def logits(self, input_ids, mask):
+        """(B, n_labels) logits of a padded batch."""
+        return self.model(input_ids=input_ids, attention_mask=mask).logits
 
     def probabilities(self, ids: list[list[int]], batch: Sequence[int], label: int) -> np.ndarray:
         """P(label) (float64; softmax over the head's labels) of the rows ``batch`` of ``ids``,
@@ -110,13 +114,14 @@ class ClassifierModel:
             input_ids[k, :len(r)] = torch.tensor(r)
             mask[k, :len(r)] = 1
         with torch.inference_mode():
-            logits = self.model(input_ids=input_ids.to(self.device), attention_mask=mask.to(self.device)).logits
+            logits = self.logits(input_ids.to(self.device), mask.to(self.device))
         return torch.softmax(logits.double(), dim=-1)[:, label].cpu().numpy()
 
 
 class ClassifierRunner(Runner):
-    """The :class:`~unieval_local.models.base.Runner` of a :class:`ClassifierModel`: prompts are
-    rendered pairs (:func:`~unieval_local.text.prompts.split_pair`); each distinct pair once,
+    """The :class:`~unieval_local.models.base.Runner` of a classifier model (a :class:`ClassifierModel`
+    over rendered pairs, :func:`~unieval_local.text.prompts.split_pair`; or the HHEM model over
+    prompts, :mod:`unieval_local.models.hhem`): each distinct prompt once,
     sorted by length, batched under ``batch_tokens`` padded tokens; an out-of-memory error halves
     the budget and retries (a single pair that does not fit raises
     :class:`~unieval_local.errors.ModelRuntimeError`)."""
@@ -125,11 +130,11 @@ class ClassifierRunner(Runner):
                  batch_tokens: int = default("batch_tokens")):
         self.model = model
         self.evaluator = evaluator
-        self.name = str(model.model.config._name_or_path or evaluator.hub_id or evaluator.name)
+        self.name = str(getattr(model, "path", None) or evaluator.hub_id or evaluator.name)
         self.fingerprint = fingerprint
         self.batch_tokens = batch_tokens
         #: the index of the evaluator's label in the head's output
-        self.label = label_index(model.model.config.id2label, evaluator.label or "entailment", self.name)
+        self.label = model.label_of(evaluator)
 
     # token arithmetic (TokenCounter): of plain texts, as the tokenizer reads them
     def count(self, texts: Sequence[str]) -> list[int]:
@@ -165,9 +170,8 @@ class ClassifierRunner(Runner):
             ModelRuntimeError: the model failed (out of memory on a single pair included).
         """
         distinct = list(dict.fromkeys(prompts))
-        pairs = [split_pair(p) for p in distinct]
-        full = self.model.encode(pairs)
-        ids = self.model.encode_truncated(pairs, max_length)
+        full = self.model.encode(distinct)
+        ids = self.model.encode(distinct, max_length)
         lengths = [len(x) for x in ids]
         order = sort_by_length(lengths)
         values = np.full(len(distinct), np.nan)

@@ -1,0 +1,136 @@
+"""HHEM-2.1-Open natively (issue 22): a generated checkpoint in its real layout (HHEMv2 config,
+``t5.``-prefixed T5ForTokenClassification tensors, no tokenizer; its foundation flan-t5-base beside
+it) loaded by the real code; fact/hhem equals a plain float64 reference written here from its
+published algorithm (the prompt template, the foundation's tokenizer, ``softmax(logits[:, 0, :])[:, 1]``
+of the token-classification head); strict loading refuses a checkpoint without its head or its
+foundation."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from make_test_checkpoint import HHEM_PROMPT, build_hhem_checkpoint
+
+from unieval_local import Scorer
+from unieval_local.errors import CheckpointError, CheckpointNotFoundError
+
+
+@pytest.fixture(scope="module")
+def hhem_ckpt(tmp_path_factory, shared_data):
+    return build_hhem_checkpoint(tmp_path_factory.mktemp("hhem") / "hhem-2.1-open", data_dir=shared_data,
+                                 init_factor=0.3)
+
+
+@pytest.fixture(scope="module")
+def qags(shared_data):
+    rows = json.loads((shared_data / "unieval-reproduce" / "data" / "fact" / "qags_cnndm.json").read_text())
+    return [{"target": r["system_output"], "source": r["source"]} for r in rows[:5]]
+
+
+def hhem_reference(folder, pairs):
+    """HHEM's predict(): prompt.format(text1=premise, text2=hypothesis), the foundation's tokenizer,
+    T5ForTokenClassification, softmax over logits[:, 0, :], the probability of class 1 (float64)."""
+    import torch
+    from safetensors.torch import load_file
+    from transformers import AutoTokenizer, T5Config, T5ForTokenClassification
+
+    base = folder.parent / "flan-t5-base"
+    tok = AutoTokenizer.from_pretrained(base)
+    config = T5Config(**{k: v for k, v in json.loads((base / "config.json").read_text()).items()
+                         if k not in ("architectures", "model_type")})
+    config.num_labels = 2
+    model = T5ForTokenClassification(config)
+    state = {k[len("t5."):]: v for k, v in load_file(str(folder / "model.safetensors")).items()}
+    model.load_state_dict(state)
+    model = model.double().eval()
+    out = []
+    for premise, hypothesis in pairs:
+        enc = tok([HHEM_PROMPT.format(text1=premise, text2=hypothesis)], return_tensors="pt")
+        with torch.no_grad():
+            logits = model(**enc).logits[:, 0, :]
+        out.append(torch.softmax(logits, dim=-1)[0, 1].item())
+    return out
+
+
+def test_hhem_equals_a_float64_reference_of_its_published_algorithm(hhem_ckpt, qags):
+    scorer = Scorer(model={"hhem-2.1-open": str(hhem_ckpt)}, device="cpu", max_length=8192)
+    examples = qags + [{"target": "The man was arrested.", "source": qags[1]["source"]}]
+    got = [e.value for e in scorer.score(examples, task="fact", aspect="hhem").examples]
+    want = hhem_reference(hhem_ckpt, [(e["source"], e["target"]) for e in examples])
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    assert len({round(v, 4) for v in got}) > 3  # the generated weights tell the examples apart
+    batched = Scorer(model={"hhem-2.1-open": str(hhem_ckpt)}, device="cpu", max_length=8192, batch_tokens=100000)
+    again = [e.value for e in batched.score(examples[::-1], task="fact", aspect="hhem").examples][::-1]
+    np.testing.assert_allclose(again, got, atol=1e-6, rtol=0)
+
+
+def test_hhem_long_source_chunk_mode_takes_the_max_over_windows(hhem_ckpt, qags):
+    ex = {"target": qags[0]["target"], "source": qags[0]["source"]}
+    chunked = Scorer(model={"hhem-2.1-open": str(hhem_ckpt)}, device="cpu", max_length=256, long_input="chunk")
+    res = chunked.score([ex], task="fact", aspect="hhem", evidence=True)
+    windows = res.examples[0].evidence.queries
+    assert len(windows) >= 2
+    assert res.examples[0].value == pytest.approx(max(q.value for q in windows), abs=1e-12)
+
+
+def test_strict_loading_refuses_no_head_and_no_foundation(tmp_path, shared_data):
+    headless = build_hhem_checkpoint(tmp_path / "a" / "hhem-2.1-open", data_dir=shared_data, head=False)
+    with pytest.raises(CheckpointError, match="classification head is missing"):
+        Scorer(model={"hhem-2.1-open": str(headless)}, device="cpu").score(
+            [{"target": "A.", "source": "B."}], task="fact", aspect="hhem")
+    lonely = build_hhem_checkpoint(tmp_path / "b" / "hhem-2.1-open", data_dir=shared_data)
+    shutil.rmtree(lonely.parent / "flan-t5-base")
+    with pytest.raises(CheckpointNotFoundError, match="foundation google/flan-t5-base"):
+        Scorer(model={"hhem-2.1-open": str(lonely)}, device="cpu", offline=True).score(
+            [{"target": "A.", "source": "B."}], task="fact", aspect="hhem")
+
+
+def test_cli_scores_qags_with_hhem_and_verify_knows_it(tmp_path, hhem_ckpt, qags):
+    src = tmp_path / "qags.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in qags))
+    cli = [sys.executable, "-c", "import sys; from unieval_local.cli import main; sys.exit(main())"]
+    ok = subprocess.run(cli + ["score", str(src), "--task", "fact", "--aspect", "hhem", "--no-progress",
+                               "--max-length", "8192", "--model", f"hhem-2.1-open={hhem_ckpt}"],
+                        capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    got = [json.loads(x)["scores"]["hhem"] for x in ok.stdout.splitlines()]
+    np.testing.assert_allclose(got, hhem_reference(hhem_ckpt, [(e["source"], e["target"]) for e in qags]),
+                               atol=1e-5, rtol=0)
+    ver = subprocess.run(cli + ["verify", str(hhem_ckpt), "--evaluator", "hhem-2.1-open"], capture_output=True,
+                         text=True, timeout=300)
+    assert ver.returncode == 0 and "classification head included" in ver.stdout + ver.stderr
+
+
+class TwoRepoHub:
+    """A hub client serving local folders as repositories (no network)."""
+
+    def __init__(self, repos):
+        self.repos = repos
+
+    def list_files(self, repo_id, revision):
+        return "c" * 40, sorted(p.name for p in self.repos[repo_id].iterdir() if p.is_file())
+
+    def download(self, repo_id, filename, revision, local_dir):
+        local_dir.mkdir(parents=True, exist_ok=True)
+        return shutil.copy(self.repos[repo_id] / filename, local_dir / filename)
+
+
+def test_download_stages_hhem_with_its_foundation_and_the_staged_home_scores(tmp_path, hhem_ckpt, qags, monkeypatch):
+    from unieval_local.models.download import download_checkpoint
+
+    hub = TwoRepoHub({"vectara/hallucination_evaluation_model": hhem_ckpt,
+                      "google/flan-t5-base": hhem_ckpt.parent / "flan-t5-base"})
+    folder = download_checkpoint("hhem-2.1-open", tmp_path / "home", client=hub)
+    assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors", "unieval_manifest.json"]
+    assert (tmp_path / "home" / "flan-t5-base" / "spiece.model").is_file()
+    monkeypatch.setenv("UNIEVAL_LOCAL_HOME", str(tmp_path / "home"))
+    staged = Scorer(device="cpu", max_length=8192).score(qags[:2], task="fact", aspect="hhem")
+    direct = Scorer(model={"hhem-2.1-open": str(hhem_ckpt)}, device="cpu", max_length=8192).score(
+        qags[:2], task="fact", aspect="hhem")
+    assert [e.value for e in staged.examples] == [e.value for e in direct.examples]
