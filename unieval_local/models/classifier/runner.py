@@ -78,6 +78,7 @@ class ClassifierModel:
             raise CheckpointError(f"{path}: the tokenizer has {len(self.tokenizer)} tokens but the model's vocabulary "
                                   f"{model.config.vocab_size}: the wrong tokenizer for these weights")
         label_index(model.config.id2label, evaluator.label or "entailment", str(path))
+        self.tokenizer.model_max_length = int(1e12)  # we count and truncate ourselves: no length warning
         self.model = model.to(device).eval()
         self.device = device
         self.pad_id = self.tokenizer.pad_token_id or 0

@@ -113,6 +113,7 @@ class HHEMModel:
             raise CheckpointError(f"{path}: the tokenizer has {len(self.tokenizer)} tokens but the model's vocabulary "
                                   f"{t5_config.vocab_size}: the wrong tokenizer for these weights")
         self.model = model.to(device=device, dtype=getattr(torch, self.dtype)).eval()
+        self.tokenizer.model_max_length = int(1e12)  # we count and truncate ourselves: no length warning
         self.device = device
         self.pad_id = self.tokenizer.pad_token_id or 0
         self.lock = threading.Lock()
