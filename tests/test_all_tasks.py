@@ -96,7 +96,15 @@ def test_cli_all_aspects_on_real_files(tmp_path, tiny_ckpt, shared_data, task):
     src = tmp_path / "in.json"
     src.write_text(json.dumps(rows))
     out = tmp_path / "out.jsonl"
-    assert main(["score", str(src), "--task", task, "--aspect", "all", "--model", str(tiny_ckpt),
+    model = ["--model", str(tiny_ckpt)]
+    if task == "fact":  # fact's aspects include HHEM and the NLI checker: folders of their own families
+        from make_test_checkpoint import build_hhem_checkpoint, build_nli_checkpoint
+
+        nli = build_nli_checkpoint(tmp_path / "nli" / "mdeberta-nli", data_dir=shared_data)
+        hhem = build_hhem_checkpoint(tmp_path / "hhem" / "hhem-2.1-open", data_dir=shared_data)
+        model = [f"--model={name}={tiny_ckpt}" for name in ("unieval-fact", "minicheck-flan-t5-large")]
+        model += [f"--model=mdeberta-nli={nli}", f"--model=hhem-2.1-open={hhem}"]
+    assert main(["score", str(src), "--task", task, "--aspect", "all", *model,
                  "--max-length", "256", "-o", str(out), "--no-progress"]) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert len(lines) == 8 and list(lines[0]["scores"]) == list(TASKS[task].aspects)

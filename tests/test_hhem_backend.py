@@ -134,3 +134,23 @@ def test_download_stages_hhem_with_its_foundation_and_the_staged_home_scores(tmp
     direct = Scorer(model={"hhem-2.1-open": str(hhem_ckpt)}, device="cpu", max_length=8192).score(
         qags[:2], task="fact", aspect="hhem")
     assert [e.value for e in staged.examples] == [e.value for e in direct.examples]
+
+
+@pytest.mark.real_weights
+def test_real_hhem_equals_its_published_algorithm(qags):
+    """Ready for a user who stages the real weights (`unieval-local download --checkpoint hhem-2.1-open`
+    into $UNIEVAL_LOCAL_HOME, which stages flan-t5-base beside it); skipped here."""
+    from conftest import REAL_HOME
+    from pathlib import Path
+
+    folder = Path(REAL_HOME or "/nonexistent") / "hhem-2.1-open"
+    if not (folder / "config.json").is_file() or not (folder.parent / "flan-t5-base" / "config.json").is_file():
+        pytest.skip("hhem-2.1-open (and flan-t5-base beside it) not staged in UNIEVAL_LOCAL_HOME")
+    scorer = Scorer(model={"hhem-2.1-open": str(folder)}, device="cpu", max_length=8192)
+    got = [e.value for e in scorer.score(qags, task="fact", aspect="hhem").examples]
+    np.testing.assert_allclose(got, hhem_reference(folder, [(e["source"], e["target"]) for e in qags]),
+                               atol=1e-5, rtol=0)
+    pair = scorer.score([{"source": "The capital of France is Paris.", "target": "The capital of France is Berlin."},
+                         {"source": "The capital of France is Paris.", "target": "Paris is in France."}],
+                        task="fact", aspect="hhem")
+    assert pair.examples[0].value < 0.5 < pair.examples[1].value

@@ -123,3 +123,23 @@ def test_cli_scores_qags_with_nli_support_and_refuses_a_broken_folder_with_exit_
     broken = build_nli_checkpoint(tmp_path / "broken", data_dir=shared_data, head=False)
     bad = subprocess.run(run + ["--model", f"mdeberta-nli={broken}"], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 3 and "classification head" in bad.stderr
+
+
+@pytest.mark.real_weights
+def test_real_mdeberta_nli_equals_the_reference(qags):
+    """Ready for a user who stages the real weights (`unieval-local download --checkpoint mdeberta-nli`
+    into $UNIEVAL_LOCAL_HOME); skipped here."""
+    from conftest import REAL_HOME
+    from pathlib import Path
+
+    folder = Path(REAL_HOME or "/nonexistent") / "mdeberta-nli"
+    if not (folder / "config.json").is_file():
+        pytest.skip("mdeberta-nli not staged in UNIEVAL_LOCAL_HOME")
+    scorer = Scorer(model={"mdeberta-nli": str(folder)}, device="cpu")
+    got = scorer.score(qags, task="fact", aspect="nli_support")
+    for ex, e in zip(qags, got.examples):
+        assert e.value == pytest.approx(summac_zs(folder, ex)[0], abs=1e-5)
+    obvious = scorer.score([{"target": "The cat is black.", "source": "The cat is black and sleeps."},
+                            {"target": "The cat is white.", "source": "The cat is black and sleeps."}],
+                           task="fact", aspect="nli_support")
+    assert obvious.examples[0].value > 0.9 > 0.1 > obvious.examples[1].value

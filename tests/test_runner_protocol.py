@@ -84,3 +84,28 @@ def test_no_capability_probing_of_runners():
             if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
                 offenders.append(f"{path.name}:{node.lineno} __getattr__")
     assert offenders == []
+
+
+def test_the_forward_that_ran_is_signed_and_keys_the_cache(tiny_ckpt, tmp_path):
+    """A fast forward that falls back to the model's own (a checkpoint whose layout the fast path
+    does not know) signs as ff:off and keys the cache as plain; scores stay the same."""
+    import json
+
+    from unieval_local import Scorer
+
+    example = [{"target": "The park opens in May.", "source": "The council approved the park. It opens in May."}]
+    scorer = Scorer(model=str(tiny_ckpt), device="cpu")
+    fast = scorer.score(example, aspect="coherence")
+    runner = scorer.runner("unieval-sum")
+    assert runner.forward == "fast" and "ff:off" not in str(scorer.signature("summarization", "coherence"))
+    model = runner.t5
+    try:
+        model.fast_ok = False  # as for a checkpoint without the T5 block layout
+        fallback = Scorer(model=str(tiny_ckpt), device="cpu", cache_dir=tmp_path / "cache")
+        plain = fallback.score(example, aspect="coherence")
+        cached = fallback.runner("unieval-sum")
+        assert cached.forward == "plain" and json.loads(cached._context)["fast_forward"] is False
+        assert "|ff:off" in str(fallback.signature("summarization", "coherence"))
+        assert plain.examples[0].value == pytest.approx(fast.examples[0].value, abs=1e-6)
+    finally:
+        model.fast_ok = True

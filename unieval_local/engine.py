@@ -288,16 +288,22 @@ class Engine:
     def signature(self, task: str, aspect: str) -> Signature:
         """The reproducibility signature of results for ``(task, aspect)``: this engine's
         :class:`RunConfig`, the checkpoint (hub id or folder, revision, content fingerprint)
-        and, for a user-defined aspect, its definition's hash. No model is loaded."""
+        and, for a user-defined aspect, its definition's hash. No model is loaded; once it is,
+        the forward that actually runs is signed (``ff:off`` when a fast forward fell back to
+        the model's own, and for every non-T5 backend, which has no other)."""
         a = self.registry.get_aspect(task, aspect)
         ckpt = self.checkpoint(a.checkpoint)
         evaluator = get_evaluator(a.checkpoint)
         chunking = evaluator.prompt_format.own_chunking
-        return Signature.from_config(self.config, task=task, aspect=aspect, checkpoint=ckpt.hub_id or str(ckpt.path),
+        signature = Signature.from_config(self.config, task=task, aspect=aspect, checkpoint=ckpt.hub_id or str(ckpt.path),
                                      revision=ckpt.revision, fingerprint=self.fingerprint(a.checkpoint),
                                      aspect_hash=self.aspect_hash(task, aspect), max_length=self.max_length(a.checkpoint),
                                      evaluator=evaluator.name, chunk_words=self.config.chunk_words if chunking else None,
                                      identity=self.identity(a.checkpoint))
+        loaded = self._runners.get(a.checkpoint)
+        fast = (evaluator.backend == "t5" and self.config.fast_forward
+                and (loaded is None or loaded.forward == "fast"))  # the forward that ran, once loaded
+        return signature if fast == signature.fast_forward else signature.model_copy(update={"fast_forward": fast})
 
     # ------------------------------------------------------------------ running
     def plan(self, jobs: Mapping[Hashable, Job]) -> dict[Hashable, PlannedJob]:

@@ -26,10 +26,15 @@ class Runner(TokenCounter, Protocol):
         name: what the runner runs, for messages (a hub id or a folder).
         fingerprint: hex SHA-256 of the checkpoint's content
             (:func:`~unieval_local.models.checkpoints.fingerprint_checkpoint`): part of every cache key.
+        forward: the forward that actually runs: ``fast`` (the T5 backend's exact single-step
+            forward) or ``plain`` (the model's own ``forward``: asked for, a T5 checkpoint whose
+            layout the fast path does not know, or a classifier backend). It enters the signature
+            and the cache key, so a fast forward that fell back to plain never signs as fast.
     """
 
     name: str
     fingerprint: str
+    forward: str = "fast"
 
     def score(self, prompts: Sequence[str], *, max_length: int,
               on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:

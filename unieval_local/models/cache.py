@@ -296,8 +296,10 @@ class CachedRunner(Runner):
         self.config = config
         self.name = inner.name
         self.fingerprint = inner.fingerprint
-        self._context = json.dumps({**config.query_context(), **evaluator.key(), "checkpoint": inner.fingerprint},
-                                   sort_keys=True)
+        self.forward = inner.forward
+        context = {**config.query_context(), **evaluator.key(), "checkpoint": inner.fingerprint}
+        context["fast_forward"] = inner.forward == "fast"  # the forward that runs, not the one asked for
+        self._context = json.dumps(context, sort_keys=True)
         self.hits = self.misses = 0
 
     def key(self, prompt: str, max_length: int) -> str:

@@ -134,6 +134,8 @@ class ClassifierRunner(Runner):
         self.name = str(getattr(model, "path", None) or evaluator.hub_id or evaluator.name)
         self.fingerprint = fingerprint
         self.batch_tokens = batch_tokens
+        #: the model's own forward (no single-step path here)
+        self.forward = "plain"
         #: the index of the evaluator's label in the head's output
         self.label = model.label_of(evaluator)
 

@@ -291,6 +291,12 @@ class T5Runner(Runner):
         """Offsets cutting ``text`` into parts of ``n_tokens`` tokens (one tokenization: linear)."""
         return self.t5.cut_points(text, n_tokens)
 
+    @property
+    def forward(self) -> str:
+        """``fast`` when the single-step forward runs (asked for, and the checkpoint has the T5
+        layout it relies on), else ``plain`` (the model's own forward)."""
+        return "fast" if self.fast_forward and self.t5.fast_ok else "plain"
+
     def _two_logits(self, ids: list[list[int]], batch: Sequence[int], fast: bool):
         """(B, 2) logits of (positive, negative) answers for one batch (a seam for out-of-memory tests)."""
         return self.t5._two_logits(ids, batch, fast, self.answer_ids, self._rows)
