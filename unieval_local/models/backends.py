@@ -14,16 +14,52 @@ imported only when a checkpoint of that backend is first loaded (torch stays out
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BACKENDS", "backend_factory"]
+__all__ = ["BACKENDS", "Backend", "backend_factory", "backend_verifier"]
 
-#: backend name -> "module:function" of its runner factory
-BACKENDS: dict[str, str] = {
-    "t5": "unieval_local.models.t5.runner:t5_runner_factory",
-    "seq-classifier": "unieval_local.models.classifier.runner:classifier_runner_factory",
-    "hhem": "unieval_local.models.hhem.model:hhem_runner_factory",
-}
+
+@dataclass(frozen=True)
+class Backend:
+    """One model backend: where its code is (imported on first use).
+
+    Attributes:
+        name: the name an :class:`~unieval_local.registry.evaluators.Evaluator` gives as ``backend``.
+        factory: ``module:function`` of its :data:`~unieval_local.models.base.RunnerFactory`
+            (keyword settings: device, dtype, batch_tokens, attention_mib, fast_forward, progress).
+        verify: ``module:function(report, folder, evaluator) -> report``, its ``unieval-local
+            verify`` checks after the shared ones (files, manifest, weights open); None: the T5
+            checks of :mod:`unieval_local.models.verify`.
+        tokenizer_files: the tokenizer files its folders hold (one of them is needed unless the
+            evaluator names ``tokenizer_from``).
+    """
+
+    name: str
+    factory: str
+    verify: str | None = None
+    tokenizer_files: tuple[str, ...] = ("spiece.model", "tokenizer.json")
+
+
+#: The backends, by name.
+BACKENDS: dict[str, Backend] = {b.name: b for b in (
+    Backend("t5", "unieval_local.models.t5.runner:t5_runner_factory"),
+    Backend("seq-classifier", "unieval_local.models.classifier.runner:classifier_runner_factory",
+            "unieval_local.models.classifier.runner:verify_classifier", ("spm.model", "tokenizer.json")),
+    Backend("hhem", "unieval_local.models.hhem.model:hhem_runner_factory",
+            "unieval_local.models.hhem.model:verify_hhem", ()),
+)}
+
+
+def _load(path: str) -> Any:
+    module, _, function = path.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def _backend(name: str) -> Backend:
+    if name not in BACKENDS:
+        raise ValueError(f"unknown model backend {name!r}; known: {', '.join(BACKENDS)}")
+    return BACKENDS[name]
 
 
 def backend_factory(name: str) -> Any:
@@ -32,7 +68,14 @@ def backend_factory(name: str) -> Any:
     Raises:
         ValueError: an unknown backend (the message lists them).
     """
-    if name not in BACKENDS:
-        raise ValueError(f"unknown model backend {name!r}; known: {', '.join(BACKENDS)}")
-    module, _, function = BACKENDS[name].partition(":")
-    return getattr(importlib.import_module(module), function)
+    return _load(_backend(name).factory)
+
+
+def backend_verifier(name: str) -> Any:
+    """The ``verify`` checks of backend ``name`` (None: the T5 checks).
+
+    Raises:
+        ValueError: an unknown backend.
+    """
+    verify = _backend(name).verify
+    return _load(verify) if verify else None

@@ -228,12 +228,14 @@ def _local(name: str, folder: Path, origin: str, hub_id: str | None = None) -> R
             "it should hold config.json, the weights and the tokenizer files" + hint
         )
     from ..registry.evaluators import EVALUATORS
+    from .backends import BACKENDS
 
     spec = EVALUATORS.get(name)
-    if not (spec and spec.tokenizer_from) and not any((folder / f).is_file() for f in ("spiece.model", "tokenizer.json")):
+    needed = () if spec and spec.tokenizer_from else BACKENDS[spec.backend if spec else "t5"].tokenizer_files
+    if needed and not any((folder / f).is_file() for f in needed):
         raise CheckpointError(
             f"checkpoint folder {str(folder)!r} (for {name}) has no tokenizer "
-            "(spiece.model or tokenizer.json)"
+            f"({' or '.join(needed)})"
         )
     manifest = _read_manifest(folder) or {}
     revision = manifest.get("revision")

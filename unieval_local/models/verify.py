@@ -126,8 +126,10 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
     except CheckpointError as exc:
         report.fail(str(exc))
         return report
-    if spec.backend == "hhem":  # no transformers config of its own: the native model's strict load
-        return _verify_native(report, folder, spec)
+    if spec.backend != "t5":  # the backend's own checks (models/backends.py)
+        from .backends import backend_verifier
+
+        return backend_verifier(spec.backend)(report, folder, spec)
     try:
         from transformers import AutoConfig, AutoTokenizer
 
@@ -135,8 +137,6 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
         report.info(f"config loads ({config.model_type}, vocab_size={config.vocab_size})")
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         report.info(f"tokenizer loads ({type(tokenizer).__name__})")
-        if spec.backend != "t5":  # a classifier: its label, then a strict load of the head
-            return _verify_classifier(report, folder, spec, config)
         pos, neg = answer_ids(tokenizer, spec)
         words = "/".join(spec.answers)
         if max(pos, neg) >= config.vocab_size:
@@ -164,38 +164,4 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
         return report
     untied = model.get_output_embeddings().weight.data_ptr() != model.get_input_embeddings().weight.data_ptr()
     report.info(f"model loads: every weight matches the config ({'untied LM head, T5 v1.1 layout' if untied else 'tied LM head'})")
-    return report
-
-
-def _verify_classifier(report: "VerifyReport", folder, spec, config) -> "VerifyReport":
-    """The ``seq-classifier`` checks: the evaluator's label among ``id2label``, then the strict
-    load the backend does (every tensor, the classification head, a tokenizer that fits)."""
-    from ..errors import CheckpointError
-    from .checkpoints import ResolvedCheckpoint
-    from .classifier.runner import ClassifierModel, label_index
-
-    try:
-        index = label_index(config.id2label, spec.label or "entailment", str(folder))
-        report.info(f"label {spec.label!r} is output {index} of {len(config.id2label)} ({spec.name} reads P({spec.label}))")
-        ClassifierModel(ResolvedCheckpoint(spec.name, Path(folder), "local"), spec, "cpu", "float32")
-    except CheckpointError as exc:
-        report.fail(str(exc))
-        return report
-    report.info("model loads strictly: every weight matches the config, the classification head included")
-    return report
-
-
-def _verify_native(report: "VerifyReport", folder, spec) -> "VerifyReport":
-    """HHEM-2.1-Open: its foundation found, then the strict native load (every tensor, the head)."""
-    from ..errors import CheckpointError, CheckpointNotFoundError
-    from .checkpoints import ResolvedCheckpoint
-    from .hhem.model import HHEMModel
-
-    try:
-        model = HHEMModel(ResolvedCheckpoint(spec.name, Path(folder), "local"), spec, "cpu", "float32")
-    except (CheckpointError, CheckpointNotFoundError) as exc:
-        report.fail(str(exc))
-        return report
-    report.info(f"tokenizer and T5 config from its foundation ({type(model.tokenizer).__name__})")
-    report.info("model loads strictly: every weight matches the foundation's config, the classification head included")
     return report

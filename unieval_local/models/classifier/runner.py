@@ -25,7 +25,7 @@ from ..base import Runner
 from ..batching import first_line, is_oom, next_batch_end, sort_by_length
 from ..checkpoints import ResolvedCheckpoint
 
-__all__ = ["ClassifierModel", "ClassifierRunner", "classifier_runner_factory", "label_index"]
+__all__ = ["ClassifierModel", "ClassifierRunner", "classifier_runner_factory", "label_index", "verify_classifier"]
 
 
 def label_index(id2label: dict, label: str, where: str) -> int:
@@ -62,11 +62,19 @@ class ClassifierModel:
             self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         except Exception as exc:  # noqa: BLE001  named below
             raise CheckpointError(f"{path}: its tokenizer does not load: {first_line(exc)}") from None
+        import transformers
+
+        key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+        bars = transformers.utils.logging.is_progress_bar_enabled()
+        transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar in our output
         try:
             model, info = AutoModelForSequenceClassification.from_pretrained(
-                path, local_files_only=True, output_loading_info=True, dtype=getattr(torch, self.dtype))
+                path, local_files_only=True, output_loading_info=True, **{key: getattr(torch, self.dtype)})
         except Exception as exc:  # noqa: BLE001
             raise CheckpointError(f"{path}: does not load as a sequence classifier: {first_line(exc)}") from None
+        finally:
+            if bars:
+                transformers.utils.logging.enable_progress_bar()
         missing, unexpected = sorted(info.get("missing_keys") or []), sorted(info.get("unexpected_keys") or [])
         mismatched = info.get("mismatched_keys") or []
         if missing or unexpected or mismatched:
@@ -220,3 +228,28 @@ def classifier_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, 
             _MODELS[key] = ClassifierModel(checkpoint, evaluator, device, dtype)
         model = _MODELS[key]
     return ClassifierRunner(model, evaluator=evaluator, fingerprint=fingerprint, batch_tokens=batch_tokens)
+
+
+def verify_classifier(report, folder, spec):
+    """``unieval-local verify`` for the ``seq-classifier`` backend: the config loads, the evaluator's
+    label is among ``id2label``, then the strict load the backend does (every tensor, the
+    classification head, a tokenizer that fits). ``report``: the
+    :class:`~unieval_local.models.verify.VerifyReport` to add to; returned."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+    except Exception as exc:  # noqa: BLE001
+        report.fail(f"config does not load: {first_line(exc)}")
+        return report
+    report.info(f"config loads ({config.model_type}, vocab_size={config.vocab_size})")
+
+    try:
+        index = label_index(config.id2label, spec.label or "entailment", str(folder))
+        report.info(f"label {spec.label!r} is output {index} of {len(config.id2label)} ({spec.name} reads P({spec.label}))")
+        ClassifierModel(ResolvedCheckpoint(spec.name, Path(folder), "local"), spec, "cpu", "float32")
+    except CheckpointError as exc:
+        report.fail(str(exc))
+        return report
+    report.info("model loads strictly: every weight matches the config, the classification head included")
+    return report

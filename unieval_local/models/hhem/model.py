@@ -31,7 +31,7 @@ from ..batching import first_line
 from ..checkpoints import ResolvedCheckpoint
 from ..classifier.runner import ClassifierModel, ClassifierRunner
 
-__all__ = ["HHEMModel", "foundation_folder", "hhem_runner_factory"]
+__all__ = ["HHEMModel", "foundation_folder", "hhem_runner_factory", "verify_hhem"]
 
 #: The prefix of HHEM's stored tensors (its wrapper's ``self.t5``).
 PREFIX = "t5."
@@ -159,3 +159,17 @@ def hhem_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, evalua
             _MODELS[key] = HHEMModel(checkpoint, evaluator, device, dtype)
         model = _MODELS[key]
     return ClassifierRunner(model, evaluator=evaluator, fingerprint=fingerprint, batch_tokens=batch_tokens)
+
+
+def verify_hhem(report, folder, spec):
+    """``unieval-local verify`` for the ``hhem`` backend: its foundation found, then the strict native
+    load (every tensor, the head). ``report``: the :class:`~unieval_local.models.verify.VerifyReport`
+    to add to; returned."""
+    try:
+        model = HHEMModel(ResolvedCheckpoint(spec.name, Path(folder), "local"), spec, "cpu", "float32")
+    except (CheckpointError, CheckpointNotFoundError) as exc:
+        report.fail(str(exc))
+        return report
+    report.info(f"tokenizer and T5 config from its foundation ({type(model.tokenizer).__name__})")
+    report.info("model loads strictly: every weight matches the foundation's config, the classification head included")
+    return report
