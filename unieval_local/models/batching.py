@@ -1,14 +1,14 @@
 """The shared batching core of every backend: queries sorted by length and packed into
 batches under a padded-token budget and an attention budget (bert_score / COMET length
-batching), and how an out-of-memory error is recognised (the runner halves its budget and
-retries). No torch."""
+batching), run with the out-of-memory back-off (:func:`run_batches`: the budget is halved and
+the batch retried; the smaller budget is kept for the rest of the process). No torch at import."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 __all__ = ["ATTENTION_COPIES", "attention_cells", "is_oom", "first_line", "next_batch_end", "plan_batches",
-           "sort_by_length"]
+           "run_batches", "sort_by_length"]
 
 
 def sort_by_length(lengths: Sequence[int]) -> list[int]:
@@ -97,3 +97,61 @@ def is_oom(exc: BaseException) -> bool:
 def first_line(exc: BaseException) -> str:
     """The first non-empty line of an exception's message (CUDA errors add pages of hints)."""
     return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+
+
+def run_batches(order: Sequence[int], lengths: Sequence[int], *, batch_tokens: int, holder, device: str,
+                forward, max_cells: int | None = None, on_batch=None) -> int:
+    """Run ``forward(batch)`` over the queries in ``order`` (sorted longest first), in consecutive
+    batches of :func:`next_batch_end`, with the out-of-memory back-off every backend shares.
+
+    Args:
+        order, lengths: query indices (:func:`sort_by_length`) and each query's token length.
+        batch_tokens: the padded-token budget; ``holder.oom_budget`` (a model's, process-wide),
+            when set by an earlier out-of-memory error, lowers it.
+        holder: the loaded model object whose ``oom_budget`` keeps the lowered budget.
+        device: where it runs (``cuda...``: the CUDA cache is emptied after an out-of-memory error).
+        forward: scores one batch (a list of query indices) and stores the results itself.
+        max_cells: the attention budget (:func:`attention_cells`), or None.
+        on_batch: called after each batch with ``(batch, queries done)``.
+
+    Returns:
+        The number of batches run.
+
+    Raises:
+        ModelRuntimeError: out of memory on a single query, or another runtime error of torch
+            (one line: device, batch shape, reason).
+    """
+    import warnings
+
+    from ..errors import ModelRuntimeError
+
+    start = batches = 0
+    while start < len(order):
+        budget = min(batch_tokens, holder.oom_budget or batch_tokens)
+        end = next_batch_end(order, lengths, start, budget, max_cells=max_cells)
+        batch = list(order[start:end])
+        try:
+            forward(batch)
+        except (RuntimeError, MemoryError) as exc:  # torch's errors; others are bugs and propagate
+            if not is_oom(exc):
+                raise ModelRuntimeError(
+                    f"the model failed on {device} while scoring a batch of {len(batch)} queries x "
+                    f"{lengths[batch[0]]} tokens: {type(exc).__name__}: {first_line(exc)}") from exc
+            if device.startswith("cuda"):
+                import torch
+
+                torch.cuda.empty_cache()
+            if len(batch) == 1:
+                raise ModelRuntimeError(
+                    f"out of memory on {device} on a single query of {lengths[batch[0]]} tokens "
+                    f"({first_line(exc)}); lower --max-length or use a device with more memory") from exc
+            holder.oom_budget = max(1, len(batch) * lengths[batch[0]] // 2)
+            warnings.warn(f"out of memory with {len(batch)} queries x {lengths[batch[0]]} tokens; "
+                          f"batch_tokens lowered to {holder.oom_budget} for the rest of the run",
+                          RuntimeWarning, stacklevel=3)
+            continue
+        batches += 1
+        start = end
+        if on_batch is not None:
+            on_batch(batch, start)
+    return batches

@@ -17,12 +17,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ...errors import CheckpointError, ModelRuntimeError
+from ...errors import CheckpointError
 from ...registry.evaluators import Evaluator
 from ...settings import check_dtype, default
 from ...text.prompts import split_pair
 from ..base import Runner
-from ..batching import first_line, is_oom, next_batch_end, sort_by_length
+from ..batching import first_line, run_batches, sort_by_length
 from ..checkpoints import ResolvedCheckpoint
 
 __all__ = ["ClassifierModel", "ClassifierRunner", "classifier_runner_factory", "label_index", "verify_classifier"]
@@ -130,7 +130,8 @@ class ClassifierModel:
 class ClassifierRunner(Runner):
     """The :class:`~unieval_local.models.base.Runner` of a classifier model (a :class:`ClassifierModel`
     over rendered pairs, :func:`~unieval_local.text.prompts.split_pair`; or the HHEM model over
-    prompts, :mod:`unieval_local.models.hhem`): each distinct prompt once,
+    prompts, :mod:`unieval_local.models.hhem`), on the shared batching core
+    (:func:`~unieval_local.models.batching.run_batches`): each distinct prompt once,
     sorted by length, batched under ``batch_tokens`` padded tokens; an out-of-memory error halves
     the budget and retries (a single pair that does not fit raises
     :class:`~unieval_local.errors.ModelRuntimeError`)."""
@@ -186,24 +187,17 @@ class ClassifierRunner(Runner):
         lengths = [len(x) for x in ids]
         order = sort_by_length(lengths)
         values = np.full(len(distinct), np.nan)
-        start, done = 0, 0
+
+        def forward(batch: list[int]) -> None:
+            values[batch] = self.model.probabilities(ids, batch, self.label)
+
+        def done(batch: list[int], end: int) -> None:
+            if on_batch is not None:
+                on_batch(end, len(distinct))
+
         with self.model.lock:
-            budget = self.model.oom_budget or self.batch_tokens
-            while start < len(order):
-                end = next_batch_end(order, lengths, start, budget)
-                batch = order[start:end]
-                try:
-                    values[batch] = self.model.probabilities(ids, batch, self.label)
-                except Exception as exc:  # noqa: BLE001
-                    if is_oom(exc) and len(batch) > 1:
-                        budget = max(1, budget // 2)
-                        self.model.oom_budget = budget
-                        continue
-                    raise ModelRuntimeError(f"{self.name} failed on {len(batch)} pair(s): {first_line(exc)}") from exc
-                start = end
-                done += len(batch)
-                if on_batch is not None:
-                    on_batch(done, len(distinct))
+            run_batches(order, lengths, batch_tokens=self.batch_tokens, holder=self.model, device=self.model.device,
+                        forward=forward, on_batch=done)
         index = {p: k for k, p in enumerate(distinct)}
         at = [index[p] for p in prompts]
         return values[at], np.array([len(full[k]) for k in at], dtype=np.int64)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -29,10 +28,10 @@ import numpy as np
 from ...settings import DTYPES as _DTYPES
 from ...settings import check_dtype, default
 from ..base import Runner
-from ..batching import attention_cells, first_line, is_oom, next_batch_end, sort_by_length
+from ..batching import attention_cells, run_batches, sort_by_length
 from ..checkpoints import ResolvedCheckpoint
 from .loading import _has_t5_layout, load_model
-from ...errors import CheckpointError, ModelRuntimeError
+from ...errors import CheckpointError
 from ...registry.evaluators import Evaluator, answer_ids
 from ...progress import LogLines
 
@@ -340,41 +339,22 @@ class T5Runner(Runner):
             total=len(unique), desc="queries", unit="q", disable=None if progress is None else not progress,
             leave=False,
         ) as bar:
-            start = 0
-            while start < len(order):
-                budget = min(self.batch_tokens, t5.oom_budget or self.batch_tokens)
-                end = next_batch_end(order, lengths, start, budget, max_cells=cells)
-                batch = order[start:end]
-                try:
-                    two = self._two_logits(ids, batch, self.fast_forward)
-                except (RuntimeError, MemoryError) as exc:  # torch's errors; others are bugs and propagate
-                    if not is_oom(exc):
-                        raise ModelRuntimeError(
-                            f"the model failed on {t5.device} while scoring a batch of {len(batch)} queries x "
-                            f"{lengths[batch[0]]} tokens: {type(exc).__name__}: {first_line(exc)}") from exc
-                    if t5.device.startswith("cuda"):
-                        torch.cuda.empty_cache()
-                    padded = len(batch) * lengths[batch[0]]
-                    if len(batch) == 1:
-                        raise ModelRuntimeError(
-                            f"out of memory on {t5.device} on a single query of {lengths[batch[0]]} tokens "
-                            f"({first_line(exc)}); lower --max-length or use a device with more memory") from exc
-                    t5.oom_budget = max(1, padded // 2)
-                    warnings.warn(f"out of memory with {len(batch)} queries x {lengths[batch[0]]} tokens; "
-                                  f"batch_tokens lowered to {t5.oom_budget} for the rest of the run",
-                                  RuntimeWarning, stacklevel=2)
-                    continue
+            def forward(batch: list[int]) -> None:
+                two = self._two_logits(ids, batch, self.fast_forward)
                 diff = two[:, 0] - two[:, 1]
                 with np.errstate(over="ignore", invalid="ignore"):
                     scores[batch] = 1.0 / (1.0 + np.exp(-diff))
+
+            def done(batch: list[int], end: int) -> None:
                 bar.update(len(batch))
                 if lines is not None:
                     lines.set(end)
-                stats["batches"] += 1
                 stats["padded_tokens"] += len(batch) * lengths[batch[0]]
-                start = end
                 if on_batch is not None:
-                    on_batch(start, len(order))
+                    on_batch(end, len(order))
+
+            stats["batches"] = run_batches(order, lengths, batch_tokens=self.batch_tokens, holder=t5, device=t5.device,
+                                           forward=forward, max_cells=cells, on_batch=done)
         self.last_stats = stats
         index = {p: k for k, p in enumerate(unique)}
         where = [index[p] for p in prompts]
