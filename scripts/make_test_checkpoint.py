@@ -353,7 +353,8 @@ def v11_config(config) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] + " (--layout deberta-nli / hhem: the "
+                                     "mdeberta-nli / HHEM-2.1-Open layouts instead)")
     parser.add_argument("out_dir", help="folder to write the checkpoint into")
     parser.add_argument("--data-dir", default=None, help="shared data folder (default $UNIEVAL_SHARED_DATA, else "
                         "../shared/data beside the clone; without it, the tokenizer is trained on "
@@ -385,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.layout == "deberta-nli":
         path = build_nli_checkpoint(args.out_dir, data_dir=args.data_dir, vocab_size=args.vocab_size,
                                     hidden_size=args.d_model, num_layers=args.layers, num_heads=args.heads,
-                                    seed=args.seed, evaluator=args.evaluator)
+                                    seed=args.seed, evaluator=args.evaluator or "mdeberta-nli")
         print(f"wrote {path} (a DeBERTa NLI cross-encoder)", file=sys.stderr)
         return 0
     if args.layout == "hhem":

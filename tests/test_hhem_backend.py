@@ -154,3 +154,28 @@ def test_real_hhem_equals_its_published_algorithm(qags):
                          {"source": "The capital of France is Paris.", "target": "Paris is in France."}],
                         task="fact", aspect="hhem")
     assert pair.examples[0].value < 0.5 < pair.examples[1].value
+
+
+def test_a_long_prompt_loses_the_premise_end_not_the_hypothesis_and_the_foundation_is_fingerprinted(
+        hhem_ckpt, qags, tmp_path, shared_data):
+    from make_test_checkpoint import build_test_checkpoint
+
+    from unieval_local.engine import Engine
+
+    scorer = Scorer(model={"hhem-2.1-open": str(hhem_ckpt)}, device="cpu", max_length=128)
+    ex = {"target": "The claim at the very end.", "source": qags[0]["source"]}
+    with pytest.warns(UserWarning, match=r"the cut fell in: source \(1\)"):
+        scorer.score([ex], task="fact", aspect="hhem")
+    model = scorer.runner("hhem-2.1-open").model
+    prompt = "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: " + ex["source"] + \
+             "\n\nHypothesis: " + ex["target"]
+    (ids,) = model.encode([prompt], 128)
+    tail = model.tokenizer("\n\nHypothesis: " + ex["target"])["input_ids"]
+    assert len(ids) == 128 and ids[-len(tail):] == tail
+    # another foundation (another tokenizer) beside the same weights: another fingerprint
+    other = tmp_path / "other" / "hhem-2.1-open"
+    shutil.copytree(hhem_ckpt, other)
+    build_test_checkpoint(other.parent / "flan-t5-base", data_dir=shared_data, vocab_size=1500, layout="v1.1",
+                          weights="safetensors")
+    assert Engine(model={"hhem-2.1-open": str(other)}).fingerprint("hhem-2.1-open") != \
+        Engine(model={"hhem-2.1-open": str(hhem_ckpt)}).fingerprint("hhem-2.1-open")

@@ -143,3 +143,14 @@ def test_real_mdeberta_nli_equals_the_reference(qags):
                             {"target": "The cat is white.", "source": "The cat is black and sleeps."}],
                            task="fact", aspect="nli_support")
     assert obvious.examples[0].value > 0.9 > 0.1 > obvious.examples[1].value
+
+
+def test_nli_truncation_is_named_in_the_source_and_the_signature_gives_the_chunk_cap(nli_ckpt, qags):
+    scorer = Scorer(model={"mdeberta-nli": str(nli_ckpt)}, device="cpu", max_length=64)
+    with pytest.warns(UserWarning, match="the cut fell in: source") as caught:
+        got = scorer.score(qags[:2], task="fact", aspect="nli_support", evidence=True)
+    assert not any("target (" in str(w.message) for w in caught)
+    fields = {q.truncated_field for e in got.examples for q in e.evidence.queries if q.truncated}
+    assert fields == {"source"}
+    sig = str(scorer.signature("fact", "nli_support"))
+    assert "|chunk:300w|" in sig and "|ff:off" in sig

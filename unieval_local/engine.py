@@ -181,15 +181,29 @@ class Engine:
 
     def fingerprint(self, name: str) -> str:
         """The content fingerprint (hex SHA-256) of checkpoint ``name``, from its files (no model
-        is loaded), computed once per engine."""
+        is loaded), computed once per engine; for an evaluator whose tokenizer lives in another
+        folder (HHEM's foundation), that folder's files count too."""
         ckpt = self.checkpoint(name)
         with self._lock:
             if name not in self._fingerprints:
                 from .models.checkpoints import fingerprint_checkpoint
 
                 hasher = self.cache.file_sha256 if self.cache is not None else None
-                self._fingerprints[name] = fingerprint_checkpoint(ckpt.path, file_hash=hasher)
+                fp = fingerprint_checkpoint(ckpt.path, file_hash=hasher)
+                spec = get_evaluator(name)
+                if spec.tokenizer_from:  # its tokenizer and config live in the foundation: they count too
+                    from .hashing import sha256_text
+                    from .models.hhem.model import foundation_of
+
+                    fp = sha256_text(fp + "\0" + fingerprint_checkpoint(foundation_of(ckpt.path, spec),
+                                                                          file_hash=hasher))
+                self._fingerprints[name] = fp
             return self._fingerprints[name]
+
+    def _chunk_words(self, evaluator) -> int:
+        """The words per chunk an own-chunking format uses: ``chunk_words``, capped by its ``max_words``."""
+        cap = evaluator.prompt_format.max_words
+        return min(self.config.chunk_words, cap) if cap else self.config.chunk_words
 
     def check_checkpoint(self, name: str) -> None:
         """Check checkpoint ``name`` without loading a model: it resolves and its weight files
@@ -298,7 +312,7 @@ class Engine:
         signature = Signature.from_config(self.config, task=task, aspect=aspect, checkpoint=ckpt.hub_id or str(ckpt.path),
                                      revision=ckpt.revision, fingerprint=self.fingerprint(a.checkpoint),
                                      aspect_hash=self.aspect_hash(task, aspect), max_length=self.max_length(a.checkpoint),
-                                     evaluator=evaluator.name, chunk_words=self.config.chunk_words if chunking else None,
+                                     evaluator=evaluator.name, chunk_words=self._chunk_words(evaluator) if chunking else None,
                                      identity=self.identity(a.checkpoint))
         loaded = self._runners.get(a.checkpoint)
         fast = (evaluator.backend == "t5" and self.config.fast_forward
@@ -393,7 +407,8 @@ class Engine:
             st.truncated_by[ckpt_name] = st.truncated_by.get(ckpt_name, 0) + len(cut)
             for p in cut:
                 if p not in where:
-                    where[p] = truncated_field(p, spans[p], runner, max_length) or "prompt"
+                    where[p] = truncated_field(p, spans[p], runner, max_length,
+                                               get_evaluator(ckpt_name).prompt_format.cut_field) or "prompt"
                 st.truncated_fields[where[p]] = st.truncated_fields.get(where[p], 0) + 1
 
         shortened = {}

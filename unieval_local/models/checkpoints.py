@@ -255,6 +255,14 @@ def _from_hf_cache(hub_id: str, revision: str | None) -> Path | None:
     return path if (path / "config.json").is_file() else None
 
 
+def _test_layout(name: str) -> str:
+    """The make_test_checkpoint.py layout of evaluator ``name``'s backend."""
+    from ..registry.evaluators import EVALUATORS
+
+    backend = EVALUATORS[name].backend if name in EVALUATORS else "t5"
+    return {"seq-classifier": "deberta-nli", "hhem": "hhem"}.get(backend, "v1.1")
+
+
 def _staging_help(name: str) -> str:
     return (
         "To stage it for an offline machine, on a connected machine run\n"
@@ -263,7 +271,7 @@ def _staging_help(name: str) -> str:
         f"{name}); check it with `unieval-local verify DIR`.\n"
         "To try unieval-local without the weights, generate a stand-in checkpoint from a clone of the "
         "repository (random weights: the numbers mean nothing): python scripts/make_test_checkpoint.py "
-        f"out/home/{name} --layout v1.1 --evaluator {name}"
+        f"out/home/{name} --layout {_test_layout(name)} --evaluator {name}"
         + (" --answers 1,0" if name == "minicheck-flan-t5-large" else "")
         + f", then --model out/home/{name} (or UNIEVAL_LOCAL_HOME=out/home)."
     )

@@ -14,15 +14,19 @@ import numpy as np
 
 from .fold import Folded
 from .planning import Plan, TokenCounter
+from ..registry.evaluators import format_of
 from ..schema import Evidence, QueryEvidence, SentenceEvidence, Span, UniEvalData
 
 __all__ = ["build_evidence", "truncated_field"]
 
 
 def truncated_field(prompt: str, spans: Sequence[tuple[str, int, int]], counter: TokenCounter | None,
-                    max_length: int) -> str | None:
-    """The field in which right truncation at ``max_length`` tokens cuts ``prompt``
-    (None without a token counter)."""
+                    max_length: int, cut_field: str | None = None) -> str | None:
+    """The field in which right truncation at ``max_length`` tokens cuts ``prompt`` (None
+    without a token counter), or ``cut_field`` for a format whose backend cuts inside that field
+    (:attr:`PromptFormat.cut_field <unieval_local.text.prompts.PromptFormat>`: the premise)."""
+    if cut_field is not None:
+        return cut_field
     if counter is None:
         return None
     kept = counter.cut(prompt, max_length - 1)  # the last token is the EOS
@@ -57,7 +61,8 @@ def build_evidence(plan: Plan, folded: Folded, p_yes: np.ndarray, n_tokens: np.n
                     reference=q.reference if uses_refs else None,
                     window=Span(field=q.field, start=q.window[0], end=q.window[1]) if q.window else None,
                     n_tokens=n if n >= 0 else None, truncated=cut, tokens_dropped=max(0, n - max_length),
-                    truncated_field=truncated_field(plan.prompts[k], q.spans, counter, max_length) if cut else None,
+                    truncated_field=truncated_field(plan.prompts[k], q.spans, counter, max_length,
+                                                    format_of(aspect).cut_field) if cut else None,
                 ))
             sentences = None
             if aspect.granularity == "sentence":

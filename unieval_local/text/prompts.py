@@ -100,11 +100,16 @@ class PromptFormat(Protocol):
         own_chunking: True when the format splits the document into chunks itself
             (:meth:`chunks`), whatever ``long_input`` says.
         capabilities: what the format can express (:class:`Capabilities`).
+        cut_field: the field a prompt over ``max_length`` loses its end in, when the backend
+            truncates inside one field (the premise); None: right truncation, found from the spans.
+        max_words: the most words per chunk whatever ``chunk_words`` says (None: ``chunk_words``).
     """
 
     name: str
     own_chunking: bool
     capabilities: Capabilities
+    cut_field: str | None
+    max_words: int | None
 
     def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
                overrides: dict[str, str] | None = None) -> tuple[str, list[tuple[str, int, int]]]:
@@ -122,6 +127,8 @@ class BooleanQA:
 
     name = "boolean-qa"
     own_chunking = False
+    cut_field = None  # right truncation: the field at the cut is found from the spans
+    max_words = None
     capabilities = Capabilities(shape="question: <question> </s> <label>: <value> </s> ...")
 
     def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
@@ -177,6 +184,8 @@ class MiniCheckPrompt:
 
     name = "minicheck"
     own_chunking = True
+    cut_field = None
+    max_words = None
     capabilities = Capabilities(question=False, labels=False, fields=("source", "target"), chunk_settings=False,
                                 document_field="source", shape="predict: <document chunk></s><claim>")
 
@@ -306,6 +315,7 @@ class NLIPair:
 
     name = "nli-pair"
     own_chunking = True
+    cut_field = "source"  # the backend truncates the premise's end (only_first), never the claim
     capabilities = Capabilities(question=False, labels=False, fields=("source", "target"), chunk_settings=False,
                                 document_field="source", shape="(premise: <document chunk>, hypothesis: <claim>)")
     max_words = 300
@@ -321,7 +331,7 @@ class NLIPair:
 
     def chunks(self, text: str, splitter: "SentenceSplitter", chunk_words: int) -> list[Chunk]:
         """The document's chunks, as :meth:`MiniCheckPrompt.chunks` makes them, of at most
-        ``min(chunk_words, max_words)`` words."""
+        ``min(chunk_words, max_words)`` words (the signature says which)."""
         return MINICHECK.chunks(text, splitter, min(chunk_words, self.max_words))
 
 
@@ -338,6 +348,8 @@ class HHEMPrompt:
 
     name = "hhem"
     own_chunking = False
+    cut_field = "source"  # the backend cuts the premise's end and keeps the hypothesis whole
+    max_words = None
     capabilities = Capabilities(question=False, labels=False, fields=("source", "target"),
                                 shape="<pad> Determine if the hypothesis is true given the premise?\n\n"
                                       "Premise: <source>\n\nHypothesis: <target>")

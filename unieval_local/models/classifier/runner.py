@@ -67,12 +67,15 @@ class ClassifierModel:
         key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
         bars = transformers.utils.logging.is_progress_bar_enabled()
         transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar in our output
+        verbosity = transformers.utils.logging.get_verbosity()
+        transformers.utils.logging.set_verbosity_error()  # its load report: our CheckpointError says it
         try:
             model, info = AutoModelForSequenceClassification.from_pretrained(
                 path, local_files_only=True, output_loading_info=True, **{key: getattr(torch, self.dtype)})
         except Exception as exc:  # noqa: BLE001
             raise CheckpointError(f"{path}: does not load as a sequence classifier: {first_line(exc)}") from None
         finally:
+            transformers.utils.logging.set_verbosity(verbosity)
             if bars:
                 transformers.utils.logging.enable_progress_bar()
         missing, unexpected = sorted(info.get("missing_keys") or []), sorted(info.get("unexpected_keys") or [])

@@ -31,7 +31,7 @@ from ..batching import first_line
 from ..checkpoints import ResolvedCheckpoint
 from ..classifier.runner import ClassifierModel, ClassifierRunner
 
-__all__ = ["HHEMModel", "foundation_folder", "hhem_runner_factory", "verify_hhem"]
+__all__ = ["HHEMModel", "foundation_folder", "foundation_of", "hhem_runner_factory", "verify_hhem"]
 
 #: The prefix of HHEM's stored tensors (its wrapper's ``self.t5``).
 PREFIX = "t5."
@@ -61,6 +61,13 @@ def foundation_folder(folder: Path, config: dict[str, Any], evaluator: Evaluator
         raise CheckpointNotFoundError(
             f"{folder}: HHEM reads its tokenizer and T5 config from its foundation {name}, not found beside it "
             f"({folder.parent / short}), in ${HOME_ENV}/{short} nor elsewhere: {exc}") from None
+
+
+def foundation_of(folder: str | Path, evaluator: Evaluator) -> Path:
+    """The foundation folder of the HHEM checkpoint ``folder`` (:func:`foundation_folder`, its config read here)."""
+    folder = Path(folder)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    return foundation_folder(folder, config, evaluator)
 
 
 class HHEMModel:
@@ -127,14 +134,26 @@ class HHEMModel:
         return 1
 
     def encode(self, prompts, max_length: int | None = None) -> list[list[int]]:
-        """Token ids of each prompt (ending with EOS): untruncated, or cut to ``max_length``
-        keeping the final EOS (right truncation, as T5's tokenizer does)."""
+        """Token ids of each prompt (ending with EOS): untruncated, or, over ``max_length``, the
+        premise's end cut so that the hypothesis (``\n\nHypothesis: ...`` and EOS) is kept whole
+        (right truncation would drop the claim: the score would be of the source alone)."""
+        from ...text.prompts import HHEM
+
         if not prompts:
             return []
         ids = self.tokenizer(list(prompts))["input_ids"]
         if max_length is None:
             return ids
-        return [x if len(x) <= max_length else x[: max_length - 1] + x[-1:] for x in ids]
+        out = []
+        for prompt, x in zip(prompts, ids):
+            if len(x) <= max_length:
+                out.append(x)
+                continue
+            tail = prompt[prompt.rfind(HHEM.middle):]
+            tail_ids = self.tokenizer(tail)["input_ids"]
+            keep = max(1, max_length - len(tail_ids))
+            out.append((x[:keep] + tail_ids)[:max_length])
+        return out
 
     def logits(self, input_ids, mask):
         """(B, 2) logits at the first position."""
