@@ -29,7 +29,7 @@ from .pipeline.planning import LongInput
 from .pipeline.validate import non_latin_share, validate_examples, warn_input_hints
 from .registry.tasks import Registry
 from .requests.scheduler import Scheduler
-from .requests.score import ScoreRequest, evaluation_result
+from .requests.score import evaluation_result, joined_answers, score_requests
 from .schema import EvaluationResult, Signature, UniEvalData, UniEvalResult
 from .settings import SETTINGS, EngineSettings, default
 from .text.sentences import SentenceSplitter
@@ -194,15 +194,8 @@ class Scorer:
             The first failed request's error (InvalidExampleError for a planning problem is
             numbered in the whole call's examples).
         """
-        requests = [ScoreRequest(part, task, names, evidence=evidence, start=at, validated=True)
-                    for at, part in self.scheduler.policy.split(list(examples))]
-        answers = self.scheduler.answers(requests)
-        values = {a: np.concatenate([ans.values[a] for ans in answers]) for a in names}
-        ev = {a: [e for ans in answers for e in ans.evidence.get(a, [])] for a in names} if evidence else {}
-        stats = RunStats()
-        for ans in answers:
-            stats += ans.stats
-        return values, ev, stats
+        requests = score_requests(examples, task, names, evidence, self.scheduler.policy)
+        return joined_answers(self.scheduler.answers(requests), names, evidence)
 
     def evaluate(self, data: Any = None, *, task: str = DEFAULT_TASK,
                  aspects: Sequence[str] | str | None = None, evidence: bool = False,

@@ -141,10 +141,10 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return usage_error(exc)
     service = Service(engine, limits, preload)
-    return _serve(create_app(service, key), service, args, (CheckpointNotFoundError, CheckpointError))
+    return _serve(create_app(service, key), service, args, (CheckpointNotFoundError, CheckpointError), key is not None)
 
 
-def _serve(app, service, args: argparse.Namespace, load_errors: tuple) -> int:
+def _serve(app, service, args: argparse.Namespace, load_errors: tuple, has_key: bool) -> int:
     """Run uvicorn until SIGTERM / Ctrl-C; the exit status.
 
     The port opens at once and ``/health`` answers 503 ``loading`` while the checkpoints load
@@ -178,7 +178,7 @@ def _serve(app, service, args: argparse.Namespace, load_errors: tuple) -> int:
             server.should_exit = True
             return
         print(f"unieval-local: ready on http://{args.host}:{args.port}: checkpoints {', '.join(service.preload)} "
-              f"loaded (OpenAPI at /docs; {'Bearer auth' if app_has_key(args) else 'no auth'})",
+              f"loaded (OpenAPI at /docs; {'Bearer auth' if has_key else 'no auth'})",
               file=sys.stderr, flush=True)
 
     print(f"unieval-local: loading checkpoints {', '.join(service.preload)}; /health answers 503 until they are "
@@ -191,8 +191,3 @@ def _serve(app, service, args: argparse.Namespace, load_errors: tuple) -> int:
         return EXIT_CHECKPOINT if isinstance(failed[0], load_errors) else EXIT_MODEL
     print("unieval-local: stopped: every accepted request was answered", file=sys.stderr, flush=True)
     return EXIT_OK
-
-
-def app_has_key(args: argparse.Namespace) -> bool:
-    """Whether the service runs with a key (for the start line; the key itself is never printed)."""
-    return bool(args.api_key or args.api_key_file or os.environ.get(KEY_ENV))

@@ -119,12 +119,7 @@ class ScoreCache:
         if self.disabled is not None:
             return
         self.disabled = " ".join(reason.split())  # one line
-        db, self._db = self._db, None
-        if db is not None:
-            try:
-                db.close()
-            except sqlite3.Error:
-                pass
+        self._close_db()
         warnings.warn(f"score cache {self.path} is unusable ({self.disabled}); scoring without it: {fix}",
                       CacheUnusableWarning, stacklevel=4)
 
@@ -264,12 +259,16 @@ class ScoreCache:
         the cache then finds nothing and stores nothing, as a disabled one, without a warning.
         Never raises."""
         with self._lock:
-            db, self._db = self._db, None
-            if db is not None:
-                try:
-                    db.close()
-                except sqlite3.Error:
-                    pass
+            self._close_db()
+
+    def _close_db(self) -> None:
+        """Drop the connection and close it (a failing close is ignored)."""
+        db, self._db = self._db, None
+        if db is not None:
+            try:
+                db.close()
+            except sqlite3.Error:
+                pass
 
 
 class CachedRunner(Runner):

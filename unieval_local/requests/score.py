@@ -28,7 +28,8 @@ from ..schema import EvaluationResult, ExampleScores, UniEvalResult, UniEvalStat
 from ..pipeline.validate import input_hint_counts, validate_examples
 from .base import Request, Stage, StageGenerator, joined_evidence, joined_values
 
-__all__ = ["ChunkResult", "RecordsRequest", "ScoreAnswer", "ScoreRequest", "evaluation_result"]
+__all__ = ["ChunkResult", "RecordsRequest", "ScoreAnswer", "ScoreRequest", "evaluation_result", "joined_answers",
+           "score_requests"]
 
 
 @dataclass(frozen=True)
@@ -232,3 +233,23 @@ def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.n
                           evidence={a: ev[a][i] for a in names} if ev else None)
             for i in range(n)]
     return EvaluationResult(task=task, aspects=list(names), examples=rows, per_aspect=per_aspect)
+
+
+def score_requests(examples: Sequence[Any], task: str, aspects: Sequence[str], evidence: bool,
+                   policy) -> list[ScoreRequest]:
+    """Validated ``examples`` as :class:`ScoreRequest` objects of the ``policy``'s pass size (a
+    :class:`~unieval_local.requests.scheduler.PassPolicy`), each numbered from its start."""
+    return [ScoreRequest(part, task, list(aspects), evidence=evidence, start=at, validated=True)
+            for at, part in policy.split(list(examples))]
+
+
+def joined_answers(answers: Sequence[ScoreAnswer], aspects: Sequence[str],
+                   evidence: bool) -> tuple[dict[str, np.ndarray], dict[str, list], RunStats]:
+    """The answers of :func:`score_requests`, in order, joined: ``(values, evidence, stats)`` per
+    aspect over all examples."""
+    values = {a: np.concatenate([ans.values[a] for ans in answers]) for a in aspects}
+    ev = {a: [e for ans in answers for e in ans.evidence.get(a, [])] for a in aspects} if evidence else {}
+    stats = RunStats()
+    for ans in answers:
+        stats += ans.stats
+    return values, ev, stats

@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ..requests.base import Request
 from ..requests.scheduler import Scheduler
-from ..requests.score import ScoreRequest, evaluation_result
+from ..requests.score import evaluation_result, joined_answers, score_requests
 from ..wire.custom_run import CUSTOM_RUN_NAMES
 from ..wire.shapes import rename_fields
 from .core import BatchingWorker, DrainingError, QueueFullError, ServiceLimits, estimate_tokens
@@ -162,18 +162,6 @@ class Service:
         self.worker.start()
         self.ready = True
 
-    def start_loading(self) -> threading.Thread:
-        """:meth:`load` in a background thread (``/health`` answers 503 meanwhile)."""
-        def run() -> None:
-            try:
-                self.load()
-            except Exception:  # noqa: BLE001  kept in load_error
-                pass
-
-        thread = threading.Thread(target=run, name="unieval-local-load", daemon=True)
-        thread.start()
-        return thread
-
     @property
     def draining(self) -> bool:
         """Shutting down: new requests get 503."""
@@ -255,13 +243,8 @@ class Service:
         return examples
 
     async def _values(self, data: Sequence[Any], task: str, aspects: Sequence[str], evidence: bool, body: Any):
-        examples = self._examples(data, task, aspects)
-        policy = self.scheduler.policy
-        requests = [ScoreRequest(part, task, list(aspects), evidence=evidence, start=at, validated=True)
-                    for at, part in policy.split(examples)]
-        answers = await self.answer(requests, body)
-        values = {a: np.concatenate([ans.values[a] for ans in answers]) for a in aspects}
-        ev = {a: [e for ans in answers for e in ans.evidence.get(a, [])] for a in aspects} if evidence else {}
+        requests = score_requests(self._examples(data, task, aspects), task, aspects, evidence, self.scheduler.policy)
+        values, ev, _ = joined_answers(await self.answer(requests, body), aspects, evidence)
         return values, ev
 
     # ------------------------------------------------------------------ endpoints

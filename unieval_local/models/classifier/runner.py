@@ -21,11 +21,13 @@ from ...errors import CheckpointError
 from ...registry.evaluators import Evaluator
 from ...settings import check_dtype, default
 from ...text.prompts import split_pair
+from .. import tokens
 from ..base import Runner
 from ..batching import first_line, run_batches, sort_by_length
 from ..checkpoints import ResolvedCheckpoint
 
-__all__ = ["ClassifierModel", "ClassifierRunner", "classifier_runner_factory", "label_index", "verify_classifier"]
+__all__ = ["ClassifierModel", "ClassifierRunner", "classifier_runner_factory", "label_index",
+           "shared_classifier_runner", "verify_classifier"]
 
 
 def label_index(id2label: dict, label: str, where: str) -> int:
@@ -158,23 +160,15 @@ class ClassifierRunner(Runner):
 
     def count_plain(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text without special tokens."""
-        return [len(x) for x in self.model.tokenizer(list(texts), add_special_tokens=False)["input_ids"]] \
-            if texts else []
+        return tokens.count_plain(self.model.tokenizer, texts)
 
     def cut(self, text: str, n_tokens: int) -> int:
         """How many leading characters of ``text`` its first ``n_tokens`` tokens cover."""
-        if n_tokens <= 0:
-            return 0
-        offsets = self.model.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        return len(text) if n_tokens >= len(offsets) else offsets[n_tokens - 1][1]
+        return tokens.cut(self.model.tokenizer, text, n_tokens)
 
     def cut_points(self, text: str, n_tokens: int) -> list[int]:
         """Offsets cutting ``text`` into parts of ``n_tokens`` tokens (one tokenization)."""
-        n_tokens = max(1, n_tokens)
-        offsets = self.model.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        points = [offsets[k - 1][1] for k in range(n_tokens, len(offsets), n_tokens)]
-        points = [p for i, p in enumerate(points) if 0 < p < len(text) and (i == 0 or p > points[i - 1])]
-        return points + [len(text)]
+        return tokens.cut_points(self.model.tokenizer, text, n_tokens)
 
     def score(self, prompts: Sequence[str], *, max_length: int,
               on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -206,8 +200,25 @@ class ClassifierRunner(Runner):
         return values[at], np.array([len(full[k]) for k in at], dtype=np.int64)
 
 
-_MODELS: dict[tuple[str, str, str], ClassifierModel] = {}
+_MODELS: dict[tuple[str, str, str, str], object] = {}
 _LOCK = threading.Lock()
+
+
+def shared_classifier_runner(model_class, checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator, *,
+                             device: str, dtype: str, batch_tokens: int) -> ClassifierRunner:
+    """A :class:`ClassifierRunner` over ``model_class(checkpoint, evaluator, device, dtype)``, loaded
+    once per (model class, folder, device, dtype) per process: the factory of every classifier
+    backend (seq-classifier, hhem).
+
+    Raises:
+        CheckpointError, CheckpointNotFoundError: as ``model_class`` raises them.
+    """
+    key = (model_class.__name__, str(Path(checkpoint.path).resolve()), device, check_dtype(dtype))
+    with _LOCK:
+        if key not in _MODELS:
+            _MODELS[key] = model_class(checkpoint, evaluator, device, dtype)
+        model = _MODELS[key]
+    return ClassifierRunner(model, evaluator=evaluator, fingerprint=fingerprint, batch_tokens=batch_tokens)
 
 
 def classifier_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator, *, device: str,
@@ -219,12 +230,8 @@ def classifier_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, 
     Raises:
         CheckpointError: the checkpoint does not load strictly (see :class:`ClassifierModel`).
     """
-    key = (str(Path(checkpoint.path).resolve()), device, check_dtype(dtype))
-    with _LOCK:
-        if key not in _MODELS:
-            _MODELS[key] = ClassifierModel(checkpoint, evaluator, device, dtype)
-        model = _MODELS[key]
-    return ClassifierRunner(model, evaluator=evaluator, fingerprint=fingerprint, batch_tokens=batch_tokens)
+    return shared_classifier_runner(ClassifierModel, checkpoint, fingerprint, evaluator, device=device, dtype=dtype,
+                                    batch_tokens=batch_tokens)
 
 
 def verify_classifier(report, folder, spec):

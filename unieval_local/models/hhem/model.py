@@ -29,7 +29,7 @@ from ...registry.evaluators import Evaluator
 from ...settings import check_dtype, default
 from ..batching import first_line
 from ..checkpoints import ResolvedCheckpoint
-from ..classifier.runner import ClassifierModel, ClassifierRunner
+from ..classifier.runner import ClassifierModel, ClassifierRunner, shared_classifier_runner
 
 __all__ = ["HHEMModel", "foundation_folder", "foundation_of", "hhem_runner_factory", "verify_hhem"]
 
@@ -160,10 +160,6 @@ class HHEMModel:
         return self.model(input_ids=input_ids, attention_mask=mask).logits[:, 0, :]
 
 
-_MODELS: dict[tuple[str, str, str], HHEMModel] = {}
-_LOCK = threading.Lock()
-
-
 def hhem_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator, *, device: str,
                         dtype: str, batch_tokens: int = default("batch_tokens"), **_: object) -> ClassifierRunner:
     """The ``hhem`` backend's runner factory: the shared classifier runner over an :class:`HHEMModel`
@@ -172,12 +168,8 @@ def hhem_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, evalua
     Raises:
         CheckpointError, CheckpointNotFoundError: see :class:`HHEMModel`.
     """
-    key = (str(Path(checkpoint.path).resolve()), device, check_dtype(dtype))
-    with _LOCK:
-        if key not in _MODELS:
-            _MODELS[key] = HHEMModel(checkpoint, evaluator, device, dtype)
-        model = _MODELS[key]
-    return ClassifierRunner(model, evaluator=evaluator, fingerprint=fingerprint, batch_tokens=batch_tokens)
+    return shared_classifier_runner(HHEMModel, checkpoint, fingerprint, evaluator, device=device, dtype=dtype,
+                                    batch_tokens=batch_tokens)
 
 
 def verify_hhem(report, folder, spec):

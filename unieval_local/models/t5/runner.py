@@ -27,6 +27,7 @@ import numpy as np
 
 from ...settings import DTYPES as _DTYPES
 from ...settings import check_dtype, default
+from .. import tokens
 from ..base import Runner
 from ..batching import attention_cells, run_batches, sort_by_length
 from ..checkpoints import ResolvedCheckpoint
@@ -106,28 +107,17 @@ class T5Model:
 
     def count_plain(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text without special tokens."""
-        if not texts:
-            return []
-        return [len(x) for x in self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
+        return tokens.count_plain(self.tokenizer, texts)
 
     def cut(self, text: str, n_tokens: int) -> int:
         """How many leading characters of ``text`` its first ``n_tokens`` tokens cover."""
-        if n_tokens <= 0:
-            return 0
-        offsets = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        if n_tokens >= len(offsets):
-            return len(text)
-        return offsets[n_tokens - 1][1]
+        return tokens.cut(self.tokenizer, text, n_tokens)
 
     def cut_points(self, text: str, n_tokens: int) -> list[int]:
         """Offsets cutting ``text`` into parts of ``n_tokens`` tokens, from ONE tokenization of
         the whole text (linear in its length; see :meth:`TokenCounter.cut_points
         <unieval_local.pipeline.planning.TokenCounter.cut_points>`)."""
-        n_tokens = max(1, n_tokens)
-        offsets = self.tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        points = [offsets[k - 1][1] for k in range(n_tokens, len(offsets), n_tokens)]
-        points = [p for i, p in enumerate(points) if 0 < p < len(text) and (i == 0 or p > points[i - 1])]
-        return points + [len(text)]
+        return tokens.cut_points(self.tokenizer, text, n_tokens)
 
     # ------------------------------------------------------------------ forward
     def answer_rows(self, ids: tuple[int, int]):
