@@ -20,9 +20,18 @@ Two layouts (``--layout``):
   duplicate embedding keys, as 4.x's safetensors saving does). transformers 5
   always ties the head in memory, so these files are written from a state dict,
   not by ``save_pretrained``, and the config is a 4.x-style ``config.json``.
+- ``mt5``: the layout of SEAHORSE's mT5 checkpoints (google/seahorse-large-q1..q6): an
+  ``MT5ForConditionalGeneration`` (``model_type`` mt5, gated-GELU, untied head,
+  ``tie_word_embeddings: false``), ``model.safetensors``, and the tokenizer files the hub repos
+  hold: ``spiece.model`` (a unigram model trained here on ``scripts/data/multilingual_corpus.txt``:
+  English, Chinese and Indonesian, character coverage 1.0, "1" and "0" single pieces),
+  ``tokenizer.json`` (as transformers 4.x converted it), ``tokenizer_config.json``
+  (``T5Tokenizer``, ``extra_ids`` 0) and ``special_tokens_map.json``. No SummEval data needed.
+  ``build_mt5_checkpoint(..., normalization="identity")`` trains a SentencePiece model without a
+  ``precompiled_charsmap`` (the variant transformers 5 tokenizes differently; tests use it).
 
 Usage:
-    python scripts/make_test_checkpoint.py OUT_DIR [--layout t5|v1.1] [--weights bin|safetensors]
+    python scripts/make_test_checkpoint.py OUT_DIR [--layout t5|v1.1|mt5] [--weights bin|safetensors]
         [--d-model 64 --layers 2 ...]
 
 The folder then works as ``--model OUT_DIR``. Takes a few seconds.
@@ -56,6 +65,9 @@ def shared_data_dir(must_exist: bool = True) -> Path:
 #: English text of our own (this repository's README at the time the fallback was added, MIT),
 #: used to train the tokenizer when the shared SummEval data is not there.
 REPO_CORPUS = Path(__file__).resolve().parent / "data" / "tokenizer_corpus.txt"
+
+#: English, Chinese and Indonesian text of our own (MIT), for the ``mt5`` layout's tokenizer.
+MULTILINGUAL_CORPUS = Path(__file__).resolve().parent / "data" / "multilingual_corpus.txt"
 
 
 def training_sentences(data_dir: Path | None, n_docs: int = 40, answers: tuple[str, str] = ("Yes", "No")) -> list[str]:
@@ -329,6 +341,117 @@ def build_hhem_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.Path
     return out
 
 
+def multilingual_sentences() -> list[str]:
+    """The ``mt5`` layout's tokenizer text: :data:`MULTILINGUAL_CORPUS` (its ``#`` lines left out)
+    plus lines in which "1" and "0" stand alone, so that each is one piece ("▁1", "▁0")."""
+    lines = [x for x in MULTILINGUAL_CORPUS.read_text(encoding="utf-8").splitlines()
+             if x.strip() and not x.startswith("#")]
+    return lines + ["premise: the article . hypothesis: the summary . answer 1",
+                    "premise: the article . hypothesis: the summary . answer 0", "1", "0"] * 50
+
+
+def hub_tokenizer_json(model: bytes):
+    """The ``tokenizers.Tokenizer`` that transformers 4.x's T5 converter made of a SentencePiece
+    unigram model, as the mT5 / SEAHORSE hub repositories hold it in ``tokenizer.json``: the
+    pieces and scores, ``<unk>`` = 2, the model's precompiled charsmap (if any) then runs of
+    spaces made one, Metaspace with a prepended "▁", ``</s>`` appended, and ``<pad>``, ``</s>``,
+    ``<unk>`` as special tokens."""
+    from sentencepiece import sentencepiece_model_pb2
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, normalizers, pre_tokenizers, processors
+    from tokenizers.models import Unigram
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    proto.ParseFromString(model)
+    tok = Tokenizer(Unigram([(p.piece, p.score) for p in proto.pieces], unk_id=2, byte_fallback=False))
+    charsmap = proto.normalizer_spec.precompiled_charsmap
+    tok.normalizer = normalizers.Sequence(([normalizers.Precompiled(charsmap)] if charsmap else [])
+                                          + [normalizers.Replace(Regex(" {2,}"), " ")])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.post_processor = processors.TemplateProcessing(single=["$A", "</s>"], pair=["$A", "</s>", "$B", "</s>"],
+                                                       special_tokens=[("</s>", 1)])
+    tok.add_special_tokens([AddedToken(t, normalized=False, special=True) for t in ("<pad>", "</s>", "<unk>")])
+    return tok
+
+
+def build_mt5_checkpoint(out_dir: str | os.PathLike, *, vocab_size: int = 2000, d_model: int = 64, d_ff: int = 128,
+                         num_layers: int = 2, num_heads: int = 4, seed: int = 0, init_factor: float = 1.5,
+                         answer_gain: float = 3.0, normalization: str = "nmt_nfkc", tokenizer_json: bool = True,
+                         evaluator: str | None = None) -> Path:
+    """Write a random mT5 checkpoint in SEAHORSE's layout (``--layout mt5``; module docstring).
+
+    Args:
+        out_dir: the folder to write.
+        vocab_size: the SentencePiece vocabulary asked for (fewer pieces when the corpus has too
+            few: ``hard_vocab_limit`` off); the model's rows are the tokenizer's size rounded up to
+            a multiple of 128 (mT5: 250,100 pieces, 250,112 rows), so some rows are no piece.
+        d_model, d_ff, num_layers, num_heads, seed, init_factor: the random model, as
+            :func:`build_test_checkpoint`'s.
+        answer_gain: the LM-head rows of "▁1" and "▁0" are multiplied by it, so that, as in a
+            trained SEAHORSE model, much of the probability falls on "1" or "0" and P("1") over
+            the whole vocabulary spreads over (0, 1) instead of sitting near 1 / vocabulary size.
+        normalization: the SentencePiece ``normalization_rule_name``: ``nmt_nfkc`` (mT5's; the
+            model then holds a precompiled charsmap) or ``identity`` (none: the variant
+            transformers 5 tokenizes differently, for the tests of the project's check).
+        tokenizer_json: write ``tokenizer.json`` too (the hub repos have it).
+        evaluator: the evaluator recorded in ``config.json`` (None: none, usable as every
+            SEAHORSE evaluator, with an "identity unverified" warning).
+
+    Returns:
+        ``out_dir`` as a Path.
+
+    Raises:
+        AssertionError: "1" and "0" are not single, distinct pieces of the trained vocabulary.
+    """
+    import sentencepiece as spm
+    import torch
+    from safetensors.torch import save_file
+    from transformers import MT5Config, MT5ForConditionalGeneration
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "spiece")
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(multilingual_sentences()), model_prefix=prefix, vocab_size=vocab_size,
+            model_type="unigram", pad_id=0, eos_id=1, unk_id=2, bos_id=-1, character_coverage=1.0,
+            normalization_rule_name=normalization, hard_vocab_limit=False, num_threads=1,
+            shuffle_input_sentence=False, minloglevel=2)
+        model_bytes = _without_paths(Path(prefix + ".model").read_bytes())
+    (out / "spiece.model").write_bytes(model_bytes)
+    processor = spm.SentencePieceProcessor(model_proto=model_bytes)
+    assert [processor.encode(w, out_type=str) for w in ("1", "0")] == [["▁1"], ["▁0"]], "1/0 are not single pieces"
+    # the hub's tokenizer files (google/seahorse-large-q*: T5Tokenizer, no sentinel ids)
+    (out / "tokenizer_config.json").write_text(json.dumps({
+        "additional_special_tokens": None, "clean_up_tokenization_spaces": True, "eos_token": "</s>", "extra_ids": 0,
+        "model_max_length": 1000000000000000019884624838656, "pad_token": "<pad>", "sp_model_kwargs": {},
+        "tokenizer_class": "T5Tokenizer", "unk_token": "<unk>"}, indent=2) + "\n")
+    (out / "special_tokens_map.json").write_text(json.dumps(
+        {"eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}, indent=2) + "\n")
+    if tokenizer_json:
+        hub_tokenizer_json(model_bytes).save(str(out / "tokenizer.json"))
+    rows = -(-processor.get_piece_size() // 128) * 128
+    torch.manual_seed(seed)
+    config = MT5Config(vocab_size=rows, d_model=d_model, d_kv=d_model // num_heads, d_ff=d_ff, num_layers=num_layers,
+                       num_decoder_layers=num_layers, num_heads=num_heads, feed_forward_proj="gated-gelu",
+                       pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, initializer_factor=init_factor,
+                       tie_word_embeddings=False)
+    model = MT5ForConditionalGeneration(config).eval()
+    state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()
+             if k not in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")}
+    generator = torch.Generator().manual_seed(seed + 1)  # an untied head of its own, as mT5's
+    head = torch.randn(state["shared.weight"].shape, generator=generator) * (init_factor * d_model**-0.5)
+    head[[processor.piece_to_id("▁1"), processor.piece_to_id("▁0")]] *= answer_gain
+    state["lm_head.weight"] = head
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
+    written = {**v11_config(config), "architectures": ["MT5ForConditionalGeneration"], "model_type": "mt5",
+               "tokenizer_class": "T5Tokenizer"}
+    if evaluator:
+        written["unieval_local_evaluator"] = evaluator
+    (out / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
+    return out
+
+
 def _set_config_keys(path: Path, keys: dict) -> None:
     """Add ``keys`` to the ``config.json`` at ``path`` (rewritten sorted, as transformers writes it)."""
     config = json.loads(path.read_text(encoding="utf-8"))
@@ -369,11 +492,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--init-factor", type=float, default=1.5)
     parser.add_argument("--model-vocab-size", type=int, default=None, help="embedding rows (default: tokenizer size)")
     parser.add_argument("--docs", type=int, default=40, help="SummEval documents that train the tokenizer")
-    parser.add_argument("--layout", default="t5", choices=["t5", "v1.1", "deberta-nli", "hhem"],
+    parser.add_argument("--layout", default="t5", choices=["t5", "v1.1", "mt5", "deberta-nli", "hhem"],
                         help="t5 (tied head, ReLU), v1.1 (the official UniEval layout: gated-GELU, untied head) or "
                              "deberta-nli (a DeBERTa-v3 NLI cross-encoder, spm.model tokenizer: for mdeberta-nli; "
                              "--d-model, --layers, --heads, --vocab-size, --seed, --evaluator apply) or hhem "
-                             "(HHEM-2.1-Open's layout, no tokenizer; its foundation flan-t5-base/ beside it)")
+                             "(HHEM-2.1-Open's layout, no tokenizer; its foundation flan-t5-base/ beside it) or "
+                             "mt5 (SEAHORSE's layout: MT5ForConditionalGeneration, multilingual spiece.model and "
+                             "tokenizer.json; answers 1/0; --d-model, --d-ff, --layers, --heads, --vocab-size, --seed, "
+                             "--init-factor, --evaluator apply)")
     parser.add_argument("--answers", default="Yes,No", help="answer words POS,NEG that must be distinct pieces "
                         "(e.g. 1,0 for a MiniCheck-style checkpoint)")
     parser.add_argument("--evaluator", default=None,
@@ -388,6 +514,13 @@ def main(argv: list[str] | None = None) -> int:
                                     hidden_size=args.d_model, num_layers=args.layers, num_heads=args.heads,
                                     seed=args.seed, evaluator=args.evaluator or "mdeberta-nli")
         print(f"wrote {path} (a DeBERTa NLI cross-encoder)", file=sys.stderr)
+        return 0
+    if args.layout == "mt5":
+        path = build_mt5_checkpoint(args.out_dir, vocab_size=args.vocab_size, d_model=args.d_model, d_ff=args.d_ff,
+                                    num_layers=args.layers, num_heads=args.heads, seed=args.seed,
+                                    init_factor=args.init_factor, evaluator=args.evaluator)
+        print(f"wrote {path} (SEAHORSE's mT5 layout; tokenizer trained on "
+              f"{MULTILINGUAL_CORPUS.relative_to(MULTILINGUAL_CORPUS.parents[2])})", file=sys.stderr)
         return 0
     if args.layout == "hhem":
         path = build_hhem_checkpoint(args.out_dir, data_dir=args.data_dir, d_model=args.d_model, d_ff=args.d_ff,

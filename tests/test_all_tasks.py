@@ -115,18 +115,18 @@ def test_cli_all_aspects_on_real_files(tmp_path, tiny_ckpt, shared_data, task):
 def test_custom_aspects_from_the_example_config(tiny_ckpt, reference, summeval_records):
     scorer = Scorer(model=tiny_ckpt, aspects_config=ROOT / "configs" / "aspects.example.yaml")
     recs = [{**r, "instruction": "Summarize in one sentence."} for r in summeval_records[:4]]
-    r = scorer.evaluate(recs, task="summarization", aspects=["conciseness", "instruction_following", "coherence"])
+    r = scorer.evaluate(recs, task="summarization", aspects=["brevity", "instruction_following", "coherence"])
     for rec, ex in zip(recs, r.examples):
         want = reference(f"question: Does this summary follow the instruction? </s> summary: {rec['target']} </s> "
                          f"instruction: {rec['instruction']} </s> document: {rec['source']}")
         assert abs(ex.scores["instruction_following"] - want) < 1e-5
         want = reference(f"question: Is this a concise summary of the document? </s> summary: {rec['target']} </s> "
                          f"document: {rec['source']}")
-        assert abs(ex.scores["conciseness"] - want) < 1e-5
+        assert abs(ex.scores["brevity"] - want) < 1e-5
     with pytest.raises(ValueError, match="needs 'instruction'"):
         scorer.score(summeval_records[:1], task="summarization", aspect="instruction_following")
-    with pytest.raises(ValueError, match="unknown aspect 'conciseness'"):
-        Scorer(model=tiny_ckpt).score(recs, aspect="conciseness")
+    with pytest.raises(ValueError, match="unknown aspect 'brevity'"):
+        Scorer(model=tiny_ckpt).score(recs, aspect="brevity")
 
 
 BAD_CONFIGS = [

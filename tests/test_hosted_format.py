@@ -92,15 +92,15 @@ def test_config_as_unieval_config_and_as_dict(fake_scorer):
 def test_a_config_dict_knows_user_defined_aspects(fake_ckpt):
     cfg_file = ROOT / "configs" / "aspects.example.yaml"
     s = Scorer(model=fake_ckpt, aspects_config=cfg_file, runner_factory=fake_factory(FakeRunner(by_prompt)))
-    want = values(s.score(DATA, task="summarization", aspect="conciseness"))
+    want = values(s.score(DATA, task="summarization", aspect="brevity"))
     assert want != values(s.score(DATA, aspect="coherence"))
-    got = s.score(DATA, config={"task": "summarization", "evaluation_aspect": "conciseness"})
-    assert values(got) == want and got.signature.aspect == "conciseness"
+    got = s.score(DATA, config={"task": "summarization", "evaluation_aspect": "brevity"})
+    assert values(got) == want and got.signature.aspect == "brevity"
     # the built-in registry alone does not know it: the dict is validated with the scorer's
-    with pytest.raises(ValidationError, match="conciseness"):
-        UniEvalConfig(task="summarization", evaluation_aspect="conciseness")
-    with pytest.raises(ValidationError, match="conciseness"):
-        Scorer(model=fake_ckpt).score(DATA, config={"evaluation_aspect": "conciseness"})
+    with pytest.raises(ValidationError, match="brevity"):
+        UniEvalConfig(task="summarization", evaluation_aspect="brevity")
+    with pytest.raises(ValidationError, match="brevity"):
+        Scorer(model=fake_ckpt).score(DATA, config={"evaluation_aspect": "brevity"})
 
 
 def test_conflicting_names_are_a_value_error_naming_both(fake_scorer):
@@ -294,7 +294,8 @@ def test_chunk_results_carry_the_reasons_through_to_dict(fake_ckpt):
     (["--evidence"], "does not take --evidence; use --output-format records for batch runs"),
     (["--aspect", "coherence"], "exactly one aspect per run (the hosted metric's evaluation_aspect), but 2 aspects "
                                 "were given (fluency, coherence)"),
-    (["--aspect", "all"], "but --aspect all resolves to 4 aspects (coherence, consistency, fluency, relevance)"),
+    (["--aspect", "all"], "but --aspect all resolves to 10 aspects (coherence, consistency, fluency, relevance, "
+                          "comprehensible, repetition, grammar, attribution, main_ideas, conciseness)"),
 ], ids=["resume", "shard", "ray", "evidence", "two-aspects", "all"])
 def test_hosted_refuses_what_it_cannot_write(tmp_path, tiny_ckpt, capsys, extra, message):
     src = write_jsonl(tmp_path / "in.jsonl", [{"target": "A summary.", "source": "A document."}])
@@ -313,8 +314,8 @@ def test_hosted_needs_one_named_aspect(tmp_path, tiny_ckpt, capsys):
     assert "but no --aspect was given; give one --aspect" in capsys.readouterr().err
     cfg = ROOT / "configs" / "aspects.example.yaml"  # all of summarization, user-defined aspects included
     assert main([*base, "--aspects-config", str(cfg), "--aspect", "all"]) == EXIT_USAGE
-    assert "--aspect all resolves to 6 aspects (coherence, consistency, fluency, relevance, conciseness, " \
-           "instruction_following)" in capsys.readouterr().err
+    assert "--aspect all resolves to 12 aspects (coherence, consistency, fluency, relevance, comprehensible, " \
+           "repetition, grammar, attribution, main_ideas, conciseness, brevity, instruction_following)" in capsys.readouterr().err
     existing = tmp_path / "o.jsonl"
     existing.write_text('{"overall": {"value": 0.5}, "examples": [{"value": 0.5}]}\n')
     assert main([*base, "--aspect", "fluency", "-o", str(existing)]) == EXIT_USAGE

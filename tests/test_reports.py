@@ -145,7 +145,7 @@ def test_rating_config_file_equals_defaults_and_validates(tmp_path):
     with pytest.warns(DeprecationWarning, match="consistency_aspect"):
         assert load_rating_config(old).consistency_aspect == "fact/consistency"
     old.write_text("consistency_aspect: summarization/fluency\n")
-    with pytest.raises(ValueError, match="consistency_aspect: must be one of summarization/consistency, "
+    with pytest.raises(ValueError, match="consistency_aspect: must be one of summarization/consistency, .*"
                                          "fact/consistency, fact/support"):
         load_rating_config(old)
     bad = tmp_path / "bad.yaml"
@@ -195,7 +195,8 @@ def test_rating_report_exact_json(fake_ckpt):
     assert out.notes and "fit_rating_cutpoints" in out.notes[0]
     a = out.reports[0].model_dump(mode="json")
     # coherence 2, consistency 3, relevance 1, fluency 2: avg (2 + 3 + 1 + 2) / 3 / 4
-    assert_json_close(a, {"index": 0, "id": "a", "error": None, "notes": [], "report": {"summary": {
+    assert_json_close(a, {"index": 0, "id": "a", "error": None, "notes": [], "language": "en",
+                          "consistency_aspect": "summarization/consistency", "report": {"summary": {
         "global_explanation": "Bad: 1 metric(s) at the lowest rating (mean normalized score 0.67).",
         "relevancy_rating": "bad", "score": 0.0,
         "possible_issues": ["Relevance is 1/3, at most 1: the summary is rated bad."],

@@ -90,8 +90,20 @@ def test_golden_hhem_prompt():
         "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: The doc.\n\nHypothesis: The claim.")
 
 
+SEAHORSE_ASPECTS = ("comprehensible", "repetition", "grammar", "attribution", "main_ideas", "conciseness")
+
+
+@pytest.mark.parametrize("aspect", SEAHORSE_ASPECTS)
+def test_golden_seahorse_prompts(aspect):
+    """SEAHORSE's model cards: "premise: ARTICLE hypothesis: SUMMARY", the same for all six."""
+    ex = UniEvalData(target="市议会通过了预算。", source="Dewan kota  menyetujui\nanggaran. ")
+    assert render_prompt(get_aspect("summarization", aspect), ex, ex.target) == \
+        "premise: Dewan kota  menyetujui\nanggaran.  hypothesis: 市议会通过了预算。"
+
+
 def test_every_builtin_aspect_has_a_golden_prompt():
-    covered = {("summarization", a) for a in GOLDEN} | set(ALL_GOLDEN) | {
+    covered = {("summarization", a) for a in GOLDEN} | {("summarization", a) for a in SEAHORSE_ASPECTS} | \
+        set(ALL_GOLDEN) | {
         ("data2text", "naturalness"), ("data2text", "informativeness"), ("fact", "consistency"),
         ("fact", "support"), ("fact", "sentence_support"), ("fact", "sentence_support_min"), ("fact", "nli_support"),
         ("fact", "hhem")}
@@ -99,8 +111,13 @@ def test_every_builtin_aspect_has_a_golden_prompt():
 
 
 def test_registry_fields_and_granularity():
-    aspects = get_task("summarization").aspects
-    assert list(aspects) == ["coherence", "consistency", "fluency", "relevance"]
+    aspects = dict(get_task("summarization").aspects)  # a copy: the SEAHORSE ones are popped below
+    assert list(aspects) == ["coherence", "consistency", "fluency", "relevance", *SEAHORSE_ASPECTS]
+    seahorse = [aspects.pop(a) for a in SEAHORSE_ASPECTS]
+    assert [a.checkpoint for a in seahorse] == [f"seahorse-large-q{n}" for n in range(1, 7)]
+    assert {(a.required_fields, a.granularity, a.chunk_field) for a in seahorse} == {(("target", "source"), "output",
+                                                                                     "source")}
+    assert [a.window_reduction for a in seahorse] == ["mean", "mean", "mean", "max", "mean", "mean"]
     assert aspects["coherence"].required_fields == ("target", "source")
     assert aspects["consistency"].required_fields == ("target", "source")
     assert aspects["fluency"].required_fields == ("target",)

@@ -26,10 +26,10 @@ from .models.base import Runner, RunnerFactory
 from .models.checkpoints import ModelSpec, ResolvedCheckpoint
 from .pipeline.fold import ReferenceReduction
 from .pipeline.planning import LongInput
-from .pipeline.validate import non_latin_share, validate_examples, warn_input_hints
+from .pipeline.validate import validate_examples, warn_input_hints
 from .registry.tasks import Registry
 from .requests.scheduler import Scheduler
-from .requests.score import evaluation_result, joined_answers, score_requests
+from .requests.score import answer_languages, evaluation_result, joined_answers, score_requests
 from .schema import EvaluationResult, Signature, UniEvalData, UniEvalResult
 from .settings import SETTINGS, EngineSettings, default
 from .text.sentences import SentenceSplitter
@@ -89,6 +89,8 @@ class Scorer:
         long_input: LongInput = default("long_input"),
         window_overlap: int = default("window_overlap"),
         chunk_words: int = default("chunk_words"),
+        language: str | None = default("language"),
+        strict_language: bool = default("strict_language"),
         merge_punctuation: bool = default("merge_punctuation"),
         threads: int | None = default("threads"),
         runner_factory: RunnerFactory | None = default("runner_factory"),
@@ -98,7 +100,8 @@ class Scorer:
             attention_mib=attention_mib, reference_reduction=reference_reduction, offline=offline,
             splitter=splitter, progress=progress, fast_forward=fast_forward, cache_dir=cache_dir,
             aspects_config=aspects_config, long_input=long_input, window_overlap=window_overlap,
-            chunk_words=chunk_words, merge_punctuation=merge_punctuation, threads=threads,
+            chunk_words=chunk_words, language=language, strict_language=strict_language,
+            merge_punctuation=merge_punctuation, threads=threads,
             runner_factory=runner_factory)
         #: the engine: run configuration, registry, runner pool
         self.engine = Engine(settings)
@@ -151,9 +154,10 @@ class Scorer:
         """The loaded runner of checkpoint ``name`` (see :meth:`unieval_local.engine.Engine.runner`)."""
         return self.engine.runner(name)
 
-    def signature(self, task: str, aspect: str) -> Signature:
-        """The reproducibility signature of results for ``(task, aspect)``."""
-        return self.engine.signature(task, aspect)
+    def signature(self, task: str, aspect: str, languages: Sequence[str | None] | None = None) -> Signature:
+        """The reproducibility signature of results for ``(task, aspect)`` (over examples in
+        ``languages``: see :meth:`Engine.signature <unieval_local.engine.Engine.signature>`)."""
+        return self.engine.signature(task, aspect, languages)
 
     def cache_stats(self) -> dict[str, int]:
         """Queries answered from the score cache (``hits``) and scored anew (``misses``) so far."""
@@ -178,24 +182,21 @@ class Scorer:
         if problems:
             raise InvalidExampleError(problems)
         warn_input_hints(examples, resolved)
-        non_latin = [i for i, ex in enumerate(examples) if non_latin_share(ex.target) > 0.5]
-        if non_latin:
-            warnings.warn(f"{len(non_latin)} target(s) are mostly in a non-Latin script (examples "
-                          f"{non_latin[:10]}{' ...' if len(non_latin) > 10 else ''}); the UniEval evaluators were "
-                          "trained on English only, so their scores there mean little", UserWarning, stacklevel=3)
         return examples
 
     def _run_requests(self, examples: Sequence[UniEvalData], task: str, names: Sequence[str],
-                      evidence: bool) -> tuple[dict[str, np.ndarray], dict[str, list], RunStats]:
+                      evidence: bool) -> tuple[dict[str, np.ndarray], dict[str, list], RunStats, list]:
         """The examples as score requests of the scheduler's pass size, run together, and their
-        answers joined: ``(values, evidence, stats)``, per aspect over all examples in order.
+        answers joined: ``(values, evidence, stats, languages)``, per aspect over all examples in
+        order, and each example's language.
 
         Raises:
             The first failed request's error (InvalidExampleError for a planning problem is
             numbered in the whole call's examples).
         """
         requests = score_requests(examples, task, names, evidence, self.scheduler.policy)
-        return joined_answers(self.scheduler.answers(requests), names, evidence)
+        answers = self.scheduler.answers(requests)
+        return (*joined_answers(answers, names, evidence), answer_languages(answers))
 
     def evaluate(self, data: Any = None, *, task: str = DEFAULT_TASK,
                  aspects: Sequence[str] | str | None = None, evidence: bool = False,
@@ -232,9 +233,9 @@ class Scorer:
         names = self.registry.aspect_names(task, aspects)
         columns = dict(targets=targets, sources=sources, references=references, contexts=contexts)
         examples = self._check_request(data, task, names, columns, _max_examples)
-        values, ev, stats = self._run_requests(examples, task, names, evidence)
+        values, ev, stats, languages = self._run_requests(examples, task, names, evidence)
         self._warn_about(stats)
-        return evaluation_result(task, names, values, ev, self.signature, self.dtype)
+        return evaluation_result(task, names, values, ev, self.signature, self.dtype, languages)
 
     def _warn_about(self, stats: RunStats) -> None:
         """The truncation and fit-shortening warnings of one call."""

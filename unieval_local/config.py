@@ -73,7 +73,13 @@ class RunConfig:
         window_overlap: sentences (turns) shared by consecutive windows in ``chunk`` mode; >= 0.
         chunk_words: whitespace words per document chunk, for evaluators whose prompt
             format chunks the document itself (MiniCheck's ``chunk_size``, default 500); >= 1.
-        splitter: the sentence splitter's name, with its library versions for the built-in one.
+        splitter: the sentence splitter's name, with its library versions for the built-in one
+            (the English one; a record in another language is split by that language's splitter,
+            :meth:`~unieval_local.engine.Engine.splitter_for`, named in the result's signature).
+        language: the records' language the run forces (``language=``), or None: each record's
+            is detected (:mod:`unieval_local.text.language`).
+        language_detector: the detector's name and version (``py3langid-0.4.0``) when records'
+            languages are detected, else None.
         dtype: ``float32`` (UniEval parity) or ``bfloat16``.
         device: the device TYPE (``cpu``, ``cuda``): numerics differ between types, not
             between two GPUs of one kind.
@@ -92,6 +98,8 @@ class RunConfig:
     window_overlap: int = default("window_overlap")
     chunk_words: int = default("chunk_words")
     splitter: str = "nltk-punkt-english"
+    language: str | None = None
+    language_detector: str | None = None
     dtype: str = default("dtype")
     device: str = "cpu"
     fast_forward: bool = default("fast_forward")

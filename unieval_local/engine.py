@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 import warnings
-from collections.abc import Callable, Collection, Hashable, Mapping
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,10 +39,11 @@ from .pipeline.fold import fold_all
 from .pipeline.jobs import Job, JobResult, RunStats, jobs_by_checkpoint, truncation_message
 from .pipeline.planning import Plan, build_plan
 from .registry.evaluators import Evaluator, format_of, get_evaluator
-from .registry.tasks import DEFAULT_REGISTRY, Registry
+from .registry.tasks import DEFAULT_REGISTRY, Aspect, Registry
 from .schema import Signature
 from .settings import EngineSettings
-from .text.sentences import DEFAULT_SPLITTER, MergePunctuation, SentenceSplitter, as_splitter
+from .text.language import DETECTOR, UNDETERMINED, language_name, record_language
+from .text.sentences import DEFAULT_SPLITTER, MergePunctuation, SentenceSplitter, as_splitter, splitter_for_language
 
 __all__ = ["Engine", "Job", "JobResult", "PassResult", "PlannedJob", "RunStats", "Runner", "RunnerFactory",
            "jobs_by_checkpoint", "truncation_message"]
@@ -51,11 +52,13 @@ __all__ = ["Engine", "Job", "JobResult", "PassResult", "PlannedJob", "RunStats",
 @dataclass(frozen=True)
 class PlannedJob:
     """One job after planning: its prompts and queries (:class:`~unieval_local.pipeline.planning.Plan`)
-    and the problems planning found (a target without sentences, one too long for fit/chunk)."""
+    and the problems planning found (a target without sentences, one too long for fit/chunk, a
+    language ``strict_language`` refuses), and each example's language (None for a None example)."""
 
     job: Job
     plan: Plan
     problems: list[ExampleProblem] = field(default_factory=list)
+    languages: list[str | None] = field(default_factory=list)
 
 
 @dataclass
@@ -112,6 +115,8 @@ class Engine:
         self.splitter: SentenceSplitter = as_splitter(settings.splitter) if settings.splitter else DEFAULT_SPLITTER
         if settings.merge_punctuation:
             self.splitter = MergePunctuation(self.splitter)
+        self._splitters: dict[str, SentenceSplitter] = {}
+        self._language_warned: set[tuple[str, str]] = set()
         if settings.runner_factory is not None and settings.device is None:
             self.device = "cpu"
         else:
@@ -120,7 +125,9 @@ class Engine:
             self.device = resolve_device(settings.device)
         self.config = RunConfig(max_length=settings.max_length, reference_reduction=settings.reference_reduction,
                                 long_input=settings.long_input, window_overlap=settings.window_overlap,
-                                chunk_words=settings.chunk_words, splitter=self.splitter.name, dtype=settings.dtype,
+                                chunk_words=settings.chunk_words, splitter=self.splitter.name,
+                                language=settings.language,
+                                language_detector=None if settings.language else DETECTOR.name, dtype=settings.dtype,
                                 device=self.device, fast_forward=bool(settings.fast_forward))
         if self.config.dtype == "bfloat16" and self.device == "cpu":
             warnings.warn("bfloat16 on CPU is slower than float32 and deviates from UniEval's numbers; "
@@ -143,6 +150,65 @@ class Engine:
         self._runners: dict[str, Runner] = {}
         self._loads = 0
         self._lock = threading.Lock()
+
+    # ------------------------------------------------------------------ languages
+    def record_language(self, example: Any) -> str:
+        """The language of one example or record (:func:`~unieval_local.text.language.record_language`):
+        its ``language`` field, else the run's ``language``, else detected (``und`` when it cannot
+        be told; read as English). None for None."""
+        if example is None:
+            return None
+        return record_language(example, self.settings.language)
+
+    def splitter_for(self, language: str | None) -> SentenceSplitter:
+        """The sentence splitter of text in ``language``: the ``splitter=`` the engine was given
+        (for every language), else the language's built-in one
+        (:func:`~unieval_local.text.sentences.splitter_for_language`: Chinese rules for zh/ja,
+        Punkt with Indonesian abbreviations for id/ms, NLTK's English Punkt otherwise), under
+        ``MergePunctuation`` with ``merge_punctuation``."""
+        if self.settings.splitter or language in (None, "en", UNDETERMINED):
+            return self.splitter
+        key = language
+        if key not in self._splitters:
+            base = splitter_for_language(language)
+            if base is DEFAULT_SPLITTER:
+                self._splitters[key] = self.splitter
+            else:
+                self._splitters[key] = MergePunctuation(base) if self.settings.merge_punctuation else base
+        return self._splitters[key]
+
+    def language_problems(self, checkpoint: str, aspects: Sequence[Aspect], languages: Sequence[str | None]
+                          ) -> list[ExampleProblem]:
+        """Examples in a language the evaluator ``checkpoint`` was not trained on
+        (:attr:`~unieval_local.registry.evaluators.Evaluator.languages`; undetermined text counts as
+        English): with ``strict_language``, one problem per (example, aspect), field ``language``;
+        otherwise none, and one ``UserWarning`` per (aspect, language) per engine, naming both."""
+        trained = get_evaluator(checkpoint).languages
+        if trained is None:
+            return []
+        outside: dict[str, list[int]] = {}
+        for i, lang in enumerate(languages):
+            if lang is not None and (lang if lang != UNDETERMINED else "en") not in trained:
+                outside.setdefault(lang, []).append(i)
+        problems = []
+        told = ", ".join(trained)
+        for lang, idx in outside.items():
+            for a in aspects:
+                what = f"{a.task}/{a.name}" if a.task != "report" else f"the report's '{a.name}' query"
+                if self.settings.strict_language:
+                    problems += [ExampleProblem(i, "language", f"{what}: its evaluator {checkpoint} was trained on "
+                                                f"{told}, not {language_name(lang)} ({lang}); strict_language "
+                                                "refuses it", a.name) for i in idx]
+                    continue
+                with self._lock:
+                    new = (what, lang) not in self._language_warned
+                    self._language_warned.add((what, lang))
+                if new:
+                    warnings.warn(f"{what}: {len(idx)} example(s) in {language_name(lang)} ({lang}), but its "
+                                  f"evaluator {checkpoint} was trained on {told}: its scores there are not "
+                                  "validated (strict_language / --strict-language refuses such examples; "
+                                  "README, Languages)", UserWarning, stacklevel=4)
+        return problems
 
     @property
     def model(self) -> ModelSpec:
@@ -299,13 +365,16 @@ class Engine:
         return sha256_text(repr((a.question, a.fields, a.granularity, a.reduction, a.chunk_field,
                                  a.window_reduction, a.chunk_unit)))[:12]
 
-    def signature(self, task: str, aspect: str) -> Signature:
+    def signature(self, task: str, aspect: str, languages: Sequence[str | None] | None = None) -> Signature:
         """The reproducibility signature of results for ``(task, aspect)``: this engine's
         :class:`RunConfig`, the checkpoint (hub id or folder, revision, content fingerprint)
         and, for a user-defined aspect, its definition's hash. No model is loaded; once it is,
         the forward that actually runs is signed (``ff:off`` when a fast forward fell back to
-        the model's own, and for every non-T5 backend, which has no other)."""
+        the model's own, and for every non-T5 backend, which has no other). ``languages``: the
+        scored examples' languages (None entries skipped), most frequent first in the signature's
+        ``language``, with each one's splitter where they differ."""
         a = self.registry.get_aspect(task, aspect)
+        language, splitter = self._languages_signed(languages)
         ckpt = self.checkpoint(a.checkpoint)
         evaluator = get_evaluator(a.checkpoint)
         chunking = evaluator.prompt_format.own_chunking
@@ -313,11 +382,25 @@ class Engine:
                                      revision=ckpt.revision, fingerprint=self.fingerprint(a.checkpoint),
                                      aspect_hash=self.aspect_hash(task, aspect), max_length=self.max_length(a.checkpoint),
                                      evaluator=evaluator.name, chunk_words=self._chunk_words(evaluator) if chunking else None,
-                                     identity=self.identity(a.checkpoint))
+                                     identity=self.identity(a.checkpoint), language=language, splitter=splitter)
         loaded = self._runners.get(a.checkpoint)
         fast = (evaluator.backend == "t5" and self.config.fast_forward
                 and (loaded is None or loaded.forward == "fast"))  # the forward that ran, once loaded
         return signature if fast == signature.fast_forward else signature.model_copy(update={"fast_forward": fast})
+
+    def _languages_signed(self, languages: Sequence[str | None] | None) -> tuple[str | None, str | None]:
+        """``(language, splitter)`` of a signature over examples in ``languages`` (None, None
+        without any: the run's defaults)."""
+        seen = [lang for lang in (languages or ()) if lang is not None]
+        if not seen:
+            return None, None
+        from collections import Counter
+
+        order = [lang for lang, _ in sorted(Counter(seen).items(), key=lambda kv: (-kv[1], kv[0]))]
+        names = {lang: self.splitter_for(lang).name for lang in order}
+        splitter = (next(iter(names.values())) if len(set(names.values())) == 1
+                    else ";".join(f"{lang}={name}" for lang, name in names.items()))
+        return ",".join(order), splitter
 
     # ------------------------------------------------------------------ running
     def plan(self, jobs: Mapping[Hashable, Job]) -> dict[Hashable, PlannedJob]:
@@ -331,10 +414,16 @@ class Engine:
         config, out = self.config, {}
         for name, job in jobs.items():
             counter = self.runner(job.checkpoint) if config.long_input != "truncate" else None
-            plan, found = build_plan(job.examples, job.aspects, self.splitter, long_input=config.long_input,
+            languages = [None if ex is None else job.language or self.record_language(ex) for ex in job.examples]
+            refused = self.language_problems(job.checkpoint, job.aspects, languages)
+            examples = list(job.examples)
+            for p in refused:
+                examples[p.index] = None
+            splitters = [self.splitter_for(lang) for lang in languages]
+            plan, found = build_plan(examples, job.aspects, splitters, long_input=config.long_input,
                                      counter=counter, max_length=self.max_length(job.checkpoint),
                                      overlap=config.window_overlap, chunk_words=config.chunk_words)
-            out[name] = PlannedJob(job, plan, list(found))
+            out[name] = PlannedJob(job, plan, refused + list(found), languages)
         return out
 
     def execute(self, planned: Mapping[Hashable, PlannedJob], *, evidence: bool | Collection[Hashable] = False,
@@ -363,7 +452,8 @@ class Engine:
         """
         groups = groups or {}
         loads_before, (hits_before, misses_before) = self._loads, self.cache_counts()
-        results = {name: JobResult(problems=list(pj.problems)) for name, pj in planned.items()}
+        results = {name: JobResult(problems=list(pj.problems), languages=list(pj.languages))
+                   for name, pj in planned.items()}
         stats = RunStats()
         group_stats = {g: RunStats() for g in dict.fromkeys(groups.get(n) for n in planned)}
         by_checkpoint: dict[str, list[Hashable]] = {}

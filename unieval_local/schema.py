@@ -26,6 +26,8 @@ class UniEvalData(BaseModel):
         references: reference texts, when the aspect needs them. UniEval's
             ``reference`` (one string) is accepted on input as a one-item list.
         context: extra grounding (e.g. the knowledge fact of a dialogue).
+        language: the example's language (ISO 639-1: ``en``, ``zh``, ``id`` ...), instead of
+            detecting it (:mod:`unieval_local.text.language`).
 
     Other fields (``id``, ``doc_id``, ``system_id``, ``instruction`` ...) are
     kept as given, so that user-defined aspects can use them.
@@ -45,6 +47,14 @@ class UniEvalData(BaseModel):
     source: StrictStr | None = None
     references: list[StrictStr] | None = None
     context: StrictStr | None = None
+    language: StrictStr | None = None
+
+    @field_validator("language")
+    @classmethod
+    def _language_code(cls, v: str | None) -> str | None:
+        from .settings import check_language
+
+        return None if v is None else check_language(v, "the language")
 
     @model_validator(mode="before")
     @classmethod
@@ -100,7 +110,12 @@ class Signature(BaseModel):
             manifest, Hugging Face cache, or ``config.json``), ``unverified`` when nothing in it
             does (:func:`~unieval_local.models.checkpoints.check_identity`).
         chunk_words: words per document chunk, for evaluators that chunk it themselves (MiniCheck).
-        splitter: the sentence splitter's name with its library versions.
+        splitter: the sentence splitter's name with its library versions; with records in
+            several languages split differently, ``<language>=<name>`` for each, ``;``-separated.
+        language: the language(s) of the examples, most frequent first, ``,``-separated (``en``,
+            ``zh``, ``zh,en``); ``auto`` before any was read (a batch run's identity); the run's
+            ``language=`` when it forced one.
+        language_detector: the detector (``py3langid-0.4.0``) when languages were detected.
         fast_forward: our single-step forward (True) or the model's own.
         torch, transformers, tokenizers, sentencepiece: library versions.
 
@@ -122,6 +137,8 @@ class Signature(BaseModel):
     origin: str | None = None
     chunk_words: int | None = None
     splitter: str
+    language: str | None = None
+    language_detector: str | None = None
     reference_reduction: str
     long_input: str = "truncate"
     window_overlap: int = 1
@@ -137,16 +154,19 @@ class Signature(BaseModel):
     def from_config(cls, config: Any, *, task: str, aspect: str, checkpoint: str, revision: str | None,
                     fingerprint: str | None, max_length: int, aspect_hash: str | None = None,
                     evaluator: str | None = None, chunk_words: int | None = None,
-                    identity: str | None = None) -> "Signature":
+                    identity: str | None = None, language: str | None = None,
+                    splitter: str | None = None) -> "Signature":
         """The signature of ``(task, aspect)`` answered by ``checkpoint`` under ``config``
         (a :class:`~unieval_local.config.RunConfig`), with the query length that applied
         (``max_length``: the run's, else the evaluator's default) and, for an evaluator that
-        chunks its document itself, the chunk size."""
+        chunks its document itself, the chunk size; ``language`` and ``splitter``: the examples'
+        languages and their splitters (default: the run's language or ``auto``, its splitter)."""
         v = config.version_map
         return cls(package=config.package, task=task, aspect=aspect, aspect_hash=aspect_hash,
                    checkpoint=checkpoint, revision=revision, fingerprint=fingerprint[:12] if fingerprint else None,
                    max_length=max_length, evaluator=evaluator, identity=identity, chunk_words=chunk_words,
-                   splitter=config.splitter,
+                   splitter=splitter or config.splitter,
+                   language=language or config.language or "auto", language_detector=config.language_detector,
                    reference_reduction=config.reference_reduction, long_input=config.long_input,
                    window_overlap=config.window_overlap, dtype=config.dtype, device=config.device,
                    fast_forward=config.fast_forward, torch=v.get("torch", "absent"),
@@ -162,6 +182,8 @@ class Signature(BaseModel):
             + ("|identity:unverified" if self.identity == "unverified" else "")
             + (f"|origin:{self.origin}" if self.origin else "")
             + f"|maxlen:{self.max_length}" + (f"|chunk:{self.chunk_words}w" if self.chunk_words else "")
+            + (f"|lang:{self.language}" if self.language else "")
+            + (f"|detect:{self.language_detector}" if self.language_detector else "")
             + f"|split:{self.splitter}|refs:{self.reference_reduction}"
             f"|long:{self.long_input}" + (f"|overlap:{self.window_overlap}" if self.long_input == "chunk" else "")
             + f"|dtype:{self.dtype}|device:{self.device}" + ("" if self.fast_forward else "|ff:off")
@@ -243,13 +265,16 @@ class Evidence(BaseModel):
 class UniEvalStats(BaseModel):
     """One score. ``value`` is in [0, 1], except dialogue engagingness: [0, n_sentences].
 
-    ``evidence`` is present only when asked for (``evidence=True``).
+    ``evidence`` is present only when asked for (``evidence=True``); ``language`` (an example's,
+    not the overall's) is the language its text was read in (``en``, ``zh``, ``id``, ``und`` ...:
+    detected, or given; :mod:`unieval_local.text.language`).
     """
 
     model_config = ConfigDict(frozen=True)
 
     value: float
     evidence: Evidence | None = None
+    language: str | None = None
 
 
 class UniEvalResult(BaseModel):
@@ -283,6 +308,7 @@ class ExampleScores(BaseModel):
     scores: dict[str, float]
     aspect_mean: float
     evidence: dict[str, Evidence] | None = None
+    language: str | None = None
 
 
 class EvaluationResult(BaseModel):

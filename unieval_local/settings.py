@@ -11,6 +11,8 @@ values it takes. :class:`EngineSettings` is the frozen value an engine is made f
 
 from __future__ import annotations
 
+import re
+
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, make_dataclass, replace
@@ -128,6 +130,40 @@ def _dtype_problem(v: Any) -> str | None:
     return None
 
 
+_LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}$")
+
+
+def check_language(code: Any, where: str = "language") -> str:
+    """``code`` lower-cased when it is an ISO 639-1/639-3 code (two or three letters, e.g.
+    ``zh``, ``id``, ``en``) or ``und``.
+
+    Raises:
+        ValueError: anything else (naming ``where``).
+    """
+    if not isinstance(code, str) or not _LANGUAGE_CODE.match(code.strip().lower()):
+        raise ValueError(f"{where} must be a language code such as en, zh or id (ISO 639-1), got {code!r}")
+    return code.strip().lower()
+
+
+def _language_problem(v: Any) -> str | None:
+    if v is None:
+        return None
+    try:
+        check_language(v)
+    except ValueError as exc:
+        return str(exc).removeprefix("language ")
+    return None
+
+
+def _language_text(text: str) -> str:
+    import argparse
+
+    try:
+        return check_language(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("language ")) from None
+
+
 @dataclass(frozen=True)
 class Setting:
     """One engine setting, declared once.
@@ -226,6 +262,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("chunk_words", 500, "words per document chunk for evaluators that chunk the document themselves "
             "(MiniCheck's chunk_size; default {default})", flag="--chunk-words", changes_score=True,
             problem=_integer(1), kind=int, cli_type=number_type(int, 1)),
+    Setting("language", None, "the records' language (ISO 639-1 code: en, zh, id ...) instead of detecting each "
+            "record's with py3langid; a record's own 'language' field still wins. It picks the sentence splitter, "
+            "the reports' consistency checker and explanation language", flag="--language", changes_score=True,
+            problem=_language_problem, kind=str, metavar="CODE", cli_type=_language_text),
+    Setting("strict_language", False, "refuse (an error naming the example, field 'language' and the aspect) a "
+            "record in a language the aspect's evaluator was not trained on, instead of scoring it with one warning "
+            "per run", flag="--strict-language", kind=bool),
     Setting("merge_punctuation", False, "sentence-level aspects: a piece without letters ('?', '1.', '!!') joins a "
             "neighbouring sentence instead of being scored as one (default: scored, as UniEval does)",
             flag="--merge-punctuation", changes_score=True, kind=bool),

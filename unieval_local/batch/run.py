@@ -110,7 +110,9 @@ def run_batch(
             any aspect can (as UniEval's ``evaluate`` scores every dimension, without one
             aspect's missing field turning a record into an error line; the others are named in
             ``summary.skipped_aspects``); for stdin, which is read once, both mean the aspects
-            the first record has the fields for.
+            the first record has the fields for. Both leave out the aspects of an evaluator other
+            than the task's own (SEAHORSE's, MiniCheck's ...) whose checkpoint is not found
+            offline or is of another family (named in ``summary.skipped_aspects``; never fetched).
         settings: keyword arguments of :class:`~unieval_local.engine.Engine` (the same as
             :class:`~unieval_local.Scorer`'s: model, device, dtype, max_length ...).
         resume: keep the records already in ``output`` and score the rest.
@@ -175,7 +177,8 @@ def run_batch(
     first = next(records, None)
     if first is None:
         raise InputFileError(f"{input_path} holds no records")
-    names, skipped_aspects, survey = _choose_aspects(registry, task, aspects, input_path, first, shard)
+    names, skipped_aspects, survey = _choose_aspects(registry, task, aspects, input_path, first, shard,
+                                                     model=settings.model)
     run = _open_run(settings.replace(progress=False), engine, engine_options, registry, task, names, evidence,
                     input_path, output, stream, resume, shard, hosted)
     run.survey, run.skipped_aspects, run.t0 = survey, skipped_aspects, t0
@@ -244,14 +247,48 @@ def _check_output(output: str | os.PathLike | None, *, hosted: bool, resume: boo
         raise ResumeError("--resume cannot check an input read from stdin; give the file")
 
 
+def _unavailable_evaluators(registry, task: str, names: Sequence[str], model: Any) -> dict[str, str]:
+    """aspect -> why, for the aspects of ``names`` whose evaluator is not the task's own
+    (``Task.checkpoint``: unieval-sum for summarization) and has no usable checkpoint here
+    without a download: none found offline (``model``, ``$UNIEVAL_LOCAL_HOME``, the HF cache), or
+    a folder of another family or evaluator (:func:`~unieval_local.models.checkpoints.check_identity`).
+    Expanding ``all`` thus never fetches the other evaluators' weights (SEAHORSE's six mT5-large,
+    MiniCheck ...) nor fails for want of them; named aspects still do both."""
+    from ..errors import CheckpointError, CheckpointNotFoundError
+    from ..models.checkpoints import check_identity, resolve_checkpoint
+    from ..registry.evaluators import get_evaluator
+
+    own = registry.get_task(task).checkpoint
+    why: dict[str, str | None] = {}
+    out: dict[str, str] = {}
+    for a in names:
+        name = registry.get_aspect(task, a).checkpoint
+        if name == own:
+            continue
+        if name not in why:
+            try:
+                check_identity(resolve_checkpoint(name, model, offline=True).path, get_evaluator(name))
+                why[name] = None
+            except (CheckpointError, CheckpointNotFoundError, ValueError) as exc:
+                reason = str(exc).split("\n")[0].split(". ")[0]
+                why[name] = (f"its evaluator {name} has no usable checkpoint here ({reason}); `unieval-local download "
+                             f"--checkpoint {name}` stages it, --model {name}=DIR gives it, --aspect {a} asks for it")
+        if why[name]:
+            out[a] = why[name]
+    return out
+
+
 def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, input_path: Any, first: Record,
-                    shard: tuple[int, int] | None) -> tuple[list[str], dict[str, str], Survey | None]:
+                    shard: tuple[int, int] | None,
+                    model: Any = None) -> tuple[list[str], dict[str, str], Survey | None]:
     """The aspects to score, those left out (aspect -> why) and the survey of the input.
 
     ``aspects`` named: those. ``"all"``: every aspect some record can be scored for. None: those
     that every record can be scored for that any aspect can (so no record loses all its scores
     to one aspect it lacks a field for; the others are named, with how to score them). From
-    stdin (read once): the aspects the first record has the fields for.
+    stdin (read once): the aspects the first record has the fields for. With ``"all"`` or None,
+    the aspects of another evaluator than the task's own are left out when its checkpoint is not
+    here (:func:`_unavailable_evaluators`; ``model``: the run's model spec).
 
     Raises:
         NothingToScoreError: no record of the input can be scored for the aspects.
@@ -259,6 +296,11 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
     expand_all = aspects is None or aspects == "all" or aspects == ["all"]
     names = registry.aspect_names(task, None if expand_all else aspects)
     skipped: dict[str, str] = {}
+    absent = _unavailable_evaluators(registry, task, names, model) if expand_all else {}
+    if len(absent) < len(names):
+        names = [a for a in names if a not in absent]
+    else:
+        absent = {}
     if input_path == "-":
         if expand_all and isinstance(first.data, dict):
             ex, _ = parse_example(first.index, first.data)
@@ -266,7 +308,7 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
                    if ex is not None and not check_example(first.index, ex, [registry.get_aspect(task, a)])]
             skipped = {a: "the first record (stdin) lacks its fields" for a in names if a not in can}
             names = can or names
-        return names, skipped, None
+        return names, {**absent, **skipped}, None
     survey = survey_input(input_path, registry, task, list(registry.get_task(task).aspects), shard)
     if expand_all:
         best = max((survey.scorable[a] for a in names), default=0)
@@ -286,7 +328,7 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
             skipped = {}
     if survey.n_in_shard and all(survey.scorable[a] == 0 for a in names):
         raise NothingToScoreError(nothing_to_score_message(survey, registry, task, names, input_path))
-    return names, skipped, survey
+    return names, {**absent, **skipped}, survey
 
 
 def _open_run(settings: EngineSettings, engine: str, engine_options: Mapping[str, Any] | None, registry, task: str,

@@ -39,8 +39,9 @@ class BatchSummary:
         signature: the run signature (one line).
         hint_message: one sentence about inputs lacking the endings the checkpoint was trained with.
         max_lengths: checkpoint name -> tokens per query it read (for the truncation message).
-        skipped_aspects: with ``--aspect all``, the aspects left out because no record
-            has their fields (aspect -> why).
+        skipped_aspects: with ``--aspect all`` (or none named), the aspects left out because no
+            record has their fields, or because their evaluator (not the task's own) has no
+            checkpoint here (aspect -> why).
         n_non_latin: targets mostly in non-Latin script (the evaluators are English-only).
         failures: ``(reason, keys)`` of the error records, most frequent reason first.
         hosted: with ``--output-format hosted``: ``(requests, refused requests, records in them)``;

@@ -42,7 +42,8 @@ def add_parser(sub) -> None:
         "DIR/<checkpoint>/ with a SHA-256 manifest. Copy DIR to the offline machine and set "
         "UNIEVAL_LOCAL_HOME=DIR.",
     )
-    p.add_argument("--task", choices=list(TASKS), help="stage the checkpoints this task uses")
+    p.add_argument("--task", choices=list(TASKS), help="stage the checkpoint of this task's own evaluator "
+                   "(unieval-sum for summarization); its other evaluators' (MiniCheck, SEAHORSE ...) by --checkpoint")
     p.add_argument("--checkpoint", action="append", choices=list(CHECKPOINTS), help="checkpoint name, repeatable")
     p.add_argument("--to", required=True, help="folder to write into (use it as UNIEVAL_LOCAL_HOME)")
     p.add_argument("--revision", default=None, help="hub branch, tag or commit (default main)")
@@ -56,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     names = list(args.checkpoint or [])
     if args.task:
-        names += [a.checkpoint for a in get_task(args.task).aspects.values()]
+        names.append(get_task(args.task).checkpoint)  # the others: --checkpoint (SEAHORSE alone is ~30 GB)
     names = list(dict.fromkeys(names))
     if not names:
         print("unieval-local: error: give --task or --checkpoint", file=sys.stderr)

@@ -259,8 +259,10 @@ def _test_layout(name: str) -> str:
     """The make_test_checkpoint.py layout of evaluator ``name``'s backend."""
     from ..registry.evaluators import EVALUATORS
 
-    backend = EVALUATORS[name].backend if name in EVALUATORS else "t5"
-    return {"seq-classifier": "deberta-nli", "hhem": "hhem"}.get(backend, "v1.1")
+    spec = EVALUATORS.get(name)
+    if spec is not None and "mt5" in spec.model_types:
+        return "mt5"
+    return {"seq-classifier": "deberta-nli", "hhem": "hhem"}.get(spec.backend if spec else "t5", "v1.1")
 
 
 def _staging_help(name: str) -> str:

@@ -42,8 +42,10 @@ def verify_checkpoint(folder: str | os.PathLike, evaluator: str | None = None) -
     (``unieval-sum/`` ...). For each checkpoint: manifest files present with
     matching SHA-256 (a folder without a manifest only gets a warning); every
     weight file opens (a truncated or corrupt file fails); config and tokenizer
-    load; the evaluator's answer words (Yes/No for UniEval, 1/0 for MiniCheck) have distinct
-    first tokens inside the vocabulary; and
+    load; the tokenizer's ids equal SentencePiece's encoding with ``spiece.model``
+    (:func:`~unieval_local.models.t5.spm_check.check_tokenizer`); the evaluator's answer words
+    (Yes/No for UniEval, 1/0 for MiniCheck and SEAHORSE) have distinct first tokens inside the
+    vocabulary; and
     the model loads with every tensor its config needs, none missing, unexpected
     or of another shape (:func:`~unieval_local.models.t5.runner.load_model`). In a home
     folder, each sub-folder must be named as a checkpoint (``unieval-sum``,
@@ -86,6 +88,7 @@ def verify_checkpoint(folder: str | os.PathLike, evaluator: str | None = None) -
 def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
     from ..registry.evaluators import EVALUATORS, answer_ids, get_evaluator
     from .t5.loading import load_model, non_finite_tensors, stored_weight_names, weight_files
+    from .t5.spm_check import check_tokenizer
 
     report = VerifyReport(folder)
     if evaluator:
@@ -137,6 +140,11 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
         report.info(f"config loads ({config.model_type}, vocab_size={config.vocab_size})")
         tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
         report.info(f"tokenizer loads ({type(tokenizer).__name__})")
+        try:
+            report.info(f"tokenizer {check_tokenizer(folder, tokenizer)}")
+        except CheckpointError as exc:
+            report.fail(str(exc))
+            return report
         pos, neg = answer_ids(tokenizer, spec)
         words = "/".join(spec.answers)
         if max(pos, neg) >= config.vocab_size:

@@ -27,10 +27,14 @@ class Job:
             e.g. a key-point coverage question); unique names.
         examples: the examples to plan them over (``None`` entries are skipped); they
             may be derived ones, e.g. ``{target: key point, source: summary}``.
+        language: the language of every example (a report's request is of one language, and
+            its derived examples, a sentence alone, are too short to tell); None: each example's
+            own (:meth:`Engine.record_language <unieval_local.engine.Engine.record_language>`).
     """
 
     aspects: tuple[Aspect, ...]
     examples: Sequence[UniEvalData | None]
+    language: str | None = None
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.aspects]
@@ -67,11 +71,14 @@ class JobResult:
         problems: planning problems (example index, field, message).
         evidence: aspect -> per example :class:`~unieval_local.schema.Evidence` (only when
             asked for).
+        languages: per example, its language (``zh``, ``en``, ``und`` ...; None for a skipped
+            example): what chose its sentence splitter.
     """
 
     values: dict[str, np.ndarray] = field(default_factory=dict)
     problems: list[ExampleProblem] = field(default_factory=list)
     evidence: dict[str, list[Evidence | None]] = field(default_factory=dict)
+    languages: list[str | None] = field(default_factory=list)
 
 
 @dataclass

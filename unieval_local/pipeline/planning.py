@@ -149,7 +149,8 @@ def _field_text(example: UniEvalData, name: str, reference: str | None) -> str:
 
 
 def build_plan(
-    examples: Sequence[UniEvalData | None], aspects: Sequence[Aspect], splitter: SentenceSplitter, *,
+    examples: Sequence[UniEvalData | None], aspects: Sequence[Aspect],
+    splitter: SentenceSplitter | Sequence[SentenceSplitter], *,
     long_input: LongInput = "truncate", counter: TokenCounter | None = None, max_length: int = 1024,
     overlap: int = 1, chunk_words: int = 500,
 ) -> tuple[Plan, list[ExampleProblem]]:
@@ -158,7 +159,8 @@ def build_plan(
     Args:
         examples: parsed, checked examples; ``None`` entries are skipped.
         aspects: the aspects to plan (all of one checkpoint, ideally).
-        splitter: the sentence splitter for sentence-granularity aspects.
+        splitter: the sentence splitter for sentence-granularity aspects, windows and chunks: one
+            for all examples, or one per example (by its language: ``Engine.splitter_for``).
         long_input: ``truncate`` (UniEval: the runner cuts the prompt's end),
             ``fit`` (shorten the long context field so the prompt fits; never
             the question or the target) or ``chunk`` (score against windows of
@@ -188,6 +190,7 @@ def build_plan(
     plan = Plan(aspects={a.name: a for a in aspects})
     problems: list[ExampleProblem] = []
     sentence_cache: dict[int, list[tuple[int, int]]] = {}
+    per_example = splitter if isinstance(splitter, Sequence) else None
     for aspect in aspects:
         blocks: list[Block | None] = []
         uses_refs = any(pf.field == "references" for pf in aspect.fields)
@@ -197,6 +200,8 @@ def build_plan(
             if ex is None:
                 blocks.append(None)
                 continue
+            if per_example is not None:
+                splitter = per_example[i]
             if aspect.granularity == "sentence":
                 if i not in sentence_cache:
                     sentence_cache[i] = field_spans(ex.target, "sentence", splitter)

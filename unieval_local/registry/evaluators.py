@@ -3,8 +3,9 @@
 An :class:`Evaluator` owns everything about a checkpoint that the engine must not hard-code:
 its name and hub id, its prompt format (:mod:`unieval_local.text.prompts`), its answer words
 (the positive one first; their first token ids are checked distinct at load and by
-``verify``), its readout (softmax over the two answer logits = sigmoid of their
-difference, UniEval's and MiniCheck's rule), its default ``max_length``, and the input
+``verify``), its readout (``pair``: softmax over the two answer logits = sigmoid of their
+difference, UniEval's and MiniCheck's rule; ``vocab``: softmax over the whole vocabulary,
+P(positive answer), SEAHORSE's and TRUE's rule), its default ``max_length``, and the input
 hints it was trained with. Aspects name their evaluator (``Aspect.checkpoint``); the
 engine, the runner and the score cache read the spec from here.
 """
@@ -13,14 +14,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
-from ..text.prompts import BOOLEAN_QA, HHEM, MINICHECK, NLI_PAIR, PromptFormat
+from ..text.prompts import BOOLEAN_QA, HHEM, MINICHECK, NLI_PAIR, SEAHORSE, PromptFormat
 
 if TYPE_CHECKING:
     from .tasks import Aspect
 
-__all__ = ["EVALUATORS", "Evaluator", "HUB_ID", "answer_ids", "evaluator_of_hub_id", "format_of", "get_evaluator"]
+__all__ = ["EVALUATORS", "Evaluator", "HUB_ID", "Readout", "SEAHORSE_LANGUAGES", "answer_ids", "evaluator_of_hub_id",
+           "format_of", "get_evaluator"]
+
+#: How a T5 evaluator's score is read from the logits of the first decoder step (:class:`Evaluator`).
+Readout = Literal["pair", "vocab"]
 
 #: A Hugging Face repository id, ``owner/name``.
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
@@ -34,9 +39,8 @@ class Evaluator:
         name: the evaluator (and checkpoint folder) name, e.g. ``unieval-sum``.
         hub_id: its Hugging Face repository, or None.
         prompt_format: how its prompts are built (:class:`~unieval_local.text.prompts.PromptFormat`).
-        answers: ``(positive, negative)`` answer words; the score of a query is
-            ``sigmoid(logit[first id of positive] - logit[first id of negative])``
-            = softmax over the two answer logits, at the first decoder step.
+        answers: ``(positive, negative)`` answer words (their first token ids are read at the
+            first decoder step; ``readout`` says how).
         max_length: default tokens per query (the run's ``max_length`` overrides it).
         input_hints: field -> (the ending its training data had, what that field is);
             inputs without it are scored as given, with one warning.
@@ -51,6 +55,15 @@ class Evaluator:
             is refused); None for ``t5``.
         tokenizer_from: the hub id of another checkpoint that holds the tokenizer (and the
             architecture config) when the folder has none (HHEM: ``google/flan-t5-base``).
+        readout: how the score of a query is read (``t5`` backend), in [0, 1]:
+            ``pair`` (UniEval, MiniCheck) ``sigmoid(l_pos - l_neg)`` = softmax over the two answer
+            logits only (UniEval ``scorer.py``: ``p[yes] / (p[yes] + p[no])``); ``vocab`` (SEAHORSE,
+            Clark et al. 2023, trained as TRUE, Honovich et al. 2022) ``softmax(all logits)[pos]``
+            = P(the positive answer's first token) over the WHOLE vocabulary (the negative answer
+            is then only checked to exist). Part of :meth:`key` only when not ``pair``.
+        languages: ISO 639-1 codes of the languages its training data had (from the paper or
+            model card); text in another language is scored with one warning per run, or
+            refused under ``strict_language``. ``None``: not declared (a user's checkpoint).
     """
 
     name: str
@@ -64,10 +77,14 @@ class Evaluator:
     backend: str = "t5"
     label: str | None = None
     tokenizer_from: str | None = None
+    languages: tuple[str, ...] | None = ("en",)
+    readout: Readout = "pair"
 
     def __post_init__(self) -> None:
         if len(self.answers) != 2 or self.answers[0] == self.answers[1]:
             raise ValueError(f"evaluator {self.name!r}: answers must be two different words, got {self.answers!r}")
+        if self.readout not in ("pair", "vocab"):
+            raise ValueError(f"evaluator {self.name!r}: readout must be 'pair' or 'vocab', got {self.readout!r}")
 
     def key(self) -> dict[str, object]:
         """What of the spec can change a score (part of every score-cache key)."""
@@ -75,8 +92,25 @@ class Evaluator:
                                   "answers": list(self.answers)}
         if self.backend != "t5":  # T5 keys stay as they were (cached values remain valid)
             key.update(backend=self.backend, label=self.label)
+        if self.readout != "pair":  # likewise: pair-readout keys are unchanged
+            key["readout"] = self.readout
         return key
 
+
+#: mDeBERTa-v3-base-xnli-multilingual-nli-2mil7's training languages: the 27 its model card lists
+#: (XNLI and multilingual-NLI-26lang-2mil7).
+NLI_LANGUAGES = ("ar", "bn", "de", "en", "es", "fa", "fr", "he", "hi", "id", "it", "ja", "ko", "mr", "nl", "pl",
+                 "ps", "pt", "ru", "sv", "sw", "ta", "tr", "uk", "ur", "vi", "zh")
+
+#: SEAHORSE's languages: those of its human ratings (Clark et al., 2023; the model cards of
+#: google/seahorse-large-q1..q6). mT5's pretraining covers many more; the ratings did not.
+SEAHORSE_LANGUAGES = ("de", "en", "es", "ru", "tr", "vi")
+
+#: SEAHORSE's six questions (q1..q6), as the paper names them.
+_SEAHORSE_QUESTIONS = ("is the summary comprehensible?", "is the summary free of unnecessary repetition?",
+                       "is the summary grammatical?",
+                       "is the summary fully attributable to (supported by) the article?",
+                       "does the summary capture the article's main ideas?", "is the summary concise?")
 
 #: The built-in evaluators, by name.
 EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
@@ -97,6 +131,7 @@ EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
     # 27 languages; scored as P(entailment) of (document chunk, claim) pairs, 512 tokens.
     Evaluator("mdeberta-nli", "MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7", NLI_PAIR,
               max_length=512, model_types=("deberta-v2",), backend="seq-classifier", label="entailment",
+              languages=NLI_LANGUAGES,
               description="mDeBERTa-v3 NLI cross-encoder (multilingual): P(entailment) of document chunk -> "
               "claim, SummaC-ZS style"),
     # HHEM-2.1-Open (Vectara, Apache-2.0): a T5-base encoder with a 2-label head, reimplemented
@@ -104,6 +139,13 @@ EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
     Evaluator("hhem-2.1-open", "vectara/hallucination_evaluation_model", HHEM, max_length=2048,
               model_types=("HHEMv2",), backend="hhem", label="consistent", tokenizer_from="google/flan-t5-base",
               description="HHEM-2.1-Open hallucination detector (Vectara): P(consistent) of source -> target"),
+    # SEAHORSE (Clark et al., 2023, arXiv 2305.13194; weights cc-by-4.0): six mT5-large metrics,
+    # "premise: ARTICLE hypothesis: SUMMARY", answer "1"/"0", P("1") over the whole vocabulary
+    # (TRUE's rule); no max length is documented (mT5 has relative positions): 2,048 tokens.
+    *(Evaluator(f"seahorse-large-q{n}", f"google/seahorse-large-q{n}", SEAHORSE, answers=("1", "0"), max_length=2048,
+                model_types=("mt5",), languages=SEAHORSE_LANGUAGES, readout="vocab",
+                description=f"SEAHORSE Q{n} (mT5-large, Clark et al., 2023): {question}")
+      for n, question in enumerate(_SEAHORSE_QUESTIONS, 1)),
 ]}
 
 
@@ -117,7 +159,7 @@ def get_evaluator(name: str) -> Evaluator:
     if name in EVALUATORS:
         return EVALUATORS[name]
     if HUB_ID.match(name):
-        return Evaluator(name, name)
+        return Evaluator(name, name, languages=None)
     raise ValueError(f"unknown evaluator {name!r}; built in: {', '.join(EVALUATORS)} (or a hub id 'owner/name')")
 
 

@@ -122,6 +122,23 @@ def _task(name: str, checkpoint: str, description: str, aspects: list[Aspect]) -
 
 _SUM, _DIA, _D2T, _FACT = "summarization", "dialogue", "data2text", "fact"
 
+#: SEAHORSE's six questions in order (q1..q6: checkpoints seahorse-large-q1..q6): aspect name, the
+#: question (shown, never put in the prompt: SEAHORSE's prompt has no question) and one line.
+_SEAHORSE_ASPECTS = (
+    ("comprehensible", "Is the summary comprehensible?",
+     "SEAHORSE Q1: the summary can be read and understood (P('1'), mT5-large)"),
+    ("repetition", "Is the summary free of unnecessary repetition?",
+     "SEAHORSE Q2: the summary does not repeat itself needlessly (P('1'), mT5-large)"),
+    ("grammar", "Is the summary grammatical?",
+     "SEAHORSE Q3: the summary is grammatically correct (P('1'), mT5-large)"),
+    ("attribution", "Is all the information in the summary fully attributable to the article?",
+     "SEAHORSE Q4: the summary is fully supported by the article (P('1'); max over source windows)"),
+    ("main_ideas", "Does the summary capture the main ideas of the article?",
+     "SEAHORSE Q5: the summary captures the article's main ideas (P('1'), mT5-large)"),
+    ("conciseness", "Is the summary concise?",
+     "SEAHORSE Q6: the summary says it without unneeded words (P('1'), mT5-large)"),
+)
+
 #: The built-in tasks: UniEval's templates (``utils.add_question``) and reductions (``evaluator.py``).
 TASKS: dict[str, Task] = {
     _SUM: _task(_SUM, "unieval-sum", "Summaries of a source document (SummEval-trained).", [
@@ -137,6 +154,12 @@ TASKS: dict[str, Task] = {
         Aspect(_SUM, "relevance", "Is this summary relevant to the reference?",
                _fields(("summary", "target"), ("reference", "references")), chunk_field="references",
                description="the summary holds the reference's important content (mean over references)"),
+        # SEAHORSE (Clark et al., 2023): one mT5-large checkpoint per question, "premise: <source>
+        # hypothesis: <target>", P("1") over the whole vocabulary; the whole summary is one query
+        *(Aspect(_SUM, name, f"(SEAHORSE Q{n}) {question}", _fields(("", "source"), ("", "target")),
+                 checkpoint=f"seahorse-large-q{n}", chunk_field="source",
+                 window_reduction="max" if name == "attribution" else "mean", description=description)
+          for n, (name, question, description) in enumerate(_SEAHORSE_ASPECTS, 1)),
     ]),
     _DIA: _task(_DIA, "unieval-dialog", "Responses in a knowledge-grounded dialogue (Topical-Chat-trained).", [
         Aspect(_DIA, "naturalness", "Is this a natural response in the dialogue?", _fields(("response", "target")),

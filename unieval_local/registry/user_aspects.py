@@ -7,7 +7,7 @@ as the built-ins. Format (see ``configs/aspects.example.yaml``)::
 
     aspects:
       - task: summarization          # an existing task
-        name: conciseness            # new aspect name (letters, digits, _ and -)
+        name: brevity                # new aspect name (letters, digits, _ and -)
         question: Is this a concise summary of the document?
         fields:                      # prompt order; must include the target
           - {label: summary, field: target}

@@ -141,7 +141,7 @@ class ReportPlan:
         """
         engine, fmt, options, records, notes = self.engine, self.format, self.options, self.records, list(self.notes)
         config = engine.config
-        rows: list[ReportRow] = [row for part in parts for row in part.rows]
+        rows: list[ReportRow] = sorted((row for part in parts for row in part.rows), key=lambda r: r.index)
         stats = RunStats()
         for part in parts:
             stats += part.stats
@@ -213,8 +213,31 @@ def plan_report(records: Sequence[Mapping[str, Any]] | Mapping[str, Any], format
         if note := placeholder_note(options, coverage_used, problem):
             notes.insert(0, note)
     records = _mark_duplicate_ids(list(records))
-    requests = [fmt.request(part, options, at) for at, part in PassPolicy(request_size).split(records)]
+    requests = _language_requests(fmt, records, options, engine, request_size)
     return ReportPlan(fmt, options, engine, records, requests, notes)
+
+
+def _language_requests(fmt: ReportFormat, records: list, options: Any, engine: Engine, request_size: int) -> list:
+    """The run's requests: the records grouped by language (each record's ``language``, the
+    run's ``language=``, or detected), in input order within a group, each group's records
+    reported with their language's options (:func:`~unieval_local.reports.language.language_options`)
+    in requests of at most ``request_size``."""
+    from .language import LanguageGroup, language_options
+
+    groups: dict[str | None, list[int]] = {}
+    for i, rec in enumerate(records):
+        try:
+            lang = engine.record_language(rec) if isinstance(rec, Mapping) else None
+        except ValueError:
+            lang = None  # a bad 'language' field: the record's parse names it
+        groups.setdefault(lang, []).append(i)
+    requests = []
+    for lang, indices in groups.items():
+        opts, group_notes = language_options(options, lang, engine.registry)
+        for at, part in PassPolicy(request_size).split(indices):
+            inner = fmt.request([records[i] for i in part], opts, 0)
+            requests.append(LanguageGroup(inner, list(part), lang, opts.consistency_aspect, group_notes))
+    return requests
 
 
 def _mark_duplicate_ids(records: list) -> list:

@@ -97,8 +97,11 @@ from .options import (
 from .queries import Claims, Flat, derived_aspect, problems_to_errors, short, summary_sentence_spans, support_aspect
 from .autoeval_questions import (
     ADHERENCE_QUESTION,
+    AUTOEVAL_TEMPLATES,
     CATEGORICAL_RUBRIC,
+    autoeval_text,
     completeness_question,
+    localized_topic,
     free_text_rubric,
     relatedness_question,
     relatedness_topic,
@@ -130,6 +133,9 @@ class AutoevalOptions(ConsistencyOption):
             (``summarization/consistency`` by default; ``fact/support`` for MiniCheck).
         plain_booleans: ``is_addressed`` / ``is_covered`` as JSON booleans instead of the
             format's ``"True"`` / ``"False"`` strings.
+        language: the language of the report's texts (rubric and completeness questions,
+            reasons: :data:`~unieval_local.reports.autoeval_questions.AUTOEVAL_TEMPLATES`, en, zh,
+            id); unset, each record's language where texts exist for it, else en.
         details: also write each report's ``details`` (probabilities, windows, offsets).
 
     Raises:
@@ -151,6 +157,19 @@ class AutoevalOptions(ConsistencyOption):
     min_content_words: int = Field(default=MIN_KEY_POINT_WORDS, ge=0)
     plain_booleans: bool = False
     details: bool = False
+    language: str = "en"
+
+    @property
+    def template_languages(self) -> tuple[str, ...]:
+        """The languages the report's texts exist in (en, zh, id)."""
+        return tuple(AUTOEVAL_TEMPLATES)
+
+    @field_validator("language")
+    @classmethod
+    def _known_language(cls, v: str) -> str:
+        if v not in AUTOEVAL_TEMPLATES:
+            raise ValueError(f"language {v!r} has no autoeval texts; have {', '.join(AUTOEVAL_TEMPLATES)}")
+        return v
 
     @field_validator("section_questions", "instructions")
     @classmethod
@@ -179,12 +198,55 @@ def _percent(flags: Sequence[bool]) -> Percent:
     return 100.0 * sum(flags) / len(flags) if flags else NA
 
 
-def _accuracy_reason(value: float, threshold: float, window: ClaimWindow | None) -> str:
-    if value >= threshold:
-        text = f"Supported by the source (P(Yes) = {value:.2f} >= {threshold:.2f})."
-        return text + (f" Best supporting passage: \"{short(window.text)}\"" if window else "")
-    text = f"Not supported by the source (P(Yes) = {value:.2f} < {threshold:.2f})."
-    return text + (f" Closest passage: \"{short(window.text)}\"" if window else "")
+def _accuracy_reason(value: float, threshold: float, window: ClaimWindow | None, language: str = "en",
+                     p: str = "P(Yes)") -> str:
+    ok = value >= threshold
+    text = autoeval_text(language, "supported" if ok else "not_supported", p=p, value=value, threshold=threshold)
+    if window:
+        text += autoeval_text(language, "best_passage" if ok else "closest_passage", text=short(window.text))
+    return text
+
+
+def _probability_name(cons) -> str:
+    """How the checker's probability is named in reasons: ``P(Yes)`` for the Boolean-QA
+    checkers (UniEval, MiniCheck: as before), ``P(<label>)`` for a classifier (``P(entailment)``)."""
+    from ..registry.evaluators import get_evaluator
+
+    spec = get_evaluator(cons.checkpoint)
+    return f"P({spec.label})" if spec.backend != "t5" and spec.label else "P(Yes)"
+
+
+def _rubric_question(language: str, instruction: str | None = None) -> str:
+    if language == "en":
+        return free_text_rubric(instruction) if instruction is not None else CATEGORICAL_RUBRIC
+    if instruction is None:
+        return autoeval_text(language, "rubric_categorical")
+    return autoeval_text(language, "rubric_free_text", instruction=instruction.strip())
+
+
+def _completeness_entry(language: str, nli: bool, section: SectionDefinition | None, topic: str | None = None
+                        ) -> tuple[str, str]:
+    """(completeness question shown, relatedness query asked) of a section or a topic: English
+    as before; another language's question from its templates, and with the NLI checker the
+    relatedness query is the NLI hypothesis "this sentence is about <topic>" in that language
+    (NLI zero-shot classification, Yin et al., EMNLP 2019)."""
+    if language == "en" and not nli:
+        if section is None:
+            return completeness_question(None, topic), relatedness_question(topic, topic=True)
+        return completeness_question(section), (relatedness_question(section.topic, topic=True) if section.topic
+                                                else relatedness_question(section.instruction or ""))
+    if section is not None and section.instruction:
+        question = autoeval_text(language, "completeness_instruction", instruction=section.instruction.strip())
+    else:
+        subject = (topic or (section.topic if section else "") or "").strip().rstrip("?？.!。")
+        question = autoeval_text(language, "completeness_topic", topic=subject)
+    if section is None or section.topic:
+        subject = (topic if section is None else section.topic).strip().rstrip("?？.!。")
+    else:
+        subject = localized_topic(section.instruction or "", language)
+    if not nli:
+        return question, relatedness_question(subject, topic=True)
+    return question, autoeval_text(language, "related", topic=subject)
 
 
 @dataclass
@@ -248,9 +310,10 @@ class _Work:
     chosen: dict[tuple[int, int], list[tuple[int, float, list[int]]]] = field(default_factory=dict)
     n_related: dict[tuple[int, int], int] = field(default_factory=dict)
     support_values: Any = None
+    p_name: str = "P(Yes)"  # how the checker's probability is named in the reasons
 
 
-def _plan_record(i: int, rec: ReportRecord, work: _Work, splitter, options: AutoevalOptions) -> None:
+def _plan_record(i: int, rec: ReportRecord, work: _Work, splitter, options: AutoevalOptions, nli: bool = False) -> None:
     """Plan record ``i``'s first-stage queries: rubrics, claims, relatedness of source sentences."""
     defs, topics, insts = _effective_sections(rec, options)
     categorical = {d.name.strip().lower() for d in defs if d.type == "categorical"}
@@ -265,16 +328,17 @@ def _plan_record(i: int, rec: ReportRecord, work: _Work, splitter, options: Auto
         if d.prebuilt:
             continue
         if d.type == "categorical":
-            plan.rubrics.append({"question": CATEGORICAL_RUBRIC, "kind": "categorical", "section": d.name,
+            plan.rubrics.append({"question": _rubric_question(options.language), "kind": "categorical",
+                                 "section": d.name,
                                  "instruction": d.instruction, "allowed": list(d.allowed_values or []),
                                  "value": categorical_value(rec.target, d.name, rec.sections, spans)})
         elif d.instruction:
             text = section_text(rec.target, d.name, rec.sections, spans) or rec.target
-            plan.rubrics.append({"question": free_text_rubric(d.instruction), "kind": "free_text",
+            plan.rubrics.append({"question": _rubric_question(options.language, d.instruction), "kind": "free_text",
                                  "section": d.name, "instruction": d.instruction, "summary_text": text,
                                  "pos": rubric.add(i, UniEvalData(target=text, instruction=d.instruction))})
     for inst in insts:
-        plan.rubrics.append({"question": free_text_rubric(inst), "kind": "free_text", "section": None,
+        plan.rubrics.append({"question": _rubric_question(options.language, inst), "kind": "free_text", "section": None,
                              "instruction": inst, "summary_text": rec.target,
                              "pos": rubric.add(i, UniEvalData(target=rec.target, instruction=inst))})
     if not has_source:
@@ -283,10 +347,8 @@ def _plan_record(i: int, rec: ReportRecord, work: _Work, splitter, options: Auto
                                    spans=sentence_spans) is None
     if not plan.free_text:
         return  # a categorical summary: completeness is N/A
-    entries = [(completeness_question(d), relatedness_question(d.topic, topic=True) if d.topic
-                else relatedness_question(d.instruction or ""))
-               for d in defs if d.type == "free_text"]
-    entries += [(completeness_question(None, t), relatedness_question(t, topic=True)) for t in topics]
+    entries = [_completeness_entry(options.language, nli, d) for d in defs if d.type == "free_text"]
+    entries += [_completeness_entry(options.language, nli, None, t) for t in topics]
     if entries:
         work.source_spans[i] = [s for s in source_sentence_spans(rec.source, splitter, strip_speakers=True)
                                 if is_informative(rec.source[s[0]:s[1]], options.min_content_words)]
@@ -295,15 +357,18 @@ def _plan_record(i: int, rec: ReportRecord, work: _Work, splitter, options: Auto
         plan.questions.append({"question": question, "query": query, "k": k})
         flat = work.related.setdefault(k, Flat())
         if i not in flat.by_record:
-            for a, b in work.source_spans[i]:
-                flat.add(i, UniEvalData(target=rec.source[a:b]))
+            for a, b in work.source_spans[i]:  # NLI: premise the sentence, hypothesis the topic sentence
+                flat.add(i, UniEvalData(target=query, source=rec.source[a:b]) if nli
+                         else UniEvalData(target=rec.source[a:b]))
 
 
-def _first_jobs(work: _Work, cons) -> tuple[dict[str, Job], dict[int, Any]]:
+def _first_jobs(work: _Work, cons, nli: bool = False) -> tuple[dict[str, Job], dict[int, Any]]:
     """The first stage's jobs (claims, relatedness per question, rubrics) and the
-    relatedness aspect of each question number."""
+    relatedness aspect of each question number (with ``nli``: the checker's own question,
+    premise the transcript sentence, hypothesis the topic sentence)."""
     jobs = {"claims": Job((support_aspect(cons, "claim"),), work.claims.flat.examples)}
-    rel_aspects = {k: derived_aspect(f"related_{k}", q, [("sentence", "target")], "unieval-sum")
+    rel_aspects = {k: (support_aspect(cons, f"related_{k}") if nli else
+                       derived_aspect(f"related_{k}", q, [("sentence", "target")], "unieval-sum"))
                    for q, k in work.queries.items()}
     for k, flat in work.related.items():
         jobs[f"related_{k}"] = Job((rel_aspects[k],), flat.examples)
@@ -350,10 +415,11 @@ def _adherence(plan: _Plan, rubric_result, rec: ReportRecord, options: AutoevalO
                              f"than max_length and lost its end ({cut.tokens_dropped if cut else '?'} tokens, "
                              f"from the {field_name}): its rubric read only the beginning")
             ok = v >= options.addressed_threshold
-            where = f"the '{r['section']}' section" if r["section"] and r["summary_text"] != rec.target \
-                else "the whole summary"
-            reasoning = (f"Rubric query \"{ADHERENCE_QUESTION}\" on {where}: P(Yes) = {v:.2f} "
-                         f"{'>=' if ok else '<'} {options.addressed_threshold:.2f}.")
+            lang = options.language
+            where = autoeval_text(lang, "where_section", section=r["section"]) \
+                if r["section"] and r["summary_text"] != rec.target else autoeval_text(lang, "where_summary")
+            reasoning = autoeval_text(lang, "rubric_reason", query=ADHERENCE_QUESTION, where=where, value=v,
+                                      op=">=" if ok else "<", threshold=options.addressed_threshold)
             rubric_details.append(RubricDetails(question=r["question"], kind="free_text", section=r["section"],
                                                 instruction=r["instruction"], score=v,
                                                 summary_text=r["summary_text"]))
@@ -362,10 +428,8 @@ def _adherence(plan: _Plan, rubric_result, rec: ReportRecord, options: AutoevalO
             hit = matches_allowed(value, allowed)
             ok = hit is not None
             listed = ", ".join(allowed)
-            reasoning = (f"The summary has no '{r['section']}' section." if value is None else
-                         f"The '{r['section']}' section is '{value}', one of the allowed values ({listed})."
-                         if ok else
-                         f"The '{r['section']}' section is '{value}', not one of the allowed values ({listed}).")
+            key = "no_section" if value is None else "allowed" if ok else "not_allowed"
+            reasoning = autoeval_text(options.language, key, section=r["section"], value=value, allowed=listed)
             rubric_details.append(RubricDetails(question=r["question"], kind="categorical", section=r["section"],
                                                 instruction=r["instruction"], value=value, allowed=allowed))
         addressed.append(ok)
@@ -416,7 +480,8 @@ def _report(i: int, rec: ReportRecord, work: _Work, results, options: AutoevalOp
     checked = work.claims.read(i, results["claims"], rec.source) if plan.claims else []
     if any(not np.isfinite(v).all() for v in _record_values(i, plan, work, results, checked)):
         return None, []
-    points = [AccuracyPoint(point=text, accuracy=_accuracy_reason(v, options.accuracy_threshold, w),
+    points = [AccuracyPoint(point=text, accuracy=_accuracy_reason(v, options.accuracy_threshold, w, options.language,
+                                                                  work.p_name),
                             is_accurate=v >= options.accuracy_threshold) for text, v, w in checked]
     point_details = [PointDetails(point=text, score=v, source_window=w) for text, v, w in checked]
     rubrics, rubric_details, addressed, notes = _adherence(plan, results.get("rubric"), rec, options)
@@ -458,11 +523,13 @@ class AutoevalRequest(Request[ReportPart]):
         options = self.options
         parsed, errors = parse_records(self.records)
         cons = resolve_consistency_aspect(engine.registry, options.consistency_aspect)
-        work = _Work()
+        work = _Work(p_name=_probability_name(cons))
+        # a record in another language whose checks go to the NLI evaluator: relatedness is NLI too
+        nli = options.language != "en" and _probability_name(cons) != "P(Yes)"
         for i, rec in enumerate(parsed):
             if rec is not None:
-                _plan_record(i, rec, work, engine.splitter, options)
-        jobs, rel_aspects = _first_jobs(work, cons)
+                _plan_record(i, rec, work, engine.splitter, options, nli)
+        jobs, rel_aspects = _first_jobs(work, cons, nli)
         got = yield Stage(jobs, evidence=True)
         results, stats = got.results, got.stats
         problems_to_errors(results["claims"].problems, work.claims.flat.positions(), errors)

@@ -8,8 +8,8 @@ import re
 
 from .records import SectionDefinition
 
-__all__ = ["ADHERENCE_QUESTION", "CATEGORICAL_RUBRIC", "IMPERATIVE_VERBS", "completeness_question",
-           "free_text_rubric", "relatedness_question", "relatedness_topic"]
+__all__ = ["ADHERENCE_QUESTION", "AUTOEVAL_TEMPLATES", "CATEGORICAL_RUBRIC", "IMPERATIVE_VERBS", "autoeval_text",
+           "completeness_question", "free_text_rubric", "localized_topic", "relatedness_question", "relatedness_topic"]
 
 #: The Boolean-QA query of a free-text rubric (fields summary, instruction).
 ADHERENCE_QUESTION = "Does this summary follow the instruction?"
@@ -91,3 +91,91 @@ def completeness_question(section: SectionDefinition | None, topic: str | None =
 def free_text_rubric(instruction: str) -> str:
     """The adherence rubric ``question`` of a free-text instruction."""
     return f"Does the summary follow the instruction '{instruction.strip()}'?"
+
+
+#: The autoeval report's texts per language (``str.format`` fields in braces): rubric questions,
+#: completeness questions, accuracy and rubric reasons, and the NLI relatedness hypothesis
+#: (``related``, for records whose checks go to the multilingual NLI evaluator). English is the
+#: wording above; a record is written in its language when these exist for it (en, zh, id).
+AUTOEVAL_TEMPLATES: dict[str, dict[str, str]] = {
+    "en": {
+        "rubric_free_text": "Does the summary follow the instruction '{instruction}'?",
+        "rubric_categorical": CATEGORICAL_RUBRIC,
+        "completeness_instruction": "Does the summary follow '{instruction}'?",
+        "completeness_topic": "Does the summary cover {topic}?",
+        "supported": "Supported by the source ({p} = {value:.2f} >= {threshold:.2f}).",
+        "not_supported": "Not supported by the source ({p} = {value:.2f} < {threshold:.2f}).",
+        "best_passage": " Best supporting passage: \"{text}\"",
+        "closest_passage": " Closest passage: \"{text}\"",
+        "rubric_reason": "Rubric query \"{query}\" on {where}: P(Yes) = {value:.2f} {op} {threshold:.2f}.",
+        "where_section": "the '{section}' section", "where_summary": "the whole summary",
+        "no_section": "The summary has no '{section}' section.",
+        "allowed": "The '{section}' section is '{value}', one of the allowed values ({allowed}).",
+        "not_allowed": "The '{section}' section is '{value}', not one of the allowed values ({allowed}).",
+        "related": "This sentence is about {topic}.",
+    },
+    "zh": {
+        "rubric_free_text": "摘要是否遵循指令“{instruction}”？",
+        "rubric_categorical": "摘要是否遵循指令，并且只给出允许的类别值之一？",
+        "completeness_instruction": "摘要是否遵循“{instruction}”？",
+        "completeness_topic": "摘要是否涵盖{topic}？",
+        "supported": "有原文支持（{p} = {value:.2f} >= {threshold:.2f}）。",
+        "not_supported": "没有原文支持（{p} = {value:.2f} < {threshold:.2f}）。",
+        "best_passage": "最能支持的段落：“{text}”",
+        "closest_passage": "最接近的段落：“{text}”",
+        "rubric_reason": "对{where}的评分查询“{query}”：P(Yes) = {value:.2f} {op} {threshold:.2f}。",
+        "where_section": "“{section}”部分", "where_summary": "整篇摘要",
+        "no_section": "摘要中没有“{section}”部分。",
+        "allowed": "“{section}”部分为“{value}”，属于允许的取值（{allowed}）。",
+        "not_allowed": "“{section}”部分为“{value}”，不属于允许的取值（{allowed}）。",
+        "related": "这句话是关于{topic}的。",
+    },
+    "id": {
+        "rubric_free_text": "Apakah ringkasan mengikuti instruksi '{instruction}'?",
+        "rubric_categorical": "Apakah ringkasan mengikuti instruksi dan hanya memberikan salah satu nilai kategori yang "
+                              "diizinkan?",
+        "completeness_instruction": "Apakah ringkasan mengikuti '{instruction}'?",
+        "completeness_topic": "Apakah ringkasan mencakup {topic}?",
+        "supported": "Didukung oleh sumber ({p} = {value:.2f} >= {threshold:.2f}).",
+        "not_supported": "Tidak didukung oleh sumber ({p} = {value:.2f} < {threshold:.2f}).",
+        "best_passage": " Bagian sumber yang paling mendukung: \"{text}\"",
+        "closest_passage": " Bagian sumber yang paling dekat: \"{text}\"",
+        "rubric_reason": "Kueri rubrik \"{query}\" pada {where}: P(Yes) = {value:.2f} {op} {threshold:.2f}.",
+        "where_section": "bagian '{section}'", "where_summary": "seluruh ringkasan",
+        "no_section": "Ringkasan tidak memiliki bagian '{section}'.",
+        "allowed": "Bagian '{section}' berisi '{value}', salah satu nilai yang diizinkan ({allowed}).",
+        "not_allowed": "Bagian '{section}' berisi '{value}', bukan salah satu nilai yang diizinkan ({allowed}).",
+        "related": "Kalimat ini tentang {topic}.",
+    },
+}
+
+_ZH_LEADING = re.compile(r"^(?:请)?(?:列出|列举|识别|提取|总结|概括|记录|说明|描述|指出|写出|给出|注明|标注|找出|确定)+"
+                         r"(?:所有|全部|任何|每个|每一个|一切)?(?:的)?")
+_ZH_TRAILING = re.compile(r"[（(]?(?:如有|如果有|若有)[）)]?[。！.]*$")
+_ID_LEADING = re.compile(r"^(?:tolong|mohon|harap)?\s*(?:sebutkan|identifikasi|catat|jelaskan|tuliskan|rangkum|ringkas|"
+                         r"daftarkan|daftar|berikan|temukan|tentukan|uraikan|cantumkan)\s+(?:semua|seluruh|setiap|"
+                         r"apa\s+pun)?\s*", re.I)
+_ID_TRAILING = re.compile(r"[\s,;]*\(?\s*(?:jika|bila|kalau)\s+ada\s*\)?[.!]*$", re.I)
+
+
+def localized_topic(instruction: str, language: str) -> str:
+    """The topic of a section instruction in ``language``: Chinese (``请列出客户提到的所有日期（如有）``
+    -> ``客户提到的所有日期`` less the leading verb: ``客户提到的所有日期``; a leading 所有/全部 dropped),
+    Indonesian (``Sebutkan semua tanggal yang disebut pelanggan, jika ada`` -> ``tanggal yang
+    disebut pelanggan``), else :func:`relatedness_topic` (English)."""
+    text = " ".join(instruction.split()).strip()
+    if language == "zh":
+        text = _ZH_TRAILING.sub("", text).rstrip("。！!.；;：:，, ")
+        return _ZH_LEADING.sub("", text) or text
+    if language == "id":
+        text = _ID_TRAILING.sub("", text).strip().rstrip(".!;:,").strip()
+        stripped = _ID_LEADING.sub("", text).strip()
+        return stripped or text
+    return relatedness_topic(text)
+
+
+def autoeval_text(language: str, key: str, **values) -> str:
+    """Template ``key`` of :data:`AUTOEVAL_TEMPLATES` in ``language`` (English when it has none),
+    filled with ``values``."""
+    table = AUTOEVAL_TEMPLATES.get(language, AUTOEVAL_TEMPLATES["en"])
+    return table[key].format(**values)

@@ -37,6 +37,12 @@ class ReportRow(BaseModel, Generic[R]):
         error: why there is no report.
         notes: what the reader should know about this record's report, e.g. fewer key
             points than asked for because the source has fewer candidate sentences.
+        language: the record's language (``en``, ``zh``, ``id``, ``und`` ...: its ``language``
+            field, the run's ``language``, or detected), which chose its sentence splitter, its
+            consistency checker and its explanations' language.
+        consistency_aspect: the ``task/aspect`` that answered this record's consistency-like
+            queries (``fact/nli_support`` for a Chinese or Indonesian record unless the options
+            chose one).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -46,6 +52,8 @@ class ReportRow(BaseModel, Generic[R]):
     report: R | None = None
     error: RowError | None = None
     notes: list[str] = Field(default_factory=list)
+    language: str | None = None
+    consistency_aspect: str | None = None
 
 
 class CheckpointIdentity(BaseModel):

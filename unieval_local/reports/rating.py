@@ -176,8 +176,11 @@ class RatingReport(WithOptionalDetails):
 
 def metric_aspect(config: RatingConfig, metric: str) -> str:
     """The ``task/aspect`` that answers ``metric`` under ``config`` (consistency: the
-    ``consistency_aspect``; the others: summarization's aspect of that name)."""
-    return config.consistency_aspect if metric == "consistency" else f"summarization/{metric}"
+    ``consistency_aspect``; a metric of ``metric_aspects``: that aspect; the others:
+    summarization's aspect of that name)."""
+    if metric == "consistency":
+        return config.consistency_aspect
+    return config.metric_aspects.get(metric, f"summarization/{metric}")
 
 
 def card_checkpoint_problem(engine: Engine, config: RatingConfig) -> str | None:
@@ -294,10 +297,11 @@ def _plan(records: Sequence[Any], engine: Engine, config: RatingConfig) -> _Plan
     parsed, errors = parse_records(records)
     enabled = config.enabled_metrics
     reg = engine.registry
-    uni = {m: reg.get_aspect("summarization", m) for m in ("coherence", "fluency", "relevance") if m in enabled}
+    uni = {m: resolve_consistency_aspect(reg, metric_aspect(config, m)) for m in ("coherence", "fluency", "relevance")
+           if m in enabled}
     if "consistency" in enabled:
         uni["consistency"] = resolve_consistency_aspect(reg, config.consistency_aspect)
-    needs_source = bool({"coherence", "consistency"} & set(enabled))
+    needs_source = any("source" in uni[m].required_fields for m in uni if m != "relevance")
     coverage, with_refs = Coverage(), []
     for i, rec in enumerate(parsed):
         if rec is None:
@@ -484,6 +488,5 @@ def _metric_list(text: str) -> list[str]:
 FLAGS: tuple[ReportFlag, ...] = (
     ReportFlag("enabled_metrics", "--enabled-metrics", "metrics to rate, comma-separated (default "
                "coherence,consistency,relevance,fluency)", {"metavar": "M1,M2"}, parse=_metric_list),
-    ReportFlag("language", "--language", "explanation template set (default en; fr built in)"),
     N_KEY_POINTS_FLAG, DETAILS_FLAG, CONSISTENCY_FLAG,
 )

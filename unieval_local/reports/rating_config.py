@@ -1,5 +1,5 @@
 """The ``rating`` report's options: :class:`RatingConfig` (cut points, rules, metrics,
-templates), the explanation templates (English and French), the calibration card the default
+templates), the explanation templates (English, French, Chinese, Indonesian), the calibration card the default
 cut points are read from, and :func:`load_rating_config`. The defaults are identical to
 ``configs/rating.yaml``."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import string
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -17,7 +17,8 @@ from .options import DEFAULT_CONSISTENCY_ASPECT, check_consistency_aspect, load_
 __all__ = ["CALIBRATED_FOR", "DEFAULT_CUT_POINTS", "DEFAULT_GOOD_RULES", "DEFAULT_TEMPLATES", "PLACEHOLDER_CUT_POINTS",
            "TEMPLATE_KEYS", "RatingConfig", "calibration_card", "load_rating_config"]
 
-#: English and French explanation templates (``str.format`` fields in braces).
+#: English, French, Chinese and Indonesian explanation templates (``str.format`` fields in braces);
+#: a record is explained in its language when the config does not choose one (``language``).
 DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
     "en": {
         "label_coherence": "Coherence", "label_consistency": "Consistency",
@@ -58,6 +59,45 @@ DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
         "global_incomplete": "Incomplet : {n_issues} règle(s) non satisfaite(s), aucune au plus bas "
                              "(score normalisé moyen {avg_score:.2f}).",
         "global_bad": "Mauvais : {n_bad} métrique(s) au plus bas (score normalisé moyen {avg_score:.2f}).",
+    },
+    "zh": {
+        "label_coherence": "连贯性", "label_consistency": "一致性",
+        "label_relevance": "相关性", "label_fluency": "流畅性",
+        "metric": "{label}：{score}/3（概率 {probability:.2f}）。{detail}",
+        "metric_coverage": "{label}：{score}/3（关键点覆盖比例 {probability:.2f}）。{detail}",
+        "sentences_low": "{n} 个句子中有 {n_low} 个得分低于 {threshold:.2f}；最低的是“{text}”（{value:.2f}）。",
+        "sentences_ok": "全部 {n} 个句子得分均不低于 {threshold:.2f}；最低的是“{text}”（{value:.2f}）。",
+        "sentence_one": "唯一的句子得分 {value:.2f}（阈值 {threshold:.2f}）。",
+        "whole_document": "按整篇摘要对照原文评分。",
+        "whole_references": "按整篇摘要对照 {n} 篇参考摘要评分（取平均）。",
+        "coverage": "未提供参考摘要，因此相关性按关键点覆盖计算：原文 {n} 个关键点中有 {covered} 个得到摘要支持。",
+        "coverage_missing": "支持度最低的是“{text}”（{value:.2f}）。",
+        "issue_below": "{label}为 {score}/3；好的摘要至少需要 {needed}。",
+        "issue_bad": "{label}为 {score}/3，不高于 {bad}：摘要被评为差。",
+        "global_good": "所有指标均达到预期。",
+        "global_incomplete": "不完整：{n_issues} 条规则未满足，但没有指标处于最低等级（平均归一化得分 {avg_score:.2f}）。",
+        "global_bad": "差：{n_bad} 个指标处于最低等级（平均归一化得分 {avg_score:.2f}）。",
+    },
+    "id": {
+        "label_coherence": "Koherensi", "label_consistency": "Konsistensi",
+        "label_relevance": "Relevansi", "label_fluency": "Kelancaran",
+        "metric": "{label}: {score}/3 (probabilitas {probability:.2f}). {detail}",
+        "metric_coverage": "{label}: {score}/3 (porsi poin kunci yang tercakup {probability:.2f}). {detail}",
+        "sentences_low": "{n_low} dari {n} kalimat mendapat skor di bawah {threshold:.2f}; yang terendah \"{text}\" "
+                         "({value:.2f}).",
+        "sentences_ok": "Semua {n} kalimat mendapat skor minimal {threshold:.2f}; yang terendah \"{text}\" ({value:.2f}).",
+        "sentence_one": "Satu-satunya kalimat mendapat skor {value:.2f} (ambang {threshold:.2f}).",
+        "whole_document": "Dinilai pada seluruh ringkasan terhadap sumber.",
+        "whole_references": "Dinilai pada seluruh ringkasan terhadap {n} referensi (rata-rata atas referensi).",
+        "coverage": "Tidak ada referensi, jadi relevansi diukur dengan cakupan poin kunci: {covered} dari {n} poin "
+                    "kunci sumber didukung oleh ringkasan.",
+        "coverage_missing": " Paling sedikit didukung: \"{text}\" ({value:.2f}).",
+        "issue_below": "{label} bernilai {score}/3; ringkasan yang baik memerlukan minimal {needed}.",
+        "issue_bad": "{label} bernilai {score}/3, paling tinggi {bad}: ringkasan dinilai buruk.",
+        "global_good": "Semua metrik memenuhi nilai yang diharapkan.",
+        "global_incomplete": "Belum lengkap: {n_issues} aturan tidak terpenuhi, tidak ada yang di peringkat terendah "
+                             "(rata-rata skor ternormalisasi {avg_score:.2f}).",
+        "global_bad": "Buruk: {n_bad} metrik di peringkat terendah (rata-rata skor ternormalisasi {avg_score:.2f}).",
     },
 }
 TEMPLATE_KEYS = tuple(DEFAULT_TEMPLATES["en"])
@@ -127,10 +167,18 @@ class RatingConfig(BaseModel):
         coverage_threshold: a key point counts as covered at this probability.
         n_key_points: key points to extract (None: from the source length,
             :func:`~unieval_local.text.keypoints.default_n_key_points`).
+        metric_aspects: metric -> the ``task/aspect`` that answers it instead of summarization's
+            aspect of that name, for ``coherence`` and ``fluency`` (e.g. ``fluency:
+            summarization/grammar``, SEAHORSE's grammar question): the aspect needs at most the
+            target and the source. Its ratings use the metric's cut points, calibrated for
+            unieval-sum, so they are marked uncalibrated (``details...calibrated: false`` and
+            the run's note).
         consistency_aspect: ``task/aspect`` that answers the consistency queries (a
             claim-vs-document aspect: ``summarization/consistency`` (default),
             ``fact/consistency`` (unieval-fact), ``fact/support`` (MiniCheck) ...).
-        language: the template set for explanations (a key of ``templates``).
+        language: the template set for explanations (a key of ``templates``); when the
+            config does not set it, each record's language where templates exist for it
+            (en, fr, zh, id built in), else en.
         templates: language -> template name -> ``str.format`` text.
         details: also write each report's ``details`` (probabilities, cut points, method,
             key points); off by default, so a report is exactly ``{"summary": {...}}``.
@@ -149,6 +197,7 @@ class RatingConfig(BaseModel):
     sentence_threshold: float = Field(default=0.5, ge=0, le=1)
     coverage_threshold: float = Field(default=0.5, ge=0, le=1)
     n_key_points: int | None = Field(default=None, ge=1)
+    metric_aspects: dict[Literal["coherence", "fluency"], str] = Field(default_factory=dict)
     consistency_aspect: str = DEFAULT_CONSISTENCY_ASPECT
     language: str = "en"
     templates: dict[str, dict[str, str]] = Field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_TEMPLATES.items()})
@@ -189,6 +238,24 @@ class RatingConfig(BaseModel):
     @classmethod
     def _checker(cls, v: str) -> str:
         return check_consistency_aspect(v)
+
+    @field_validator("metric_aspects")
+    @classmethod
+    def _mapped(cls, v: dict[str, str]) -> dict[str, str]:
+        from ..registry.tasks import DEFAULT_REGISTRY
+
+        for metric, name in v.items():
+            task, sep, aspect = name.partition("/") if isinstance(name, str) else ("", "", "")
+            try:
+                a = DEFAULT_REGISTRY.get_aspect(task, aspect) if sep else None
+            except Exception as exc:
+                raise ValueError(f"metric_aspects.{metric}: {exc}") from None
+            if a is None:
+                raise ValueError(f"metric_aspects.{metric}: want TASK/ASPECT, got {name!r}")
+            if not set(a.required_fields) <= {"target", "source"}:
+                raise ValueError(f"metric_aspects.{metric}: {name} needs {', '.join(a.required_fields)}; a rating "
+                                 "metric can be answered by an aspect of the target and the source only")
+        return v
 
     @field_validator("cut_points")
     @classmethod

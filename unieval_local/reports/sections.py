@@ -1,5 +1,7 @@
-"""Finding a summary's sections: ``<name>:`` headings (markdown bullets, bold, full lines),
-a section's text up to the next heading, and a categorical section's value."""
+"""Finding a summary's sections: ``<name>:`` headings (markdown bullets, bold, full lines; the
+colon ASCII ``:`` or full-width ``：``), bracketed headings (``【原因】``, ``[Reason]``, ``「原因」``,
+``〔原因〕``, a colon after them optional), a section's text up to the next heading, and a
+categorical section's value."""
 
 from __future__ import annotations
 
@@ -11,13 +13,16 @@ __all__ = ["SectionSpan", "categorical_value", "heading_pattern", "locate_sectio
            "section_text"]
 
 
-_HEADING = r"^[ \t]*(?:[#>*_\-\u2022]+[ \t]*)?{name}[ \t]*(?:\*\*|__)?[ \t]*:[ \t]*(?:\*\*|__)?[ \t]*"
+_HEADING = (r"^[ \t]*(?:[#>*_\-\u2022]+[ \t]*)?(?P<open>[\u3010\[\u300c\u3014][ \t]*)?{name}[ \t]*"
+            r"(?(open)[\u3011\]\u300d\u3015][ \t]*(?:\*\*|__)?[ \t]*[:\uff1a]?|(?:\*\*|__)?[ \t]*[:\uff1a])"
+            r"[ \t]*(?:\*\*|__)?[ \t]*")
 
 
 def heading_pattern(names: Sequence[str]) -> re.Pattern | None:
-    """A multiline pattern of a line starting with ``<name>:`` for any of ``names``
-    (case-insensitive; markdown ``#``, ``-``, ``**`` around the name allowed); group
-    ``name`` is the name as written."""
+    """A multiline pattern of a line starting with ``<name>:`` or ``<name>：`` for any of
+    ``names``, or with the name in brackets (``【name】``, ``[name]``, ``「name」``, ``〔name〕``,
+    then an optional colon); case-insensitive; markdown ``#``, ``-``, ``**`` around the name
+    allowed; group ``name`` is the name as written."""
     if not names:
         return None
     alt = "|".join(re.escape(n.strip()) for n in sorted(names, key=len, reverse=True))

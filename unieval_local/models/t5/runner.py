@@ -11,6 +11,16 @@ the EOS token), run the encoder and ONE decoder step from
 The sigmoid form is used: it is the same number in real arithmetic and never
 gives 0/0 when both probabilities underflow.
 
+An evaluator with ``readout="vocab"`` (SEAHORSE; TRUE's rule) is scored as the probability
+of the positive answer over the WHOLE vocabulary, ``softmax(logits)[pos]``. The runner then
+gives, as its two "logits", ``(l_pos, logsumexp over every other token's logit)``, so that the
+same sigmoid of their difference is exactly that probability::
+
+    sigmoid(l_pos - log sum_{j != pos} exp(l_j)) = exp(l_pos) / sum_j exp(l_j)
+
+(float64 from the float32 logits; a row with a non-finite logit gives NaN). Nothing downstream
+changes.
+
 Work is done once per distinct prompt; prompts are sorted by token length and
 packed into batches of at most ``batch_tokens`` padded tokens, then results are
 put back in input order (bert_score / COMET length batching).
@@ -36,9 +46,30 @@ from ...errors import CheckpointError
 from ...registry.evaluators import Evaluator, answer_ids
 from ...progress import LogLines
 
-__all__ = ["DTYPES", "T5Model", "T5Runner", "load_t5_model", "t5_runner_factory"]
+__all__ = ["DTYPES", "T5Model", "T5Runner", "load_t5_model", "rescales_decoder_output", "t5_runner_factory",
+           "vocab_pair"]
 
 DTYPES = _DTYPES
+
+
+def rescales_decoder_output(config) -> bool:
+    """Whether the model's own forward multiplies the last decoder state by ``d_model**-0.5``
+    before the LM head (the tied-head T5 layout), so that the fast path does as it does.
+
+    transformers 5's T5 says so in ``config.scale_decoder_outputs`` (from the stored
+    ``tie_word_embeddings``); its MT5 never rescales (mT5's head is untied; it forces
+    ``tie_word_embeddings`` True in memory, so that flag says nothing); transformers 4.x rescales
+    T5 and MT5 alike when ``tie_word_embeddings`` is true.
+    """
+    stated = getattr(config, "scale_decoder_outputs", None)
+    if stated is not None:
+        return bool(stated)
+    if getattr(config, "model_type", None) == "mt5":
+        import transformers
+
+        if int(transformers.__version__.split(".")[0]) >= 5:
+            return False
+    return bool(config.tie_word_embeddings)
 
 
 class T5Model:
@@ -79,7 +110,7 @@ class T5Model:
         #: the token budget after an out-of-memory back-off (kept for the rest of the process)
         self.oom_budget: int | None = None
         config = model.config
-        self._scale_decoder_outputs = bool(getattr(config, "scale_decoder_outputs", config.tie_word_embeddings))
+        self._scale_decoder_outputs = rescales_decoder_output(config)
         self.fast_ok = _has_t5_layout(self.model)
         self.n_heads = int(getattr(config, "num_heads", 1))
         self.element_bytes = torch.finfo(getattr(torch, self.dtype)).bits // 8
@@ -124,13 +155,21 @@ class T5Model:
         """The LM head's rows of the two answer tokens, shape (2, d_model) (the fast path's head)."""
         return self.model.get_output_embeddings().weight[list(ids)].detach()
 
-    def _plain_two_logits(self, input_ids, mask, ids: tuple[int, int]):
-        """(B, 2) logits of the two answer tokens from the model's own forward (full vocabulary)."""
+    def head_rows(self):
+        """The whole LM head, shape (vocab_size, d_model): the fast path's head for ``readout="vocab"``."""
+        return self.model.get_output_embeddings().weight.detach()
+
+    def _plain_logits(self, input_ids, mask):
+        """(B, vocab_size) logits of the first decoder step from the model's own forward."""
         import torch
 
         decoder_ids = torch.full((input_ids.shape[0], 1), self.start_id, dtype=torch.long, device=input_ids.device)
         out = self.model(input_ids=input_ids, attention_mask=mask, decoder_input_ids=decoder_ids, use_cache=False)
-        return out.logits[:, 0, list(ids)]
+        return out.logits[:, 0, :]
+
+    def _plain_two_logits(self, input_ids, mask, ids: tuple[int, int]):
+        """(B, 2) logits of the two answer tokens from the model's own forward (full vocabulary)."""
+        return self._plain_logits(input_ids, mask)[:, list(ids)]
 
     def _encode(self, input_ids, mask):
         """T5's encoder, with the attention bias built once per batch instead of once per layer.
@@ -162,7 +201,9 @@ class T5Model:
         return encoder.final_layer_norm(h)
 
     def _fast_two_logits(self, input_ids, mask, rows):
-        """(B, 2) logits of Yes and No, computing only what the first decoder step needs.
+        """(B, len(rows)) logits of the tokens whose LM-head ``rows`` are given (the two answers:
+        Yes and No; or the whole head for ``readout="vocab"``), computing only what the first
+        decoder step needs.
 
         Exact rewrites of T5's forward for one decoder position (contract, and
         issue 3): (0) the encoder runs with its attention bias built once
@@ -170,8 +211,8 @@ class T5Model:
         ``o(v(x))``; (2) cross-attention scores ``q_h . (W_k,h E)`` are computed as
         ``(W_k,h^T q_h) . E`` and values as ``W_v,h (sum_s a_hs E_s)``, so the
         encoder states are never projected through W_k / W_v (T5 does not scale
-        scores and has no position bias in cross-attention); (3) only the Yes and
-        No rows of the LM head are applied.
+        scores and has no position bias in cross-attention); (3) only the given
+        rows of the LM head are applied (for the pair readout, the Yes and No rows).
         """
         import torch
 
@@ -201,9 +242,14 @@ class T5Model:
             h = h * (d_model**-0.5)
         return h @ rows.T
 
-    def _two_logits(self, ids: list[list[int]], batch: Sequence[int], fast: bool, answers: tuple[int, int], rows):
-        """(B, 2) float64 logits of the answer tokens ``answers`` (ids; ``rows``: their LM-head
-        rows) for the prompts ``batch`` of ``ids``, padded to the batch's longest."""
+    def _two_logits(self, ids: list[list[int]], batch: Sequence[int], fast: bool, answers: tuple[int, int], rows,
+                    readout: str = "pair"):
+        """(B, 2) float64 "logits" whose sigmoid of the difference is the score, for the prompts
+        ``batch`` of ``ids``, padded to the batch's longest.
+
+        ``readout="pair"``: the logits of the answer tokens ``answers`` (ids; ``rows``: their
+        LM-head rows). ``readout="vocab"``: ``(l_pos, logsumexp of every other logit)``
+        (:func:`vocab_pair`; ``rows``: the whole head)."""
         import torch
 
         width = max(len(ids[i]) for i in batch)
@@ -213,9 +259,43 @@ class T5Model:
             input_ids[row, : len(ids[i])] = torch.tensor(ids[i], dtype=torch.long)
             mask[row, : len(ids[i])] = 1
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
+        if readout == "vocab":
+            logits = (self._fast_two_logits(input_ids, mask, rows) if fast and self.fast_ok
+                      else self._plain_logits(input_ids, mask))
+            return vocab_pair(logits, answers[0])
         two = (self._fast_two_logits(input_ids, mask, rows) if fast and self.fast_ok
                else self._plain_two_logits(input_ids, mask, answers))
         return two.float().cpu().numpy().astype(np.float64)
+
+
+def vocab_pair(logits, pos: int, rows_per_step: int = 64) -> np.ndarray:
+    """``(l_pos, logsumexp_{j != pos} l_j)`` per row of ``logits`` (B, V), float64, shape (B, 2):
+    the two numbers whose ``sigmoid(a - b)`` is ``softmax(logits)[pos]``, P(the positive token)
+    over the whole vocabulary (SEAHORSE / TRUE, Honovich et al., 2022). The logits are taken to
+    float64 on their device (exact from float32 or bfloat16), ``rows_per_step`` rows at a time (a vocabulary of 250k
+    tokens is 2 MB a row in float64); ``torch.logsumexp`` subtracts the maximum, so nothing
+    overflows. A row holding a NaN or an infinite logit gives NaN (the score is then NaN, as for
+    any non-finite output of the model). A one-token vocabulary gives ``(l_pos, -inf)``.
+
+    Raises:
+        IndexError: ``pos`` is outside the vocabulary.
+    """
+    import torch
+
+    if not 0 <= pos < logits.shape[-1]:
+        raise IndexError(f"positive answer id {pos} outside the vocabulary of {logits.shape[-1]} logits")
+    out = []
+    for start in range(0, logits.shape[0], rows_per_step):
+        x = logits[start:start + rows_per_step].to(torch.float64, copy=True)  # float32 / bfloat16 -> float64 exactly
+        finite = torch.isfinite(x).all(dim=-1)
+        positive = x[:, pos].clone()
+        x[:, pos] = -torch.inf
+        rest = torch.logsumexp(x, dim=-1)
+        positive[~finite] = torch.nan
+        out.append(torch.stack([positive, rest], dim=-1).cpu())
+    if not out:
+        return np.zeros((0, 2), dtype=np.float64)
+    return torch.cat(out).numpy()
 
 
 class T5Runner(Runner):
@@ -229,7 +309,8 @@ class T5Runner(Runner):
     Args:
         model: the loaded checkpoint (:func:`load_t5_model`).
         evaluator: its :class:`~unieval_local.registry.evaluators.Evaluator`: the answer words
-            (positive, negative) whose first token ids give the two logits.
+            (positive, negative) whose first token ids give the two logits, and the readout
+            (``pair``: those two; ``vocab``: the positive one against the whole vocabulary).
         fingerprint: the checkpoint's content fingerprint (signatures, cache keys).
         batch_tokens: padded tokens (rows x longest prompt) per forward pass.
         attention_mib: MiB of encoder attention scores per forward pass (:func:`attention_cells`).
@@ -255,7 +336,8 @@ class T5Runner(Runner):
         if max(self.answer_ids) >= model.vocab_size:
             raise CheckpointError(f"answer ids {self.answer_ids} of {evaluator.name} exceed the model's vocab_size "
                                   f"{model.vocab_size}")
-        self._rows = model.answer_rows(self.answer_ids)
+        self.readout = evaluator.readout
+        self._rows = model.head_rows() if self.readout == "vocab" else model.answer_rows(self.answer_ids)
         self.batch_tokens = batch_tokens
         self.attention_mib = attention_mib
         self.fast_forward = bool(fast_forward)
@@ -288,7 +370,7 @@ class T5Runner(Runner):
 
     def _two_logits(self, ids: list[list[int]], batch: Sequence[int], fast: bool):
         """(B, 2) logits of (positive, negative) answers for one batch (a seam for out-of-memory tests)."""
-        return self.t5._two_logits(ids, batch, fast, self.answer_ids, self._rows)
+        return self.t5._two_logits(ids, batch, fast, self.answer_ids, self._rows, self.readout)
 
     def score(self, prompts: Sequence[str], *, max_length: int,
               on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
