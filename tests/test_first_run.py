@@ -108,10 +108,12 @@ def test_common_field_names_get_a_did_you_mean_all_at_once(fake_ckpt):
     assert "the record has 'document': did you mean 'source'?" in str(info.value)
 
 
-def test_non_latin_targets_warn_once_per_call(fake_ckpt):
+def test_non_english_targets_warn_once_per_run_naming_aspect_and_language(fake_ckpt):
     data = [{"target": "Это краткое изложение.", "source": "Документ."}, {"target": "English text.", "source": "Doc."}]
-    with pytest.warns(UserWarning, match=r"1 target\(s\) are mostly in a non-Latin script \(examples \[0\]\)"):
-        crc_scorer(fake_ckpt).score(data, aspect="coherence")
+    scorer = crc_scorer(fake_ckpt)
+    with pytest.warns(UserWarning, match=r"summarization/coherence: 1 example\(s\) in ru \(ru\), but its evaluator "
+                                         r"unieval-sum was trained on en"):
+        scorer.score(data, aspect="coherence")
 
 
 # ----------------------------------------------------------------------------- devices

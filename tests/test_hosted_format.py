@@ -325,7 +325,7 @@ def test_hosted_needs_one_named_aspect(tmp_path, tiny_ckpt, capsys):
     out = tmp_path / "records.jsonl"
     assert main(["score", str(src), "--model", str(tiny_ckpt), "--no-progress", "-o", str(out)]) == EXIT_OK
     (line,) = read(out)
-    assert set(line) == {"index", "key", "scores", "aspect_mean"}
+    assert set(line) == {"index", "key", "scores", "aspect_mean", "language"}
     assert set(line["scores"]) == {"coherence", "consistency", "fluency"}
 
 

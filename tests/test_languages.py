@@ -166,7 +166,7 @@ def test_score_records_language_and_splitter_in_results_and_signature(fake_score
     with pytest.warns(UserWarning) as caught:
         got = scorer.evaluate(data, task="summarization", aspects=["fluency"])
     assert [e.language for e in got.examples] == ["zh", "en", "id"]
-    assert [e.language for e in got.per_aspect["fluency"].examples] == ["zh", "en", "id"]
+    assert "language" not in got.per_aspect["fluency"].examples[0].model_dump(exclude_none=True)  # hosted schema
     fluency = [p for p in runner.prompts if p.startswith("question: Is this a fluent paragraph?")]
     assert len(fluency) == 6  # two sentences each: 。 splits the Chinese one, Bpk. does not end the Indonesian one
     assert any("paragraph: 客服承诺三天内退款。" in p for p in fluency)

@@ -933,7 +933,7 @@ def test_rating_config_merges_partial_settings_and_checks_templates(tmp_path):
     assert c.templates["en"]["metric"] == "{label} {score}" and c.templates["fr"] == RatingConfig().templates["fr"]
     de = {k: v.replace("Coherence", "Kohärenz") for k, v in RatingConfig().templates["en"].items()}
     c = RatingConfig.model_validate({"templates": {"de": de}, "language": "de"})
-    assert sorted(c.templates) == ["de", "en", "fr"] and c.t("label_coherence") == "Kohärenz"
+    assert sorted(c.templates) == ["de", "en", "fr", "id", "zh"] and c.t("label_coherence") == "Kohärenz"
     bad = tmp_path / "typo.yaml"
     bad.write_text("templates:\n  en:\n    metric: '{label}: {scor}/3'\n")
     with pytest.raises(ValueError, match=r"typo.yaml: .*templates.en.metric: cannot fill .*'scor'"):

@@ -35,7 +35,7 @@ def test_json_schema_names_and_required_lists():
     assert schema["properties"]["examples"]["items"] == {"$ref": "#/$defs/UniEvalStats"}
     data = UniEvalData.model_json_schema()
     assert data["required"] == ["target"]
-    assert set(data["properties"]) == {"target", "source", "references", "context"}
+    assert set(data["properties"]) == {"target", "source", "references", "context", "language"}
 
 
 def test_result_is_frozen():

@@ -265,16 +265,15 @@ class Evidence(BaseModel):
 class UniEvalStats(BaseModel):
     """One score. ``value`` is in [0, 1], except dialogue engagingness: [0, n_sentences].
 
-    ``evidence`` is present only when asked for (``evidence=True``); ``language`` (an example's,
-    not the overall's) is the language its text was read in (``en``, ``zh``, ``id``, ``und`` ...:
-    detected, or given; :mod:`unieval_local.text.language`).
+    ``evidence`` is present only when asked for (``evidence=True``). Nothing else: this is the
+    hosted metric's result schema (each example's language is in ``Scorer.evaluate``'s
+    :class:`ExampleScores` and in the signature).
     """
 
     model_config = ConfigDict(frozen=True)
 
     value: float
     evidence: Evidence | None = None
-    language: str | None = None
 
 
 class UniEvalResult(BaseModel):
@@ -308,7 +307,7 @@ class ExampleScores(BaseModel):
     scores: dict[str, float]
     aspect_mean: float
     evidence: dict[str, Evidence] | None = None
-    language: str | None = None
+    language: str | None = None  # the language the example was read in (en, zh, id, und ...)
 
 
 class EvaluationResult(BaseModel):

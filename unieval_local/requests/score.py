@@ -241,7 +241,7 @@ def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.n
     langs = list(languages) if languages else [None] * n
     per_aspect = {
         a: UniEvalResult(overall=UniEvalStats(value=float(np.mean(values[a]))),
-                         examples=[UniEvalStats(value=float(x), evidence=ev[a][i] if ev else None, language=langs[i])
+                         examples=[UniEvalStats(value=float(x), evidence=ev[a][i] if ev else None)
                                    for i, x in enumerate(values[a])],
                          signature=signature(task, a, langs) if languages else signature(task, a))
         for a in names
