@@ -96,6 +96,35 @@ def test_language_detection_on_short_mixed_texts(text, want):
     assert detect_language(text) == want
 
 
+@pytest.mark.parametrize("target, source", [
+    ("Mangia tutti ristorante is in the moderate price range .",
+     "inform(name='mangia tutti ristorante',price_range=moderate)"),
+    ("Hotel fusion accepts credit cards .", "inform(name='hotel fusion',accepts_credit_cards='yes')"),
+    ("Canto do brasil restaurant serves brazilian food .", "inform(name='canto do brasil restaurant',food=brazilian)"),
+])
+def test_english_records_with_foreign_names_stay_english(target, source):
+    # SF-RES/SF-HOT records that equal priors read as Italian, Catalan, Portuguese
+    from unieval_local.text.language import DETECTOR, ENGLISH_PRIOR
+
+    probs = DETECTOR.probabilities(target + "\n" + source)
+    best = max(probs, key=probs.get)
+    assert best != "en" and probs["en"] < probs[best] <= probs["en"] * ENGLISH_PRIOR
+    assert record_language({"target": target, "source": source}) == "en"
+
+
+def test_english_evaluation_data_is_read_as_english(shared_data):
+    # SF-RES and SF-HOT: short English lines about San Francisco places with Italian, Spanish and
+    # Catalan names, the hardest English records in the shared data (measured: 36 of 2,056 read
+    # as another language with equal priors, 6 with English's prior)
+    records = []
+    for name in ("sfres", "sfhot"):
+        rows = json.loads((shared_data / "unieval-reproduce" / "data" / "data2text" / f"{name}.json").read_text())
+        records += [{"target": r["system_output"], "source": r["source"]} for r in rows]
+    langs = [record_language(r) for r in records]
+    assert len(records) == 2056
+    assert sum(lang not in ("en", "und") for lang in langs) <= 6
+
+
 def test_record_language_precedence_and_bad_codes():
     rec = {"summary": "Rapat membahas anggaran.", "input": "Andi: Kita perlu menaikkan anggaran pemasaran."}
     assert record_language(rec) == "id"

@@ -494,8 +494,14 @@ def test_ray_serve_two_replicas_answer_as_in_process(tiny_ckpt, tmp_path, scorer
     s = Server(tiny_ckpt, tmp_path, "--engine", "ray", "--replicas", "2", "--max-wait-ms", "20")
     try:
         s.wait_ready(timeout=300)
-        pids = {requests.get(f"{s.url}/info", headers=AUTH, timeout=30).json()["pid"] for _ in range(40)}
-        assert len(pids) == 2
+        # Ray Serve's proxy learns of each replica as it comes up (/health answers from the first):
+        # ask /info, 8 at a time, until two replica processes answer (at most 60 s)
+        pids, deadline = set(), time.monotonic() + 60
+        with ThreadPoolExecutor(8) as pool:
+            while len(pids) < 2 and time.monotonic() < deadline:
+                pids |= set(pool.map(lambda _: requests.get(f"{s.url}/info", headers=AUTH, timeout=30).json()["pid"],
+                                     range(16)))
+        assert len(pids) == 2, f"only {pids} answered /info in 60 s"
         data = examples(summeval_records, 4)
         with ThreadPoolExecutor(8) as pool:
             answers = list(pool.map(lambda _: s.post("/v1/unieval", unieval({"evaluation_aspect": "coherence"},

@@ -12,7 +12,18 @@ lines are mistaken for. Three rules sit on top of it, for the short texts record
   Chinese sentence with an English phrase, which langid.py alone calls Wu (``wuu``);
 * a text with fewer than :data:`MIN_LETTERS` letters, or whose most probable language has
   a normalised probability under :data:`MIN_CONFIDENCE`, is undetermined (``und``): "OK"
-  says nothing about its language. Undetermined text is read as English (UniEval's).
+  says nothing about its language. Undetermined text is read as English (UniEval's);
+* English has a prior of :data:`ENGLISH_PRIOR` to 1 over each other language (langid.py's
+  naive Bayes assumes equal priors; the records this package scores are mostly English):
+  English wins when its probability times the prior reaches the best one's (in text with
+  no Han characters: a Chinese clause in English words is langid.py's to judge). Short English
+  lines full of foreign names ("Mangia tutti ristorante is a nice restaurant .") are
+  otherwise read as Italian or Catalan: measured on the English SF-RES and SF-HOT records
+  (2,056, target and source), 36 were given another language with equal priors, 6 with the
+  prior of 5; none of 5,234 SummEval, DialSummEval, QAGS and Topical-Chat records either
+  way; of 27 short hand-written non-English lines (15 Indonesian, many with English words)
+  one is read as English with it ("Deadline project diundur ke Jumat.", undetermined
+  without).
 
 A record's language (:func:`record_language`) is detected on its target and the start of
 its source together (a one-line summary says little alone; up to :data:`PROBE_CHARS`
@@ -28,7 +39,7 @@ from typing import Any
 
 from ..settings import check_language
 
-__all__ = ["CANDIDATES", "DETECTOR", "LanguageDetector", "MIN_CONFIDENCE", "MIN_LETTERS", "PROBE_CHARS", "UNDETERMINED",
+__all__ = ["CANDIDATES", "DETECTOR", "ENGLISH_PRIOR", "LanguageDetector", "MIN_CONFIDENCE", "MIN_LETTERS", "PROBE_CHARS", "UNDETERMINED",
            "check_language", "detect_language", "language_name", "record_language"]
 
 #: The code of a text whose language cannot be told (too short, or no language is likely).
@@ -37,6 +48,8 @@ UNDETERMINED = "und"
 MIN_LETTERS = 4
 #: langid.py's normalised probability of its best language below this: undetermined.
 MIN_CONFIDENCE = 0.2
+#: English's prior odds over any other language (see the module docstring).
+ENGLISH_PRIOR = 5.0
 #: Characters of the target and of the source a record's language is detected on.
 PROBE_CHARS = 1000
 #: The languages detection chooses among (ISO 639-1): the 27 of the multilingual NLI evaluator,
@@ -123,9 +136,13 @@ class LanguageDetector:
 
     def scores(self, text: str) -> tuple[str, float]:
         """``(code, probability)`` of the most likely of :data:`CANDIDATES` by langid.py alone
-        (normalised probability in [0, 1])."""
+        (normalised probability in [0, 1], equal priors)."""
         code, prob = self._get().classify(text)
         return code, float(prob)
+
+    def probabilities(self, text: str) -> dict[str, float]:
+        """langid.py's normalised probability of each of :data:`CANDIDATES` (summing to 1)."""
+        return {code: float(p) for code, p in self._get().rank(text)}
 
     def __call__(self, text: str) -> str:
         letters, han, other_cjk = _script_counts(text)
@@ -133,8 +150,11 @@ class LanguageDetector:
             return UNDETERMINED
         if han and not other_cjk and han >= 0.3 * letters:
             return "zh"
-        code, prob = self.scores(text)
-        return code if prob >= MIN_CONFIDENCE else UNDETERMINED
+        probs = self.probabilities(text)
+        code = max(probs, key=probs.__getitem__)
+        if not han and probs.get("en", 0.0) * ENGLISH_PRIOR >= probs[code]:
+            return "en"
+        return code if probs[code] >= MIN_CONFIDENCE else UNDETERMINED
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
