@@ -244,8 +244,11 @@ def test_batch_cli_strict_language_makes_an_error_line_and_scores_the_rest(tmp_p
         {"target": "客户投诉订单延迟。", "source": "客户：我的订单还没到。"}]), encoding="utf-8")
     run = [sys.executable, "-c", "import sys; from unieval_local.cli import main; sys.exit(main())", "score", str(src),
            "--aspect", "coherence", "--no-progress", "--model", str(tiny_ckpt)]
-    strict = subprocess.run(run + ["--strict-language"], capture_output=True, text=True, timeout=300)
-    lines = [json.loads(x) for x in strict.stdout.splitlines()]
+    from unieval_local.cli import main  # --strict-language in this process, the default in a subprocess
+
+    out = tmp_path / "strict.jsonl"
+    assert main(run[3:] + ["--strict-language", "-o", str(out)]) == 1  # some records failed
+    lines = [json.loads(x) for x in out.read_text(encoding="utf-8").splitlines()]
     assert "scores" in lines[0] and lines[0]["language"] == "en"
     assert lines[1]["error"]["type"] == "InvalidExample" and "language" in lines[1]["error"]["message"]
     loose = subprocess.run(run, capture_output=True, text=True, timeout=300)

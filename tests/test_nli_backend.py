@@ -106,7 +106,7 @@ def test_strict_loading_refuses_a_broken_nli_checkpoint(tmp_path, shared_data, n
 
 
 def test_cli_scores_qags_with_nli_support_and_refuses_a_broken_folder_with_exit_3(tmp_path, nli_ckpt, qags,
-                                                                                   shared_data):
+                                                                                   shared_data, capsys):
     import subprocess
 
     src = tmp_path / "qags.jsonl"
@@ -121,8 +121,10 @@ def test_cli_scores_qags_with_nli_support_and_refuses_a_broken_folder_with_exit_
         want = [e.value for e in scorer.score(qags, task="fact", aspect="nli_support").examples]
     np.testing.assert_allclose([x["scores"]["nli_support"] for x in lines], want, atol=1e-9, rtol=0)
     broken = build_nli_checkpoint(tmp_path / "broken", data_dir=shared_data, head=False)
-    bad = subprocess.run(run + ["--model", f"mdeberta-nli={broken}"], capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 3 and "classification head" in bad.stderr
+    from unieval_local.cli import main  # the same command in this process: exit status and message
+
+    assert main(run[3:] + ["--model", f"mdeberta-nli={broken}"]) == 3
+    assert "classification head" in capsys.readouterr().err
 
 
 @pytest.mark.real_weights
