@@ -255,6 +255,37 @@ def test_batch_cli_strict_language_makes_an_error_line_and_scores_the_rest(tmp_p
     assert loose.returncode == 0, loose.stderr
     assert [json.loads(x)["language"] for x in loose.stdout.splitlines()] == ["en", "zh"]
     assert loose.stderr.count("trained on en") == 1 and "Chinese (zh)" in loose.stderr
+    # the printed signature has the languages the records were read in, and each one's splitter
+    (signature,) = [line for line in loose.stderr.splitlines() if line.startswith("signature: ")]
+    assert "|lang:en,zh|" in signature and ";zh=cjk-terminators-1+" in signature and "split:en=nltk-punkt" in signature
+    assert "non-Latin" not in loose.stderr  # the per-aspect warning replaced the old script count
+
+
+def test_bcp47_tags_read_as_their_language_and_a_file_of_bad_codes_says_so(tmp_path, tiny_ckpt, capsys):
+    from unieval_local.cli import main
+
+    assert record_language({"target": "x", "language": "zh-CN"}) == "zh"
+    assert record_language({"target": "x", "language": "id_ID"}) == "id"
+    assert record_language({"target": "x", "language": "zh-Hant-TW"}) == "zh"
+    with pytest.raises(ValueError, match="language code"):
+        record_language({"target": "x", "language": "zh--"})
+    src = tmp_path / "bad.jsonl"
+    src.write_text(json.dumps({"target": "A b.", "source": "A b c.", "language": "Chinese"}) + "\n")
+    assert main(["score", str(src), "--aspect", "coherence", "--model", str(tiny_ckpt), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "1 of the 1 records are not valid records (first: record 0: field 'language': " in err and "'Chinese'" in err
+
+
+def test_an_english_instruction_in_a_chinese_record_loses_its_verb():
+    from unieval_local.reports.autoeval_questions import localized_topic
+    from unieval_local.reports.summ import MisalignedDetail, misaligned_sentence
+
+    assert localized_topic("Identify the reason for the call", "zh") == "the reason for the call"
+    assert localized_topic("List any action items, if any", "id") == "action items"
+    assert localized_topic("请列出客户提到的所有日期（如有）", "zh") == "客户提到的所有日期"
+    assert localized_topic("Sebutkan semua tanggal yang disebut pelanggan, jika ada", "id") == "tanggal yang disebut pelanggan"
+    text = misaligned_sentence(MisalignedDetail(claim="A.", score=0.25, best_source_window=None), 0.5, "P(entailment)")
+    assert text == 'The claim "A." is not supported by the source (P(entailment) = 0.25 < 0.50).'
 
 
 # ----------------------------------------------------------------------------- reports

@@ -135,14 +135,19 @@ _LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}$")
 
 def check_language(code: Any, where: str = "language") -> str:
     """``code`` lower-cased when it is an ISO 639-1/639-3 code (two or three letters, e.g.
-    ``zh``, ``id``, ``en``) or ``und``.
+    ``zh``, ``id``, ``en``) or ``und``; a BCP 47 tag with a region or script (``zh-CN``,
+    ``zh_Hant``, ``id-ID``, ``en-US``) gives its language subtag (``zh``, ``id``, ``en``):
+    sentence splitting, templates and the evaluators' languages are per language, not per region.
 
     Raises:
         ValueError: anything else (naming ``where``).
     """
-    if not isinstance(code, str) or not _LANGUAGE_CODE.match(code.strip().lower()):
-        raise ValueError(f"{where} must be a language code such as en, zh or id (ISO 639-1), got {code!r}")
-    return code.strip().lower()
+    if isinstance(code, str):
+        primary, sep, rest = code.strip().lower().replace("_", "-").partition("-")
+        if _LANGUAGE_CODE.match(primary) and (not sep or re.fullmatch(r"[a-z0-9]{2,8}(-[a-z0-9]{1,8})*", rest)):
+            return primary
+    raise ValueError(f"{where} must be a language code such as en, zh or id (ISO 639-1; zh-CN reads as zh), "
+                     f"got {code!r}")
 
 
 def _language_problem(v: Any) -> str | None:

@@ -465,10 +465,12 @@ def _summary(run: _Run) -> BatchSummary:
     summary.cached = core.cache is not None and core.config.dtype != "bfloat16"
     if core.cache is not None and core.cache.disabled is not None:
         summary.cache_disabled = f"{core.cache.path}: {core.cache.disabled}"
-    summary.signature = str(run.signature)
+    # the languages the records were read in (the run identity, fixed before scoring, has the run's setting)
+    languages = [line.get("language") for line in run.written if isinstance(line, dict)]
+    summary.signature = str(core.signature(run.task, run.names[0], languages).model_copy(
+        update={"aspect": run.signature.aspect}))
     summary.seconds = time.perf_counter() - run.t0
     summary.skipped_aspects = run.skipped_aspects
-    summary.n_non_latin = run.survey.n_non_latin if run.survey is not None else 0
     if run.stats.hints:
         summary.hint_message = input_hint_message([run.registry.get_aspect(run.task, a) for a in run.names],
                                                   run.stats.hints)

@@ -42,7 +42,6 @@ class BatchSummary:
         skipped_aspects: with ``--aspect all`` (or none named), the aspects left out because no
             record has their fields, or because their evaluator (not the task's own) has no
             checkpoint here (aspect -> why).
-        n_non_latin: targets mostly in non-Latin script (the evaluators are English-only).
         failures: ``(reason, keys)`` of the error records, most frequent reason first.
         hosted: with ``--output-format hosted``: ``(requests, refused requests, records in them)``;
             ``means``, ``counts`` and ``per_system`` are then over the answered requests' records
@@ -64,7 +63,6 @@ class BatchSummary:
     hint_message: str | None = None
     max_lengths: dict[str, int] = field(default_factory=dict)
     skipped_aspects: dict[str, str] = field(default_factory=dict)
-    n_non_latin: int = 0
     failures: list[tuple[str, list]] = field(default_factory=list)
     hosted: tuple[int, int, int] | None = None
 

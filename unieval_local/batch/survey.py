@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..fields import hinted_field
-from ..pipeline.validate import check_example, non_latin_share, parse_example
+from ..pipeline.validate import check_example, parse_example
 from ..records import InputSpec, iter_records
 from .resume import shard_of
 
@@ -24,7 +24,9 @@ class Survey:
         n_records: records in the input; ``n_in_shard`` of them in this run's shard.
         fields: field name -> records of the shard that have it (objects only).
         scorable: aspect -> records of the shard whose fields that aspect can use.
-        n_non_latin: targets mostly in non-Latin script (the evaluators are English-only).
+        n_invalid: records of the shard that were read but do not parse as a record (a field
+            of the wrong type, a bad ``language`` code); ``first_invalid``: the first one's
+            ``record N: <problem>``.
         n_unreadable: records of the shard that could not be read (invalid JSON or CSV, a
             UTF-16 surrogate); ``first_unreadable``: the first one's ``record N: <error>``.
     """
@@ -33,7 +35,8 @@ class Survey:
     n_in_shard: int = 0
     fields: dict[str, int] = field(default_factory=dict)
     scorable: dict[str, int] = field(default_factory=dict)
-    n_non_latin: int = 0
+    n_invalid: int = 0
+    first_invalid: str | None = None
     n_unreadable: int = 0
     first_unreadable: str | None = None
 
@@ -75,12 +78,13 @@ def survey_input(path: InputSpec, registry, task: str, aspects: Sequence[str],
                 fields[k] += 1
         ex, problems = parse_example(rec.index, rec.data)
         if ex is None:
+            s.n_invalid += 1
+            if problems and s.first_invalid is None:
+                s.first_invalid = f"record {rec.index}: {problems[0].describe()}"
             continue
         for a, asp in resolved.items():
             if not check_example(rec.index, ex, [asp]):
                 s.scorable[a] += 1
-        if non_latin_share(ex.target) > 0.5:
-            s.n_non_latin += 1
     s.fields = dict(fields)
     return s
 
@@ -88,8 +92,8 @@ def survey_input(path: InputSpec, registry, task: str, aspects: Sequence[str],
 def nothing_to_score_message(survey: Survey, registry, task: str, aspects: Sequence[str], path: InputSpec) -> str:
     """One line: no record of ``path`` can be scored for ``aspects``; the fields found, what each
     aspect needs, the renames that would help (:data:`~unieval_local.fields.ALIASES`),
-    the aspects that could run, and how many records could not be read (with the first one's
-    error)."""
+    the aspects that could run, and how many records could not be read or are not valid
+    records (with the first one's error)."""
     found = ", ".join(sorted(survey.fields)) or "none"
     needs = "; ".join(f"{a} needs {', '.join(registry.get_aspect(task, a).required_fields)}" for a in aspects)
     renames = [f"'{k}' to '{hinted_field(k)}'" for k in sorted(survey.fields)
@@ -98,6 +102,9 @@ def nothing_to_score_message(survey: Survey, registry, task: str, aspects: Seque
     can = [a for a in registry.get_task(task).aspects if a not in aspects and survey.scorable.get(a, 0) > 0]
     if can:
         fix += " These aspects can run on these records: " + " ".join(f"--aspect {a}" for a in can) + "."
+    if survey.n_invalid:
+        fix += (f" {survey.n_invalid} of the {survey.n_in_shard} records are not valid records (first: "
+                f"{survey.first_invalid}).")
     if survey.n_unreadable:
         fix += (f" {survey.n_unreadable} of the {survey.n_in_shard} records could not be read (first: "
                 f"{survey.first_unreadable}).")

@@ -187,9 +187,6 @@ def _print_summary(summary, args: argparse.Namespace, long_input: str) -> None:
               f"): {why}", file=sys.stderr)
     if summary.hint_message:
         print(f"warning: {summary.hint_message}", file=sys.stderr)
-    if summary.n_non_latin:
-        print(f"warning: {summary.n_non_latin} target(s) are mostly in a non-Latin script; the UniEval "
-              "evaluators were trained on English only, so their scores there mean little", file=sys.stderr)
     stats = summary.stats
     if stats.n_truncated:
         from ..engine import truncation_message

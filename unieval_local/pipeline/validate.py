@@ -24,23 +24,8 @@ from ..schema import UniEvalData
 from ..registry.tasks import Aspect
 
 __all__ = ["check_example", "describe_value", "input_hint_counts", "input_hint_examples", "input_hint_message",
-           "is_text", "missing_fields", "non_latin_share", "parse_example", "surrogate_problems",
+           "is_text", "missing_fields", "parse_example", "surrogate_problems",
            "validate_examples", "warn_input_hints"]
-
-
-def non_latin_share(text: str) -> float:
-    """Share of the letters of ``text`` that are not in Latin script, in [0, 1] (0 without letters).
-
-    The UniEval checkpoints are English-only; a target that is mostly Cyrillic, CJK,
-    Arabic ... gets scores that mean nothing, so callers warn about it.
-    """
-    import unicodedata
-
-    letters = [c for c in text if c.isalpha()]
-    if not letters:
-        return 0.0
-    latin = sum(1 for c in letters if c < "\u0250" or unicodedata.name(c, "").startswith("LATIN"))
-    return 1.0 - latin / len(letters)
 
 
 def is_text(value: Any) -> bool:

@@ -94,7 +94,8 @@ from .options import (
     check_texts,
     resolve_consistency_aspect,
 )
-from .queries import Claims, Flat, derived_aspect, problems_to_errors, short, summary_sentence_spans, support_aspect
+from .queries import (Claims, Flat, derived_aspect, probability_name, problems_to_errors, short, summary_sentence_spans,
+                      support_aspect)
 from .autoeval_questions import (
     ADHERENCE_QUESTION,
     AUTOEVAL_TEMPLATES,
@@ -205,15 +206,6 @@ def _accuracy_reason(value: float, threshold: float, window: ClaimWindow | None,
     if window:
         text += autoeval_text(language, "best_passage" if ok else "closest_passage", text=short(window.text))
     return text
-
-
-def _probability_name(cons) -> str:
-    """How the checker's probability is named in reasons: ``P(Yes)`` for the Boolean-QA
-    checkers (UniEval, MiniCheck: as before), ``P(<label>)`` for a classifier (``P(entailment)``)."""
-    from ..registry.evaluators import get_evaluator
-
-    spec = get_evaluator(cons.checkpoint)
-    return f"P({spec.label})" if spec.backend != "t5" and spec.label else "P(Yes)"
 
 
 def _rubric_question(language: str, instruction: str | None = None) -> str:
@@ -523,9 +515,9 @@ class AutoevalRequest(Request[ReportPart]):
         options = self.options
         parsed, errors = parse_records(self.records)
         cons = resolve_consistency_aspect(engine.registry, options.consistency_aspect)
-        work = _Work(p_name=_probability_name(cons))
+        work = _Work(p_name=probability_name(cons))
         # a record in another language whose checks go to the NLI evaluator: relatedness is NLI too
-        nli = options.language != "en" and _probability_name(cons) != "P(Yes)"
+        nli = options.language != "en" and probability_name(cons) != "P(Yes)"
         for i, rec in enumerate(parsed):
             if rec is not None:
                 _plan_record(i, rec, work, engine.splitter, options, nli)

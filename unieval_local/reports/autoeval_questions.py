@@ -162,8 +162,16 @@ def localized_topic(instruction: str, language: str) -> str:
     """The topic of a section instruction in ``language``: Chinese (``请列出客户提到的所有日期（如有）``
     -> ``客户提到的所有日期`` less the leading verb: ``客户提到的所有日期``; a leading 所有/全部 dropped),
     Indonesian (``Sebutkan semua tanggal yang disebut pelanggan, jika ada`` -> ``tanggal yang
-    disebut pelanggan``), else :func:`relatedness_topic` (English)."""
+    disebut pelanggan``), else :func:`relatedness_topic` (English). The rules follow the
+    instruction's own language: an English instruction in a Chinese or Indonesian record
+    (``Identify the reason for the call``) loses its English verb (``the reason for the call``)."""
     text = " ".join(instruction.split()).strip()
+    if language in ("zh", "id"):
+        from ..text.language import detect_language
+
+        own = detect_language(text)
+        if own == "en" or (language == "zh" and own != "zh"):
+            language = "en"
     if language == "zh":
         text = _ZH_TRAILING.sub("", text).rstrip("。！!.；;：:，, ")
         return _ZH_LEADING.sub("", text) or text

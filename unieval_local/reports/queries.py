@@ -16,7 +16,7 @@ from ..wire.shapes import ClaimWindow, RowError
 from .records import ReportRecord
 
 __all__ = ["Claims", "Coverage", "Flat", "best_query_window", "derived_aspect", "key_point_json",
-           "problems_to_errors", "short", "summary_sentence_spans", "support_aspect"]
+           "probability_name", "problems_to_errors", "short", "summary_sentence_spans", "support_aspect"]
 
 
 def derived_aspect(name: str, question: str, fields: Sequence[tuple[str, str]], checkpoint: str, *,
@@ -178,3 +178,13 @@ def key_point_json(kp, value: float, threshold: float) -> dict[str, Any]:
     """One key point with its coverage probability and verdict, for the reports' JSON."""
     return {"key_point": kp.text, "score": value, "covered": bool(value >= threshold),
             "start": kp.start, "end": kp.end}
+
+
+def probability_name(cons) -> str:
+    """How the probability of the consistency checker ``cons`` (an aspect) is named in
+    reasons: ``P(Yes)`` for the Boolean-QA checkers (UniEval, MiniCheck), ``P(<label>)`` for a
+    classifier (mdeberta-nli and HHEM: ``P(entailment)``, ``P(consistent)``)."""
+    from ..registry.evaluators import get_evaluator
+
+    spec = get_evaluator(cons.checkpoint)
+    return f"P({spec.label})" if spec.backend != "t5" and spec.label else "P(Yes)"

@@ -52,7 +52,7 @@ from ..text.keypoints import redundant_sentences
 from ..wire.shapes import ClaimWindow, RowError
 from .base import ReportFlag, ReportPart, ReportRow
 from .options import CONSISTENCY_FLAG, MAX_N_CLAIMS_FLAG, N_KEY_POINTS_FLAG, ConsistencyOption, resolve_consistency_aspect
-from .queries import Claims, Coverage, key_point_json, problems_to_errors, short, support_aspect
+from .queries import Claims, Coverage, key_point_json, probability_name, problems_to_errors, short, support_aspect
 from .records import parse_records, record_id, require_text
 
 __all__ = ["FLAGS", "ClaimResult", "MisalignedDetail", "MissingDetail", "SummMetadata", "SummOptions", "SummReport",
@@ -159,16 +159,17 @@ class SummMetadata(BaseModel):
     misaligned_claims: list[MisalignedDetail]
 
 
-def missing_sentence(d: MissingDetail, threshold: float) -> str:
-    """``missing_details`` text of one uncovered key point."""
+def missing_sentence(d: MissingDetail, threshold: float, p: str = "P(Yes)") -> str:
+    """``missing_details`` text of one uncovered key point (``p``: how the checker's probability
+    is named, ``P(Yes)`` or a classifier's ``P(entailment)``)."""
     return (f"The summary does not cover the key point \"{short(d.key_point, 200)}\" "
-            f"(coverage P(Yes) = {d.score:.2f} < {threshold:.2f}).")
+            f"(coverage {p} = {d.score:.2f} < {threshold:.2f}).")
 
 
-def misaligned_sentence(d: MisalignedDetail, threshold: float) -> str:
-    """``misaligned_details`` text of one unsupported claim."""
+def misaligned_sentence(d: MisalignedDetail, threshold: float, p: str = "P(Yes)") -> str:
+    """``misaligned_details`` text of one unsupported claim (``p`` as in :func:`missing_sentence`)."""
     text = (f"The claim \"{short(d.claim, 200)}\" is not supported by the source "
-            f"(P(Yes) = {d.score:.2f} < {threshold:.2f})")
+            f"({p} = {d.score:.2f} < {threshold:.2f})")
     if d.best_source_window is not None:
         text += f"; the closest passage is \"{short(d.best_source_window.text, 160)}\""
     return text + "."
@@ -231,7 +232,7 @@ def penalties(options: SummOptions, sentences: Sequence[str], summary: str, sour
 
 
 def _summ_report(i: int, rec: Any, checked: Sequence[tuple[str, float, Any]], kp_values: Sequence[float],
-                 claims: Claims, coverage: Coverage, options: SummOptions) -> SummReport:
+                 claims: Claims, coverage: Coverage, options: SummOptions, p: str = "P(Yes)") -> SummReport:
     """Record ``i``'s report from its claims' and key points' probabilities (module docstring)."""
     claim_rows = [ClaimResult(claim=t, score=v, aligned=v >= options.alignment_threshold) for t, v, _ in checked]
     points = coverage.key_points[i]
@@ -247,8 +248,8 @@ def _summ_report(i: int, rec: Any, checked: Sequence[tuple[str, float, Any]], kp
     misaligned = [MisalignedDetail(claim=t, score=v, best_source_window=w)
                   for t, v, w in checked if v < options.alignment_threshold]
     meta = SummMetadata(
-        missing_details=[missing_sentence(d, options.coverage_threshold) for d in missing],
-        misaligned_details=[misaligned_sentence(d, options.alignment_threshold) for d in misaligned],
+        missing_details=[missing_sentence(d, options.coverage_threshold, p) for d in missing],
+        misaligned_details=[misaligned_sentence(d, options.alignment_threshold, p) for d in misaligned],
         missing_key_points=missing, misaligned_claims=misaligned)
     threshold = rec.threshold if rec.threshold is not None else options.threshold
     return SummReport(
@@ -315,7 +316,7 @@ class SummRequest(Request[ReportPart]):
                 rows.append(row.model_copy(update={"error": RowError(
                     field="target", message="the model gave a non-finite score; try dtype float32")}))
                 continue
-            report = _summ_report(i, rec, checked, kp_values, claims, coverage, options)
+            report = _summ_report(i, rec, checked, kp_values, claims, coverage, options, probability_name(cons))
             rows.append(row.model_copy(update={"report": report, "notes": coverage.notes.get(i, [])}))
         return ReportPart(rows, got.stats)
 
