@@ -154,7 +154,7 @@ def test_chunk_mode_on_real_meetings_through_the_cli(tmp_path, tiny_ckpt, shared
     sys.path.insert(0, str(shared_data.parents[1] / "main" / "scripts"))
     from convert_qmsum import convert
 
-    # one meeting (about 9,000 words): windows over the whole transcript for both aspects
+    # one meeting (10,529 words): windows over the whole transcript for both aspects
     rows = [json.loads(x) for x in (shared_data / "qmsum" / "test.jsonl").read_text().splitlines()[:1]]
     src = tmp_path / "q.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in convert(rows)))

@@ -131,6 +131,8 @@ def _dtype_problem(v: Any) -> str | None:
 
 
 _LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}$")
+#: What may follow a BCP 47 tag's language subtag: script, region, variants (``Hant-TW``).
+_BCP47_REST = re.compile(r"[a-z0-9]{2,8}(-[a-z0-9]{1,8})*")
 
 
 def check_language(code: Any, where: str = "language") -> str:
@@ -144,7 +146,7 @@ def check_language(code: Any, where: str = "language") -> str:
     """
     if isinstance(code, str):
         primary, sep, rest = code.strip().lower().replace("_", "-").partition("-")
-        if _LANGUAGE_CODE.match(primary) and (not sep or re.fullmatch(r"[a-z0-9]{2,8}(-[a-z0-9]{1,8})*", rest)):
+        if _LANGUAGE_CODE.match(primary) and (not sep or _BCP47_REST.fullmatch(rest)):
             return primary
     raise ValueError(f"{where} must be a language code such as en, zh or id (ISO 639-1; zh-CN reads as zh), "
                      f"got {code!r}")

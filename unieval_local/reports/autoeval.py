@@ -517,7 +517,7 @@ class AutoevalRequest(Request[ReportPart]):
         cons = resolve_consistency_aspect(engine.registry, options.consistency_aspect)
         work = _Work(p_name=probability_name(cons))
         # a record in another language whose checks go to the NLI evaluator: relatedness is NLI too
-        nli = options.language != "en" and probability_name(cons) != "P(Yes)"
+        nli = options.language != "en" and work.p_name != "P(Yes)"
         for i, rec in enumerate(parsed):
             if rec is not None:
                 _plan_record(i, rec, work, engine.splitter, options, nli)

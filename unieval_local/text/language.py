@@ -5,7 +5,7 @@ Identification Tool", ACL 2012 demos; the py3langid fork ships its naive-Bayes m
 wheel: no download, no network, deterministic), restricted to :data:`CANDIDATES` (the
 languages of the evaluators' training data and the world's most written ones): its full
 model's 142 classes include varieties (Nigerian Pidgin, Central Bikol) that short English
-lines are mistaken for. Three rules sit on top of it, for the short texts records hold:
+lines are mistaken for. Rules sit on top of it, for the short texts records hold:
 
 * script first: a text whose letters are at least 30% Han characters, with no kana and
   no hangul, is Chinese (``zh``) whatever else it holds: "用户说 the app crashes" is a
@@ -134,14 +134,9 @@ class LanguageDetector:
                     self._identifier = identifier
         return self._identifier
 
-    def scores(self, text: str) -> tuple[str, float]:
-        """``(code, probability)`` of the most likely of :data:`CANDIDATES` by langid.py alone
-        (normalised probability in [0, 1], equal priors)."""
-        code, prob = self._get().classify(text)
-        return code, float(prob)
-
     def probabilities(self, text: str) -> dict[str, float]:
-        """langid.py's normalised probability of each of :data:`CANDIDATES` (summing to 1)."""
+        """langid.py's normalised probability of each of :data:`CANDIDATES` (equal priors,
+        summing to 1)."""
         return {code: float(p) for code, p in self._get().rank(text)}
 
     def __call__(self, text: str) -> str:
