@@ -90,6 +90,14 @@ class Request(ABC, Generic[Answer]):
 
     size: int = 0
 
+    @property
+    def notes(self) -> list[str]:
+        """What the request's work told its user besides the numbers (a language outside an
+        evaluator's training, input hints ...: :func:`~unieval_local.notes.note`), in order, each
+        once: the scheduler collects them while it plans and advances the request, so an answer
+        given for someone else (the HTTP service) can carry them."""
+        return self.__dict__.setdefault("_notes", [])
+
     @abstractmethod
     def stages(self, engine: "Engine") -> StageGenerator:
         """The request's stages (a generator, see the module docstring).
