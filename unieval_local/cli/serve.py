@@ -2,9 +2,26 @@
 
 Exit status: 0 after SIGTERM or Ctrl-C once every accepted request is answered; 2 for a usage
 error (a non-loopback ``--host`` without an API key and without ``--no-auth``, an unreadable
-``--api-key-file``, a port in use, a missing ``serve`` extra, an invalid setting); 3 when a preloaded
+``--api-key-file``, a blank API key or one with surrounding whitespace, a port in use, a missing
+``serve`` extra, an invalid setting, a ``--max-connections`` over the file limit); 3 when a preloaded
 checkpoint cannot be found or loaded (the server stops; ``/health`` said 503 ``failed``
 meanwhile); 5 when loading failed otherwise.
+
+Connections (:mod:`unieval_local.service.connections`; not under ``--engine ray``, where Ray
+Serve's proxy takes them):
+
+* ``--header-timeout-s`` (default 10): a request head must arrive within this many seconds of
+  the connection's accept or of its previous response's end (408, or a quiet close).
+* ``--body-timeout-s`` (default 30) and ``--min-body-rate`` (default 10000 bytes/s): a body
+  must arrive within the timeout plus one second per min-rate bytes received.
+* ``--keep-alive-s`` (default 5): an idle keep-alive connection is closed after this long.
+* ``--max-connections`` (default: the file limit, raised to its hard limit at start, less the
+  descriptors open and 64 kept for files, at most 8192): at the cap the server stops accepting
+  (clients wait in the listen backlog) and closes the oldest connection still waiting for a
+  request head to make room.
+
+Accept errors and closed connections are logged at most once a minute with their counts;
+the access log never holds a query string (nor a body, nor the key).
 """
 
 from __future__ import annotations
@@ -12,6 +29,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import socket
 import sys
 
 from .common import EXIT_CHECKPOINT, EXIT_MODEL, EXIT_OK, add_engine_flags, engine_settings, usage_error, usage_exit
@@ -20,6 +38,10 @@ __all__ = ["add_parser", "api_key", "is_loopback", "run"]
 
 #: The environment variable an API key may come from (after --api-key and --api-key-file).
 KEY_ENV = "UNIEVAL_LOCAL_API_KEY"
+#: uvicorn's warnings that any client can cause once per connection: logged at most once a minute.
+PER_CONNECTION_WARNINGS = ("Invalid HTTP request received.", "Unsupported upgrade request.",
+                           "No supported WebSocket library detected. Please use \"pip install 'uvicorn[standard]'\", "
+                           "or install 'websockets' or 'wsproto' manually.")
 
 
 def add_parser(sub) -> None:
@@ -46,6 +68,24 @@ def add_parser(sub) -> None:
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local (default: one process) or ray (a Ray Serve deployment of --replicas replicas)")
     p.add_argument("--replicas", type=int, default=1, help="Ray Serve replicas, each with its own model (default 1)")
+    from ..service.connections import ConnectionLimits
+
+    conn = ConnectionLimits()
+    p.add_argument("--header-timeout-s", type=float, default=conn.header_timeout_s,
+                   help=f"close a connection that has not sent a complete request head within this many seconds "
+                        f"of its accept or its previous response (default {conn.header_timeout_s:g})")
+    p.add_argument("--body-timeout-s", type=float, default=conn.body_timeout_s,
+                   help=f"close a connection whose request body has not arrived within this many seconds of its "
+                        f"head, plus one second per --min-body-rate bytes received (default {conn.body_timeout_s:g})")
+    p.add_argument("--min-body-rate", type=float, default=conn.min_body_rate,
+                   help=f"bytes per second of body that extend --body-timeout-s (0: a hard limit; default "
+                        f"{conn.min_body_rate:g})")
+    p.add_argument("--keep-alive-s", type=float, default=conn.keep_alive_s,
+                   help=f"close an idle keep-alive connection after this many seconds (default {conn.keep_alive_s:g})")
+    p.add_argument("--max-connections", type=int, default=None,
+                   help="connections open at once; at the cap the server stops accepting and closes the oldest "
+                        "one still waiting for a request head to make room (default: the file limit, raised to "
+                        "its hard limit at start, less the descriptors open and 64 kept for files, at most 8192)")
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                    help="server log level (default info); access lines never hold request bodies")
     add_engine_flags(p)
@@ -53,39 +93,75 @@ def add_parser(sub) -> None:
 
 
 def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address (``127.0.0.0/8``, ``::1``) or ``localhost``."""
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
+    """Whether ``host`` names a loopback address: ``localhost`` (any case, a trailing dot
+    allowed) or a numeric address in ``127.0.0.0/8`` or ``::1``, in any spelling the system's
+    resolver reads as numeric (``127.1``, ``0x7f.1``, ``[::1]``, ``0:0:0:0:0:0:0:1``,
+    ``::ffff:127.0.0.1``). A name other than localhost, or text with spaces, is not.
+
+    Example:
+        >>> [is_loopback(h) for h in ("127.1", "[::1]", "localhost", "0.0.0.0", "example.com")]
+        [True, True, True, False, False]
+    """
+    if not host or host != host.strip() or any(c.isspace() for c in host):
         return False
+    if host.lower().rstrip(".") == "localhost" and host.count(".") <= 1:
+        return True
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    try:
+        infos = socket.getaddrinfo(host, None, flags=socket.AI_NUMERICHOST)
+    except (OSError, UnicodeError, ValueError):
+        return False
+    found = set()
+    for *_, address in infos:
+        ip = ipaddress.ip_address(address[0].split("%", 1)[0])
+        mapped = getattr(ip, "ipv4_mapped", None)
+        found.add((mapped or ip).is_loopback)
+    return found == {True}
+
+
+def _checked_key(key: str, origin: str) -> str:
+    """``key`` from ``origin`` (a flag or variable name, for the message), refused if blank or
+    padded with whitespace (a key that differs from what clients send by a space is a trap).
+
+    Raises:
+        SystemExit: exit 2 with the reason.
+    """
+    if not key.strip():
+        usage_exit(f"{origin} is blank: give the key, or unset it to serve without one on a loopback address")
+    if key != key.strip():
+        usage_exit(f"{origin} has whitespace before or after the key: remove it (clients would have to send it "
+                   "too)")
+    return key
 
 
 def api_key(args: argparse.Namespace) -> str | None:
-    """The key from ``--api-key``, else ``--api-key-file`` (first line), else ``$UNIEVAL_LOCAL_API_KEY``; None if none.
+    """The key from ``--api-key``, else ``--api-key-file`` (first line, one trailing newline
+    removed), else ``$UNIEVAL_LOCAL_API_KEY``; None if none is given.
 
     Raises:
-        SystemExit: an unreadable or empty key file (exit 2).
+        SystemExit: an unreadable key file, or a key (given in any of the three ways) that is
+            blank or has whitespace before or after it (exit 2).
     """
-    if args.api_key:
-        return args.api_key
+    if args.api_key is not None:
+        return _checked_key(args.api_key, "--api-key")
     if args.api_key_file:
         try:
             with open(args.api_key_file, encoding="utf-8") as fh:
-                key = fh.readline().strip()
-        except OSError as exc:
-            usage_exit(f"cannot read --api-key-file {args.api_key_file!r}: {exc.strerror}")
+                line = fh.readline()
+        except (OSError, UnicodeDecodeError) as exc:
+            usage_exit(f"cannot read --api-key-file {args.api_key_file!r}: {getattr(exc, 'strerror', None) or exc}")
+        key = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith("\n") else line
         if not key:
             usage_exit(f"--api-key-file {args.api_key_file!r} is empty")
-        return key
-    return os.environ.get(KEY_ENV) or None
+        return _checked_key(key, f"the key in --api-key-file {args.api_key_file!r}")
+    if KEY_ENV in os.environ:
+        return _checked_key(os.environ[KEY_ENV], f"${KEY_ENV}")
+    return None
 
 
 def _port_problem(host: str, port: int) -> str | None:
     """Why ``host:port`` cannot be bound (in use, not an address of this machine), or None."""
-    import socket
-
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except OSError as exc:
@@ -106,6 +182,8 @@ def run(args: argparse.Namespace) -> int:
 
     require("serve")
     key = api_key(args)
+    if args.host.startswith("[") and args.host.endswith("]"):  # [::1] as in a URL
+        args.host = args.host[1:-1]
     if key is None and not args.no_auth and not is_loopback(args.host):
         return usage_error(f"--host {args.host} is not a loopback address and no API key is set: give --api-key-file "
                            f"FILE (or ${KEY_ENV}, --api-key KEY), or pass --no-auth to serve without one knowingly")
@@ -120,6 +198,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         limits = ServiceLimits(**{name: getattr(args, name) for name, *_ in SERVICE_FLAGS})
+        connections = _connection_limits(args) if args.engine == "local" else None
     except ValueError as exc:
         return usage_error(exc)
     settings = engine_settings(args)
@@ -141,23 +220,86 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return usage_error(exc)
     service = Service(engine, limits, preload)
-    return _serve(create_app(service, key), service, args, (CheckpointNotFoundError, CheckpointError), key is not None)
+    return _serve(create_app(service, key), service, args, (CheckpointNotFoundError, CheckpointError), key is not None,
+                  connections)
 
 
-def _serve(app, service, args: argparse.Namespace, load_errors: tuple, has_key: bool) -> int:
+def _connection_limits(args: argparse.Namespace) -> tuple:
+    """The connection flags as (:class:`~unieval_local.service.connections.ConnectionLimits`,
+    the cap); the soft file limit is raised to the hard one first.
+
+    Raises:
+        ValueError: a flag out of range, or a cap that does not fit under the file limit (named).
+    """
+    from ..service.connections import ConnectionLimits, connection_cap, raise_file_limit
+
+    names = ("header_timeout_s", "body_timeout_s", "min_body_rate", "keep_alive_s", "max_connections")
+    try:
+        limits = ConnectionLimits(**{name: getattr(args, name) for name in names})
+    except ValueError as exc:  # name the flag, not the field
+        flag = next((n for n in names if str(exc).startswith(n)), None)
+        raise ValueError(str(exc).replace(flag, "--" + flag.replace("_", "-"), 1) if flag else exc) from None
+    raise_file_limit()
+    return limits, connection_cap(limits.max_connections)
+
+
+def _drop_query_string(record) -> bool:
+    """A filter of the ``uvicorn.access`` logger: the request path loses its query string
+    (``/health?api_key=K`` is logged as ``/health``), so a key or text sent in a URL never
+    reaches the access log. Every record passes."""
+    if isinstance(record.args, tuple) and any(isinstance(a, str) and "?" in a for a in record.args):
+        record.args = tuple(a.split("?", 1)[0] if isinstance(a, str) and a.startswith("/") else a
+                            for a in record.args)
+    return True
+
+
+class _RepeatFilter:
+    """A logging filter that lets each of ``messages`` (format strings, as logged) through at
+    most once per ``interval_s`` seconds (default one minute); the next one that passes says
+    how many were held back. For warnings any client can cause once per connection."""
+
+    def __init__(self, messages: tuple[str, ...], interval_s: float = 60.0):
+        self.messages, self.interval_s = frozenset(messages), interval_s
+        self.passed: dict[str, float] = {}
+        self.held: dict[str, int] = {}
+
+    def filter(self, record) -> bool:  # noqa: D102
+        import time
+
+        if record.msg not in self.messages:
+            return True
+        now = time.monotonic()
+        if record.msg in self.passed and now - self.passed[record.msg] < self.interval_s:
+            self.held[record.msg] = self.held.get(record.msg, 0) + 1
+            return False
+        held = self.held.pop(record.msg, 0)
+        self.passed[record.msg] = now
+        if held:
+            record.msg = f"{record.msg} ({held} more like it in the last {self.interval_s:g} s, not logged)"
+        return True
+
+
+def _serve(app, service, args: argparse.Namespace, load_errors: tuple, has_key: bool, connections: tuple) -> int:
     """Run uvicorn until SIGTERM / Ctrl-C; the exit status.
 
     The port opens at once and ``/health`` answers 503 ``loading`` while the checkpoints load
     in a thread (one load per process); a checkpoint that does not load stops the server (exit
     3, its reason on stderr). At SIGTERM / Ctrl-C the service refuses new requests (503) at
     once, uvicorn stops accepting connections and waits for the requests in flight, the worker
-    answers every accepted query, then the process exits 0.
+    answers every accepted query, then the process exits 0. Connections are guarded by
+    ``connections`` ((limits, cap): :mod:`unieval_local.service.connections`); the access log
+    drops query strings, and uvicorn's per-connection warnings are logged at most once a minute.
     """
+    import logging
     import threading
 
     import uvicorn
 
-    class Server(uvicorn.Server):
+    from ..service.connections import guarded_server_class
+
+    conn_limits, cap = connections
+
+    class Server(guarded_server_class()):
         def handle_exit(self, sig, frame):  # noqa: D102  start draining at the signal, not after
             service.worker.stop(timeout=0)
             super().handle_exit(sig, frame)
@@ -166,8 +308,12 @@ def _serve(app, service, args: argparse.Namespace, load_errors: tuple, has_key: 
             getattr(self, "_captured_signals", []).clear()
 
     config = uvicorn.Config(app, host=args.host, port=args.port, log_level=args.log_level, access_log=True,
-                            lifespan="off", timeout_graceful_shutdown=int(args.request_timeout_s) + 30)
-    server = Server(config)
+                            lifespan="off", timeout_graceful_shutdown=int(args.request_timeout_s) + 30,
+                            http="h11", ws="none", timeout_keep_alive=conn_limits.keep_alive_s)
+    logging.getLogger("uvicorn.access").addFilter(_drop_query_string)
+    logging.getLogger("uvicorn.error").addFilter(_RepeatFilter(PER_CONNECTION_WARNINGS))
+    logging.getLogger("unieval_local.service.connections").setLevel(args.log_level.upper())
+    server = Server(config, conn_limits, cap)
     failed: list[BaseException] = []
 
     def load() -> None:
@@ -177,7 +323,8 @@ def _serve(app, service, args: argparse.Namespace, load_errors: tuple, has_key: 
             failed.append(exc)
             server.should_exit = True
             return
-        print(f"unieval-local: ready on http://{args.host}:{args.port}: checkpoints {', '.join(service.preload)} "
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        print(f"unieval-local: ready on http://{host}:{args.port}: checkpoints {', '.join(service.preload)} "
               f"loaded (OpenAPI at /docs; {'Bearer auth' if has_key else 'no auth'})",
               file=sys.stderr, flush=True)
 
