@@ -331,6 +331,7 @@ def test_a_key_file_loses_one_trailing_newline(tmp_path, monkeypatch, text, key)
     (["--max-connections", "1000"], "does not fit under the file limit"),
     (["--header-timeout-s", "0"], "--header-timeout-s must be > 0"),
     (["--min-body-rate", "-1"], "--min-body-rate must be >= 0"),
+    (["--engine", "ray", "--header-timeout-s", "3"], "--header-timeout-s: for --engine local only"),
 ])
 def test_connection_flags_out_of_range_exit_2_before_loading(tiny_ckpt, flags, says):
     proc = subprocess.run([*SERVE, "--model", str(tiny_ckpt), "--port", str(free_port()), *flags],

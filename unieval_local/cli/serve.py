@@ -193,6 +193,9 @@ def run(args: argparse.Namespace) -> int:
         return usage_error(f"--replicas must be >= 1, got {args.replicas}")
     if problem := _port_problem(args.host, args.port):
         return usage_error(problem)
+    if args.engine == "ray" and (flags := _connection_flags_given(args)):
+        return usage_error(f"{', '.join(flags)}: for --engine local only; under --engine ray, Ray Serve's HTTP proxy "
+                           "takes the connections (its keep-alive: RAY_SERVE_HTTP_KEEP_ALIVE_TIMEOUT_S)")
     from ..errors import CheckpointError, CheckpointNotFoundError
     from ..service.core import SERVICE_FLAGS, ServiceLimits
 
@@ -222,6 +225,16 @@ def run(args: argparse.Namespace) -> int:
     service = Service(engine, limits, preload)
     return _serve(create_app(service, key), service, args, (CheckpointNotFoundError, CheckpointError), key is not None,
                   connections)
+
+
+def _connection_flags_given(args: argparse.Namespace) -> list[str]:
+    """The connection flags set to other than their defaults (they apply to ``--engine local``)."""
+    from ..service.connections import ConnectionLimits
+
+    defaults = ConnectionLimits()
+    return [f"--{name.replace('_', '-')}" for name in ("header_timeout_s", "body_timeout_s", "min_body_rate",
+                                                       "keep_alive_s", "max_connections")
+            if getattr(args, name) != getattr(defaults, name)]
 
 
 def _connection_limits(args: argparse.Namespace) -> tuple:
