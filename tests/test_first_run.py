@@ -52,12 +52,11 @@ def read(path):
 def test_a_scorer_takes_any_number_of_examples_in_passes(fake_ckpt, monkeypatch):
     data = [{"target": f"Summary {i}. It has {i % 5} parts.", "source": f"Document {i % 13}."} for i in range(700)]
     whole = crc_scorer(fake_ckpt).evaluate(data, aspects=["coherence", "consistency"])
-    from unieval_local.requests.scheduler import PassPolicy
+    from unieval_local.requests.scheduler import RequestPolicy
 
     small = crc_scorer(fake_ckpt)
-    small.scheduler.policy = PassPolicy(64)  # 11 passes
+    small.scheduler.policy = RequestPolicy(64)  # 11 requests
     passes = small.evaluate(data, aspects=["coherence", "consistency"])
-    assert small.scheduler.passes == 11
     assert len(whole.examples) == 700 and whole.examples == passes.examples
     one = [crc_scorer(fake_ckpt).score([d], aspect="consistency").examples[0].value for d in data[:20]]
     assert [e.value for e in whole.per_aspect["consistency"].examples[:20]] == one
@@ -239,7 +238,7 @@ def test_a_runtime_error_of_the_model_exits_5_and_keeps_the_records(tmp_path, ti
     real = T5Runner._two_logits
     calls = []
 
-    def broken(self, ids, batch, fast):  # the second request meets a CUDA-style failure
+    def broken(self, ids, batch, fast):  # record 255 meets a CUDA-style failure
         if any("Sentence 255." in self.t5.tokenizer.decode(ids[i]) for i in batch):
             raise RuntimeError("CUDA error: an illegal memory access was encountered\nCUDA kernel errors ...")
         calls.append(len(batch))
@@ -249,13 +248,15 @@ def test_a_runtime_error_of_the_model_exits_5_and_keeps_the_records(tmp_path, ti
     assert main(argv) == EXIT_MODEL
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("unieval-local: stopped: the model failed on cpu while scoring a batch of")
-    assert err[-1].endswith(f"CUDA error: an illegal memory access was encountered: 250 of 260 records written "
+    # the micro-batch that failed is split until the one record it fails on is found: every other
+    # record is complete and written (in input order up to it, the rest as they completed)
+    assert err[-1].endswith(f"CUDA error: an illegal memory access was encountered: 259 of 260 records written "
                             f"to {out}; rerun with --resume")
-    assert len(read(out)) == 250
+    assert sorted(x["key"] for x in read(out)) == sorted(f"r{i}" for i in range(260) if i != 255)
     monkeypatch.setattr(T5Runner, "_two_logits", real)
     assert main([*argv, "--resume"]) == 0
     got = read(out)
-    assert [x["key"] for x in got] == [f"r{i}" for i in range(260)]
+    assert [x["key"] for x in got] == [f"r{i}" for i in range(260)]  # in input order again
 
 
 def test_cpu_allocator_failure_backs_off_and_single_query_oom_is_runtime_error(tiny_ckpt, monkeypatch):
@@ -354,7 +355,7 @@ def test_a_stop_lost_inside_a_del_still_stops_the_run(tmp_path, fake_ckpt):
 
     class StoppedOnce(FakeRunner):
         def score(self, prompts, *, max_length, on_batch=None):
-            if len(self.calls) == 1:  # during the second request
+            if len(self.calls) == 1:  # during the second micro-batch
                 Lost()  # created and collected at once: the KeyboardInterrupt is swallowed
             return super().score(prompts, max_length=max_length, on_batch=on_batch)
 
@@ -367,10 +368,12 @@ def test_a_stop_lost_inside_a_del_still_stops_the_run(tmp_path, fake_ckpt):
             batch_mod.run_batch(src, out, aspects=["coherence"], settings=kw, progress=False)
     finally:
         sys.unraisablehook = hook
-    assert isinstance(exc.value.cause, KeyboardInterrupt) and exc.value.written == 250
+    # the stop is seen after the second micro-batch (256 + 244 prompts: the 500 records the
+    # scheduler held); every record complete by then is written, none after
+    assert isinstance(exc.value.cause, KeyboardInterrupt) and exc.value.written == 500
     from unieval_local.batch import run as batch_run
 
-    assert len(read(out)) == 250 and not batch_run._STOP  # cleared for the next run
+    assert len(read(out)) == 500 and not batch_run._STOP  # cleared for the next run
     batch_mod.run_batch(src, out, aspects=["coherence"], settings=kw, resume=True, progress=False)
     assert [x["key"] for x in read(out)] == list(range(600))
 
@@ -378,24 +381,18 @@ def test_a_stop_lost_inside_a_del_still_stops_the_run(tmp_path, fake_ckpt):
 def test_progress_is_logged_per_forward_batch_off_a_terminal(tmp_path, fake_ckpt, monkeypatch, caplog):
     from unieval_local import batch as batch_mod
 
-    class Counting(FakeRunner):
-        def score(self, prompts, *, max_length, on_batch=None):
-            for k in range(1, 5):  # four "forward batches" per request
-                on_batch(k * len(prompts) // 4, len(prompts))
-            return super().score(prompts, max_length=max_length)
-
     seen = []
     real_set = batch_mod.Progress.set
     monkeypatch.setattr(batch_mod.Progress, "set", lambda self, done: seen.append(done) or real_set(self, done))
     src = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "target": f"S {i}.", "source": "D."} for i in range(300)])
     out = tmp_path / "o.jsonl"
-    kw = dict(model=fake_ckpt, runner_factory=fake_factory(Counting(by_prompt)))
+    # about 10 queries a micro-batch: each record is given back (and counted) as soon as it is scored
+    kw = dict(model=fake_ckpt, runner_factory=fake_factory(FakeRunner(by_prompt)), batch_tokens=128)
     with caplog.at_level(logging.INFO, logger="unieval_local"):
         monkeypatch.setattr(batch_mod.Progress, "__init__", _progress_init_every(0.0))
         batch_mod.run_batch(src, out, aspects=["coherence"], settings=kw, progress=None)
-    # within the first request of 250 records, the bar moves at each forward batch
-    assert seen[:4] == [62, 125, 187, 250]  # done queries k * 250 // 4 of 250, times 250 records
-    assert any(r.getMessage().startswith("records 62/300 (21%)") for r in caplog.records)
+    assert seen[:5] == [1, 2, 3, 4, 5] and seen[-1] == 300
+    assert any(r.getMessage().startswith("records 1/300 (0%)") for r in caplog.records)
     # a resumed run starts at the records already written
     lines = out.read_text().splitlines()
     out.write_text("\n".join(lines[:100]) + "\n")

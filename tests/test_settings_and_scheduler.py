@@ -15,7 +15,7 @@ from unieval_local.errors import InvalidExampleError
 from unieval_local.reports.rating import RatingConfig, RatingRequest
 from unieval_local.reports.summ import SummOptions, SummRequest
 from unieval_local.requests.score import ScoreRequest
-from unieval_local.requests.scheduler import PassPolicy, Scheduler
+from unieval_local.requests.scheduler import RequestPolicy, Scheduler
 from unieval_local.settings import SETTINGS, EngineSettings, cli_settings
 
 from conftest import FakeRunner, fake_factory
@@ -85,16 +85,13 @@ def _requests():
     return score, reports
 
 
-def test_one_tick_is_one_runner_call_per_checkpoint_and_shared_prompts_are_scored_once(fake_ckpt):
+def test_requests_run_together_share_prompts_and_fail_alone(fake_ckpt):
     runner = FakeRunner(lambda prompt: (len(prompt) % 97) / 97)
     scheduler = Scheduler(Engine(model=fake_ckpt, runner_factory=fake_factory(runner), long_input="chunk"))
     score, reports = _requests()
-    futures = [scheduler.submit(r) for r in score + reports]
-    scheduler.tick()
-    assert all(f.done() for f in futures) and scheduler.passes == 1
-    assert len(runner.calls) == 1  # every request's prompts, one checkpoint: one call
-    prompts = runner.calls[0]
-    assert len(prompts) == len(set(prompts))  # the prompt requests 0 and 3 share, once
+    futures = scheduler.run(score + reports)
+    scored = [p for call in runner.calls for p in call]
+    assert len(scored) == len(set(scored))  # the prompt requests 0 and 3 share, once over every micro-batch
     # the empty target fails its own request alone; the other nine are answered
     with pytest.raises(InvalidExampleError, match="target"):
         futures[5].result()
@@ -113,13 +110,7 @@ def test_one_tick_is_one_runner_call_per_checkpoint_and_shared_prompts_are_score
     assert summ_alone.rows == futures[8].result().rows
 
 
-def test_the_pass_policy_packs_requests_up_to_its_budget(fake_ckpt):
-    runner = FakeRunner(default=0.7)
-    scheduler = Scheduler(Engine(model=fake_ckpt, runner_factory=fake_factory(runner)), PassPolicy(3))
-    futures = [scheduler.submit(ScoreRequest([ex], "summarization", ["coherence"])) for ex in EXAMPLES]
-    scheduler.tick()
-    assert scheduler.passes == 3 and len(runner.calls) == 3  # 3 + 3 + 2 examples
-    assert [f.result().values["coherence"][0] for f in futures] == [0.7] * 8
-    assert PassPolicy(3).split(list(range(7))) == [(0, [0, 1, 2]), (3, [3, 4, 5]), (6, [6])]
+def test_the_request_policy_splits_inputs(fake_ckpt):
+    assert RequestPolicy(3).split(list(range(7))) == [(0, [0, 1, 2]), (3, [3, 4, 5]), (6, [6])]
     with pytest.raises(ValueError, match="positive integer"):
-        PassPolicy(0)
+        RequestPolicy(0)

@@ -205,10 +205,10 @@ class Scorer:
                  contexts: Sequence[str] | None = None, _max_examples: int | None = None) -> EvaluationResult:
         """Score any number of examples for several aspects of one task at once.
 
-        All aspects that share a checkpoint go through the model as one batch plan: the
-        examples are validated at once, then sent to the scheduler as requests of at most
-        250 examples (its :class:`~unieval_local.requests.scheduler.PassPolicy`, which bounds
-        memory), one engine pass per request.
+        All aspects that share a checkpoint go through the model together: the examples are
+        validated at once, then sent to the scheduler as requests of at most 250 examples (its
+        :class:`~unieval_local.requests.scheduler.RequestPolicy`), whose distinct prompts it
+        scores in length-sorted micro-batches.
 
         Args:
             data: examples as dicts or :class:`UniEvalData`, or a pandas DataFrame

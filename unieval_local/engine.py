@@ -22,6 +22,7 @@ protocol: the T5 runner (:mod:`unieval_local.models.t5.runner`), the cache wrapp
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import warnings
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from . import notes
 from .config import RunConfig
 from .errors import ExampleProblem, InvalidExampleError
 from .models.base import Runner, RunnerFactory
@@ -68,15 +70,10 @@ class PassResult:
     Attributes:
         results: job name -> :class:`~unieval_local.pipeline.jobs.JobResult`.
         stats: the pass's :class:`~unieval_local.pipeline.jobs.RunStats` (distinct queries over all jobs).
-        group_stats: group -> the counters of its jobs as if they had run alone (its own
-            distinct queries, truncations, shortened queries); the pass's model loads and cache
-            counts are counted with the first group, so the groups' counters add up to ``stats``
-            wherever groups share no prompt.
     """
 
     results: dict[Hashable, JobResult]
     stats: RunStats
-    group_stats: dict[Hashable, RunStats] = field(default_factory=dict)
 
 
 class Engine:
@@ -203,11 +200,11 @@ class Engine:
                 with self._lock:
                     new = (what, lang) not in self._language_warned
                     self._language_warned.add((what, lang))
-                if new:
-                    warnings.warn(f"{what}: {len(idx)} example(s) in {language_name(lang)} ({lang}), but its "
-                                  f"evaluator {checkpoint} was trained on {told}: its scores there are not "
-                                  "validated (strict_language / --strict-language refuses such examples; "
-                                  "README, Languages)", UserWarning, stacklevel=4)
+                # the request's notes always (an answer given for someone else); a warning once per engine
+                notes.note(f"{what}: {len(idx)} example(s) in {language_name(lang)} ({lang}), but its evaluator "
+                           f"{checkpoint} was trained on {told}: its scores there are not validated "
+                           "(strict_language / --strict-language refuses such examples; README, Languages)",
+                           warn=new, stacklevel=3)
         return problems
 
     @property
@@ -307,6 +304,11 @@ class Engine:
                 self._runners[name] = runner
             return self._runners[name]
 
+    def loaded_runner(self, name: str) -> Runner | None:
+        """The runner of checkpoint ``name`` if it is loaded already, else None (nothing loads)."""
+        with self._lock:
+            return self._runners.get(name)
+
     def _default_factory(self, checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator) -> Runner:
         from .models.backends import backend_factory
         from .models.devices import set_threads
@@ -316,7 +318,7 @@ class Engine:
         factory = backend_factory(evaluator.backend)  # t5, seq-classifier (models/backends.py)
         return factory(checkpoint, fingerprint, evaluator, device=self.device, dtype=self.config.dtype,
                        batch_tokens=self.settings.batch_tokens, attention_mib=self.settings.attention_mib,
-                       fast_forward=self.config.fast_forward, progress=self.settings.progress)
+                       fast_forward=self.config.fast_forward, progress=False)  # the scheduler shows the queries
 
     def max_length(self, name: str) -> int:
         """Tokens per query for checkpoint (evaluator) ``name``: the run's ``max_length``, else
@@ -365,20 +367,26 @@ class Engine:
         return sha256_text(repr((a.question, a.fields, a.granularity, a.reduction, a.chunk_field,
                                  a.window_reduction, a.chunk_unit)))[:12]
 
-    def signature(self, task: str, aspect: str, languages: Sequence[str | None] | None = None) -> Signature:
+    def signature(self, task: str, aspect: str, languages: Sequence[str | None] | None = None,
+                  long_input: str | None = None) -> Signature:
         """The reproducibility signature of results for ``(task, aspect)``: this engine's
-        :class:`RunConfig`, the checkpoint (hub id or folder, revision, content fingerprint)
-        and, for a user-defined aspect, its definition's hash. No model is loaded; once it is,
-        the forward that actually runs is signed (``ff:off`` when a fast forward fell back to
-        the model's own, and for every non-T5 backend, which has no other). ``languages``: the
-        scored examples' languages (None entries skipped), most frequent first in the signature's
-        ``language``, with each one's splitter where they differ."""
+        :class:`RunConfig`, the checkpoint (its hub id, else its evaluator's name: never a path of
+        this machine, so the signature is the same string wherever the folder lies; revision,
+        content fingerprint) and, for a user-defined aspect, its definition's hash. No model is
+        loaded; once it is, the forward that actually runs is signed (``ff:off`` when a fast
+        forward fell back to the model's own, and for every non-T5 backend, which has no other).
+        ``languages``: the scored examples' languages (None entries skipped), most frequent first
+        in the signature's ``language``, with each one's splitter where they differ.
+        ``long_input``: the mode the jobs were planned with, where it was not the engine's
+        (:attr:`Job.long_input <unieval_local.pipeline.jobs.Job.long_input>`)."""
         a = self.registry.get_aspect(task, aspect)
         language, splitter = self._languages_signed(languages)
         ckpt = self.checkpoint(a.checkpoint)
         evaluator = get_evaluator(a.checkpoint)
         chunking = evaluator.prompt_format.own_chunking
-        signature = Signature.from_config(self.config, task=task, aspect=aspect, checkpoint=ckpt.hub_id or str(ckpt.path),
+        config = self.config if long_input in (None, self.config.long_input) else \
+            dataclasses.replace(self.config, long_input=long_input)
+        signature = Signature.from_config(config, task=task, aspect=aspect, checkpoint=ckpt.hub_id or evaluator.name,
                                      revision=ckpt.revision, fingerprint=self.fingerprint(a.checkpoint),
                                      aspect_hash=self.aspect_hash(task, aspect), max_length=self.max_length(a.checkpoint),
                                      evaluator=evaluator.name, chunk_words=self._chunk_words(evaluator) if chunking else None,
@@ -405,41 +413,42 @@ class Engine:
     # ------------------------------------------------------------------ running
     def plan(self, jobs: Mapping[Hashable, Job]) -> dict[Hashable, PlannedJob]:
         """Plan named jobs: each job's prompts and queries (:func:`~unieval_local.pipeline.planning.build_plan`),
-        under this engine's ``long_input`` mode (which needs the checkpoint's tokenizer, so its
-        runner loads, for ``fit`` and ``chunk``). No prompt is scored.
+        under the job's ``long_input`` mode, else this engine's (``fit`` and ``chunk`` need the
+        checkpoint's tokenizer, so its runner loads). No prompt is scored. Thread-safe: the
+        HTTP service plans a request in a handler thread while the worker scores others.
 
         Raises:
             CheckpointNotFoundError, CheckpointError: a checkpoint ``fit``/``chunk`` needs is unusable.
         """
         config, out = self.config, {}
         for name, job in jobs.items():
-            counter = self.runner(job.checkpoint) if config.long_input != "truncate" else None
+            mode = job.long_input or config.long_input
+            counter = self.runner(job.checkpoint) if mode != "truncate" else None
             languages = [None if ex is None else job.language or self.record_language(ex) for ex in job.examples]
             refused = self.language_problems(job.checkpoint, job.aspects, languages)
             examples = list(job.examples)
             for p in refused:
                 examples[p.index] = None
             splitters = [self.splitter_for(lang) for lang in languages]
-            plan, found = build_plan(examples, job.aspects, splitters, long_input=config.long_input,
+            plan, found = build_plan(examples, job.aspects, splitters, long_input=mode,
                                      counter=counter, max_length=self.max_length(job.checkpoint),
                                      overlap=config.window_overlap, chunk_words=config.chunk_words)
             out[name] = PlannedJob(job, plan, refused + list(found), languages)
         return out
 
     def execute(self, planned: Mapping[Hashable, PlannedJob], *, evidence: bool | Collection[Hashable] = False,
-                groups: Mapping[Hashable, Hashable] | None = None,
                 on_batch: Callable[[int, int], None] | None = None) -> PassResult:
-        """Score planned jobs: the distinct prompts of every job of a checkpoint go to that
-        checkpoint's runner as ONE list (each scored once, in length-sorted batches), and each
-        job's scores are folded back (:func:`~unieval_local.pipeline.fold.fold_all`) under this
-        engine's ``reference_reduction``.
+        """Score planned jobs in one go: the distinct prompts of every job of a checkpoint go to
+        that checkpoint's runner as ONE list (each scored once, in length-sorted batches), then
+        :meth:`fold` puts the scores back. The
+        :class:`~unieval_local.requests.scheduler.Scheduler` scores in micro-batches instead
+        and folds each request as soon as its prompts are scored; this is the one-shot form
+        (:meth:`run`).
 
         Args:
             planned: name -> :class:`PlannedJob` (:meth:`plan`).
             evidence: build per-example :class:`~unieval_local.schema.Evidence` for every job
                 (True) or for the named ones.
-            groups: job name -> group (e.g. the request it belongs to): counters per group in
-                :attr:`PassResult.group_stats`. Jobs without a group count in the group None.
             on_batch: called after each forward batch with (distinct queries done, distinct
                 queries of that checkpoint), for progress reporting.
 
@@ -450,76 +459,83 @@ class Engine:
             CheckpointNotFoundError, CheckpointError: a checkpoint is unusable.
             ModelRuntimeError: the model failed while scoring.
         """
-        groups = groups or {}
         loads_before, (hits_before, misses_before) = self._loads, self.cache_counts()
+        scored: dict[str, dict[str, tuple[float, int]]] = {}
+        for name, pj in planned.items():
+            scored.setdefault(pj.job.checkpoint, {}).update(dict.fromkeys(pj.plan.prompts))
+        for ckpt_name, table in scored.items():
+            distinct = list(table)
+            if distinct:
+                p_yes, n_tokens = self.runner(ckpt_name).score(distinct, max_length=self.max_length(ckpt_name),
+                                                               on_batch=on_batch)
+                table.update(zip(distinct, zip(p_yes.tolist(), n_tokens.tolist())))
+        results, stats = self.fold(planned, scored, evidence=evidence)
+        hits, misses = self.cache_counts()
+        stats.cache_hits, stats.cache_misses = hits - hits_before, misses - misses_before
+        stats.model_loads = self._loads - loads_before
+        return PassResult(results, stats)
+
+    def fold(self, planned: Mapping[Hashable, PlannedJob], scored: Mapping[str, Mapping[str, tuple[float, int]]], *,
+             evidence: bool | Collection[Hashable] = False) -> tuple[dict[Hashable, JobResult], RunStats]:
+        """Put scored prompts back into planned jobs (fan-in:
+        :func:`~unieval_local.pipeline.fold.fold_all` under this engine's ``reference_reduction``).
+
+        Args:
+            planned: name -> :class:`PlannedJob`.
+            scored: checkpoint name -> prompt -> ``(p_yes, untruncated token count)``, holding at
+                least every prompt of ``planned``'s jobs of that checkpoint.
+            evidence: build evidence for every job (True) or for the named ones.
+
+        Returns:
+            ``(results, stats)``: name -> :class:`~unieval_local.pipeline.jobs.JobResult`, and the
+            counters of these jobs (their distinct queries per checkpoint, truncations, fit
+            shortenings; model loads and cache counts are the caller's to add).
+
+        Raises:
+            KeyError: a prompt of ``planned`` is not in ``scored``.
+        """
         results = {name: JobResult(problems=list(pj.problems), languages=list(pj.languages))
                    for name, pj in planned.items()}
         stats = RunStats()
-        group_stats = {g: RunStats() for g in dict.fromkeys(groups.get(n) for n in planned)}
         by_checkpoint: dict[str, list[Hashable]] = {}
         for name, pj in planned.items():
             by_checkpoint.setdefault(pj.job.checkpoint, []).append(name)
         for ckpt_name, members in by_checkpoint.items():
-            self._execute_checkpoint(ckpt_name, members, planned, results, evidence, groups, stats, group_stats,
-                                     on_batch)
-        hits, misses = self.cache_counts()
-        stats.cache_hits, stats.cache_misses = hits - hits_before, misses - misses_before
-        stats.model_loads = self._loads - loads_before
-        if group_stats:
-            first = group_stats[next(iter(group_stats))]
-            first.cache_hits, first.cache_misses, first.model_loads = stats.cache_hits, stats.cache_misses, \
-                stats.model_loads
-        return PassResult(results, stats, group_stats)
+            self._fold_checkpoint(ckpt_name, members, planned, scored.get(ckpt_name, {}), results, evidence, stats)
+        return results, stats
 
-    def _execute_checkpoint(self, ckpt_name: str, members: list[Hashable], planned: Mapping[Hashable, PlannedJob],
-                            results: dict[Hashable, JobResult], evidence: bool | Collection[Hashable],
-                            groups: Mapping[Hashable, Hashable], stats: RunStats,
-                            group_stats: dict[Hashable, RunStats], on_batch: Callable[[int, int], None] | None) -> None:
-        """Score the jobs ``members`` of one checkpoint and fold them back into ``results``."""
+    def _fold_checkpoint(self, ckpt_name: str, members: list[Hashable], planned: Mapping[Hashable, PlannedJob],
+                         scored: Mapping[str, tuple[float, int]], results: dict[Hashable, JobResult],
+                         evidence: bool | Collection[Hashable], stats: RunStats) -> None:
+        """Fold the jobs ``members`` of one checkpoint into ``results`` and count them in ``stats``."""
         config, max_length = self.config, self.max_length(ckpt_name)
         distinct = list(dict.fromkeys(p for name in members for p in planned[name].plan.prompts))
-        runner, scored = None, {}
-        if distinct:
-            runner = self.runner(ckpt_name)
-            p_yes, n_tokens = runner.score(distinct, max_length=max_length, on_batch=on_batch)
-            scored = {p: (v, n) for p, v, n in zip(distinct, p_yes.tolist(), n_tokens.tolist())}
-        spans = {p: q.spans for name in members for p, q in zip(planned[name].plan.prompts,
-                                                                 planned[name].plan.queries)}
-        where: dict[str, str] = {}  # a truncated prompt -> the field its cut fell in
-
-        def count(st: RunStats, prompts: list[str], shortened: int) -> None:
-            st.n_queries += len(prompts)
-            st.n_shortened += shortened
-            cut = [p for p in prompts if scored[p][1] > max_length]
-            if not cut:
-                return
-            st.n_truncated += len(cut)
-            st.truncated_by[ckpt_name] = st.truncated_by.get(ckpt_name, 0) + len(cut)
-            for p in cut:
-                if p not in where:
-                    where[p] = truncated_field(p, spans[p], runner, max_length,
-                                               get_evaluator(ckpt_name).prompt_format.cut_field) or "prompt"
-                st.truncated_fields[where[p]] = st.truncated_fields.get(where[p], 0) + 1
-
-        shortened = {}
+        runner = self.loaded_runner(ckpt_name) if distinct else None
+        shortened = 0
         for name in members:
             pj, res = planned[name], results[name]
             py = np.array([scored[p][0] for p in pj.plan.prompts], dtype=np.float64)
             nt = np.array([scored[p][1] for p in pj.plan.prompts], dtype=np.int64)
             folded = fold_all(pj.plan, py, config.reference_reduction)
             res.values.update(folded.values)
-            shortened[name] = 0
-            if config.long_input == "fit":  # windows that fit mode made (a format's own chunks are not)
-                shortened[name] = len({p for p, q in zip(pj.plan.prompts, pj.plan.queries) if q.window is not None
-                                       and not format_of(pj.plan.aspects[q.aspect]).own_chunking})
+            if (pj.job.long_input or config.long_input) == "fit":  # windows fit mode made (a format's own chunks are not)
+                shortened += len({p for p, q in zip(pj.plan.prompts, pj.plan.queries) if q.window is not None
+                                  and not format_of(pj.plan.aspects[q.aspect]).own_chunking})
             if evidence is True or (evidence and name in evidence):
                 res.evidence.update(build_evidence(pj.plan, folded, py, nt, pj.job.examples, max_length, runner))
-        count(stats, distinct, sum(shortened.values()))
-        for g in group_stats:
-            names = [n for n in members if groups.get(n) == g]
-            if names:
-                mine = list(dict.fromkeys(p for n in names for p in planned[n].plan.prompts))
-                count(group_stats[g], mine, sum(shortened[n] for n in names))
+        stats.n_queries += len(distinct)
+        stats.n_shortened += shortened
+        cut = [p for p in distinct if scored[p][1] > max_length]
+        if not cut:
+            return
+        spans = {p: q.spans for name in members for p, q in zip(planned[name].plan.prompts,
+                                                                 planned[name].plan.queries)}
+        stats.n_truncated += len(cut)
+        stats.truncated_by[ckpt_name] = stats.truncated_by.get(ckpt_name, 0) + len(cut)
+        cut_field = get_evaluator(ckpt_name).prompt_format.cut_field
+        for p in cut:
+            where = truncated_field(p, spans[p], runner, max_length, cut_field) or "prompt"
+            stats.truncated_fields[where] = stats.truncated_fields.get(where, 0) + 1
 
     def run(self, jobs: Mapping[Hashable, Job], *, evidence: bool = False, strict: bool = False,
             on_batch: Callable[[int, int], None] | None = None) -> tuple[dict[Hashable, JobResult], RunStats]:

@@ -1,14 +1,15 @@
-"""Progress as log lines, for runs whose stderr is not a terminal (SLURM and other batch
-logs), where a progress bar does not show: the batch runner's records and the T5 runner's
-queries both log through :class:`LogLines` (``unieval_local`` logger, INFO; the CLI routes
-it to stderr as ``unieval-local: <message>``)."""
+"""Progress of long work: a tqdm bar on a terminal, else log lines (SLURM and other batch
+logs, where a bar does not show), through :class:`Progress`: the batch runner's records and
+the scheduler's queries (``unieval_local`` logger, INFO; the CLI routes it to stderr as
+``unieval-local: <message>``)."""
 
 from __future__ import annotations
 
 import logging
+import sys
 import time
 
-__all__ = ["LOG_EVERY_S", "LogLines"]
+__all__ = ["LOG_EVERY_S", "LogLines", "Progress"]
 
 #: seconds between two progress log lines
 LOG_EVERY_S = 30.0
@@ -53,3 +54,53 @@ class LogLines:
                           100 * done / self.total, rate, self.what, left)
         else:
             self.log.info("%s %d, %.2f %s/s", self.what, int(done), rate, self.what)
+
+
+class Progress:
+    """``what`` done: a tqdm bar on a terminal, else a log line every ``every`` seconds
+    (:class:`LogLines`), through the ``unieval_local`` logger.
+
+    Args:
+        total: how many there will be (None when unknown; :meth:`set_total` when it grows).
+        initial: how many were done before (kept by ``--resume``).
+        enabled: ``None`` (bar on a terminal, log lines otherwise), True (always a bar)
+            or False (nothing).
+        every: seconds between log lines when stderr is not a terminal.
+        what: the unit (``records``, ``queries``).
+    """
+
+    def __init__(self, total: int | None, initial: int = 0, enabled: bool | None = None,
+                 every: float | None = None, what: str = "records"):
+        from tqdm.auto import tqdm
+
+        self.done = float(initial)
+        tty = sys.stderr.isatty()
+        self.bar = None
+        self.lines = LogLines(what, total, initial, every) if enabled is None and not tty else None
+        if enabled or (enabled is None and tty):
+            unit = {"records": "rec", "queries": "q"}.get(what, what)
+            self.bar = tqdm(total=total, initial=initial, desc=what, unit=unit, dynamic_ncols=True,
+                            leave=what == "records",
+                            bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]")
+
+    def set_total(self, total: int) -> None:
+        """The total became known, or grew (a request's next stage was planned)."""
+        if self.bar is not None and self.bar.total != total:
+            self.bar.total = total
+            self.bar.refresh()
+        if self.lines is not None:
+            self.lines.total = total
+
+    def set(self, done: float) -> None:
+        """Move to ``done`` (fractions allowed)."""
+        done = max(done, self.done)
+        if self.bar is not None:
+            self.bar.update(done - self.done)
+        self.done = done
+        if self.lines is not None:
+            self.lines.set(done)
+
+    def close(self) -> None:
+        """End the bar (log lines need no ending)."""
+        if self.bar is not None:
+            self.bar.close()

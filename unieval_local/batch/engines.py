@@ -7,12 +7,15 @@ writes the output itself."""
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..engine import Engine
+from ..config import MAX_EXAMPLES_PER_REQUEST
+from ..engine import Engine, RunStats
 from ..errors import CheckpointError, CheckpointNotFoundError, MissingExtraError, ModelRuntimeError
 from ..records import Record
 from ..requests.scheduler import Scheduler
@@ -33,9 +36,15 @@ class BatchEngine(Protocol):
         ...
 
     def map(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
-            on_batch: Callable[[int, int, int], None] | None = None) -> Iterator[ChunkResult]:
-        """One :class:`ChunkResult` per request, in order; ``on_batch(k, done, total)`` reports
-        progress inside request ``k`` where the engine can."""
+            on_batch: Callable[[int, int], None] | None = None, *, per_record: bool = False) -> Iterator[ChunkResult]:
+        """One :class:`ChunkResult` per request, in order (with ``per_record``, where the engine
+        can: one per record, each as soon as it is scored, in input order); ``on_batch(done,
+        total)`` after each micro-batch where the engine can (queries scored, queries known)."""
+        ...
+
+    def completed(self) -> list[ChunkResult]:
+        """After :meth:`map` was interrupted: the results it had finished and not yet given
+        (a batch run writes them before it stops), in input order."""
         ...
 
     def close(self) -> None:
@@ -44,17 +53,25 @@ class BatchEngine(Protocol):
 
 
 class LocalBatchEngine:
-    """Scores requests in this process, one after the other, with the run's engine.
+    """Scores requests in this process with the run's engine, through one
+    :class:`~unieval_local.requests.scheduler.Scheduler`: with ``per_record``, every record is a
+    request of its own, ``lookahead`` records are in the scheduler at once (their prompts share
+    micro-batches, and one that repeats is scored once), and each record is given back as soon as
+    its last query is scored (in input order): an interrupted run keeps every record that was
+    complete.
 
     Args:
         engine: the run's :class:`~unieval_local.engine.Engine`.
+        lookahead: records in the scheduler at once (default 500: two requests of 250).
     """
 
     name = "local"
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, lookahead: int = 2 * MAX_EXAMPLES_PER_REQUEST):
         self.engine = engine
         self.scheduler = Scheduler(engine)
+        self.lookahead = max(1, int(lookahead))
+        self._inflight: deque[Future] = deque()
 
     def check(self, checkpoints: Sequence[str]) -> None:
         """Load each checkpoint's runner now (this process uses them)."""
@@ -62,10 +79,33 @@ class LocalBatchEngine:
             self.engine.runner(name)
 
     def map(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
-            on_batch: Callable[[int, int, int], None] | None = None) -> Iterator[ChunkResult]:
-        for k, chunk in enumerate(requests):
-            cb = None if on_batch is None else (lambda done, total, k=k: on_batch(k, done, total))
-            yield self.scheduler.answer(RecordsRequest(chunk, task, aspects, evidence), on_batch=cb)
+            on_batch: Callable[[int, int], None] | None = None, *, per_record: bool = False) -> Iterator[ChunkResult]:
+        if not per_record:
+            for chunk in requests:
+                yield self.scheduler.answer(RecordsRequest(chunk, task, aspects, evidence), on_batch=on_batch)
+            return
+        records = (rec for chunk in requests for rec in chunk)
+        inflight, exhausted = self._inflight, False
+        while True:
+            while not exhausted and len(inflight) < self.lookahead:
+                rec = next(records, None)
+                if rec is None:
+                    exhausted = True
+                    break
+                inflight.append(self.scheduler.submit(RecordsRequest([rec], task, aspects, evidence)))
+            while inflight and inflight[0].done():
+                yield inflight.popleft().result()
+            if not inflight:
+                return
+            self.scheduler.step(on_batch)
+
+    def completed(self) -> list[ChunkResult]:
+        """The records finished and not yet given by an interrupted :meth:`map`."""
+        return [f.result() for f in self._inflight if f.done() and not f.cancelled() and f.exception() is None]
+
+    def model_stats(self) -> RunStats:
+        """What the model did in this process: distinct queries scored, cache hits and misses."""
+        return self.scheduler.stats
 
     def close(self) -> None:
         pass
@@ -83,7 +123,13 @@ class _RayScorerActor:
         out = []
         for payload in batch["request"]:
             chunk = [Record(**r) for r in json.loads(payload)]
+            before = self.scheduler.stats
+            before = (before.cache_hits, before.cache_misses, before.model_loads)
             answer = self.scheduler.answer(RecordsRequest(chunk, self.task, self.aspects, self.evidence))
+            now = self.scheduler.stats  # this request's share of the model's work: loads and cache counts
+            answer.stats.cache_hits += now.cache_hits - before[0]
+            answer.stats.cache_misses += now.cache_misses - before[1]
+            answer.stats.model_loads += now.model_loads - before[2]
             out.append(json.dumps(answer.to_dict()))
         return {"rid": batch["rid"], "result": np.array(out, dtype=object)}
 
@@ -137,7 +183,9 @@ class RayBatchEngine:
             self.engine.check_checkpoint(name)
 
     def map(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
-            on_batch: Callable[[int, int, int], None] | None = None) -> Iterator[ChunkResult]:
+            on_batch: Callable[[int, int], None] | None = None, *, per_record: bool = False) -> Iterator[ChunkResult]:
+        """One :class:`ChunkResult` per request, in order (``per_record`` and ``on_batch`` do not
+        apply: an actor scores a whole request and sends it back)."""
         items = [{"rid": i, "request": json.dumps([{"index": r.index, "data": r.data, "error": r.error}
                                                    for r in chunk])}
                  for i, chunk in enumerate(requests)]
@@ -157,6 +205,10 @@ class RayBatchEngine:
                 raise type(cause)(str(cause)) from exc
             first = next((x.strip() for x in str(cause).splitlines() if x.strip()), type(cause).__name__)
             raise ModelRuntimeError(f"the Ray engine failed ({type(cause).__name__}: {first})") from exc
+
+    def completed(self) -> list[ChunkResult]:
+        """Nothing: a request's result comes back whole or not at all."""
+        return []
 
     def close(self) -> None:
         if self._started:

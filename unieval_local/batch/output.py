@@ -11,13 +11,14 @@ import logging
 import os
 import stat
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
 from ..errors import OutputOpenError, OutputWriteError, ResumeError
 
-__all__ = ["OutputWriter", "drop_duplicate_records", "read_output", "replace_atomically", "sidecar_path",
+__all__ = ["OutputWriter", "drop_duplicate_records", "read_output", "replace_atomically", "sidecar_path", "sort_by_index",
            "write_failed", "write_sidecar"]
 
 
@@ -136,7 +137,10 @@ def _json_lines(lines: Sequence[dict], encoding: str | None) -> str:
 
 
 class OutputWriter:
-    """Appends JSON lines; flushes and fsyncs after each request.
+    """Appends JSON lines: each :meth:`write` reaches the operating system at once (a killed
+    process loses nothing written), and the file is fsynced at most once a second
+    (``sync_seconds``) and when it is closed (a batch run writes each record as soon as it is
+    scored: an fsync per record would cost more than the record on a fast GPU).
 
     Text the output cannot encode (a UTF-16 surrogate; a non-UTF-8 stdout) is written
     ASCII-escaped rather than failing with UnicodeEncodeError (:func:`_json_lines`).
@@ -150,6 +154,7 @@ class OutputWriter:
         stream: where to write without ``path``.
         resumable: whether the output can be continued with ``--resume`` (the write error's
             advice; False for ``--output-format hosted``).
+        sync_seconds: the most seconds between a write and its fsync (0: fsync after every write).
 
     Raises:
         OutputOpenError: the output cannot be opened (missing folder, permission).
@@ -157,9 +162,13 @@ class OutputWriter:
             stay intact.
     """
 
-    def __init__(self, path: str | os.PathLike | None, stream: TextIO | None = None, resumable: bool = True):
+    def __init__(self, path: str | os.PathLike | None, stream: TextIO | None = None, resumable: bool = True,
+                 sync_seconds: float = 1.0):
         self.path = Path(path) if path else None
         self.resumable = resumable
+        self.sync_seconds = sync_seconds
+        self._synced = time.monotonic()
+        self._dirty = False
         try:
             self._fh = open(self.path, "ab", buffering=0) if self.path else (stream or sys.stdout)
         except OSError as exc:
@@ -168,7 +177,8 @@ class OutputWriter:
         self._sync = self.path is not None and stat.S_ISREG(os.fstat(self._fh.fileno()).st_mode)
 
     def write(self, lines: Sequence[dict]) -> None:
-        """Append ``lines`` (one JSON object each), then flush and fsync.
+        """Append ``lines`` (one JSON object each), then flush (and fsync when the last fsync is
+        ``sync_seconds`` old).
 
         Args:
             lines: JSON-ready dicts.
@@ -188,19 +198,32 @@ class OutputWriter:
                 if not n:
                     raise OSError(errno.EIO, "the write made no progress")
                 view = view[n:]
-            if self._sync:
-                os.fsync(self._fh.fileno())
+            self._dirty = True
+            if self._sync and time.monotonic() - self._synced >= self.sync_seconds:
+                self.sync()
         except OSError as exc:
             raise write_failed(self.path or "stdout", exc, self.resumable) from exc
 
-    def close(self) -> None:
-        """Close the file (a stream is left open).
+    def sync(self) -> None:
+        """fsync what was written (a file; nothing for a stream or device).
 
         Raises:
-            OutputWriteError: closing failed (nothing is pending: writes are unbuffered).
+            OSError: the fsync failed.
+        """
+        if self._sync and self._dirty:
+            os.fsync(self._fh.fileno())
+            self._dirty = False
+        self._synced = time.monotonic()
+
+    def close(self) -> None:
+        """fsync and close the file (a stream is left open).
+
+        Raises:
+            OutputWriteError: the fsync or closing failed (nothing is pending: writes are unbuffered).
         """
         if self.path and not self._fh.closed:
             try:
+                self.sync()
                 self._fh.close()
             except OSError as exc:
                 raise write_failed(self.path, exc, self.resumable) from exc
@@ -255,3 +278,24 @@ def drop_duplicate_records(path: Path) -> tuple[list[dict], int]:
     except OSError as exc:
         raise write_failed(path, exc) from exc
     return records, dropped
+
+
+def sort_by_index(path: Path) -> bool:
+    """Put a finished output's lines in input order (by ``index``) when they are not: an
+    interrupted run writes every record that was complete, some after a gap, and ``--resume``
+    appends the gap's records at the end. The lines are kept byte for byte; the file is replaced
+    atomically. True when it was rewritten.
+
+    Raises:
+        OutputWriteError: the rewrite failed (the file is unchanged).
+    """
+    lines = [raw for raw in path.read_bytes().splitlines(keepends=True) if raw.strip()]
+    indices = [json.loads(raw)["index"] for raw in lines]
+    if all(a < b for a, b in zip(indices, indices[1:])):
+        return False
+    order = sorted(range(len(lines)), key=lambda k: indices[k])
+    try:
+        replace_atomically(path, b"".join(lines[k] for k in order))
+    except OSError as exc:
+        raise write_failed(path, exc) from exc
+    return True

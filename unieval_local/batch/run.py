@@ -11,6 +11,7 @@ written (:func:`_summary`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -28,9 +29,10 @@ from ..pipeline.validate import check_example, input_hint_message, parse_example
 from ..records import AlignedInput, InputSpec, Record, input_fingerprint, iter_records
 from ..registry.user_aspects import registry_with
 from ..settings import EngineSettings
+from ..requests.score import ChunkResult
 from ..wire.hosted import hosted_line
 from .engines import BatchEngine, make_batch_engine
-from .output import OutputWriter, read_output, write_sidecar
+from .output import OutputWriter, read_output, sort_by_index, write_failed, write_sidecar
 from .resume import parse_shard, resumable, shard_of
 from .summary import BatchSummary, Progress, summarize
 from .survey import Survey, nothing_to_score_message, survey_input
@@ -217,7 +219,6 @@ class _Run:
     written: list[dict] = field(default_factory=list)
     stats: RunStats = field(default_factory=RunStats)
     n_skipped: int = 0
-    sizes: list[int] = field(default_factory=list)  # records per request, as the requests are made
     refused: tuple[list[int], list[int]] = field(default_factory=lambda: ([], []))  # hosted: records per request
     answered: list[dict] = field(default_factory=list)  # hosted: the records of answered requests
     survey: Survey | None = None
@@ -396,45 +397,82 @@ def _requests(run: _Run, first: Record, records: Iterator[Record]) -> Iterator[l
             continue
         chunk.append(rec)
         if len(chunk) == MAX_EXAMPLES_PER_REQUEST:
-            run.sizes.append(len(chunk))
             yield chunk
             chunk = []
     if chunk:
-        run.sizes.append(len(chunk))
         yield chunk
 
 
 def _score_requests(run: _Run, requests: Iterator[list[Record]], bar: Progress) -> None:
-    """Score each request, write its lines (or its hosted line), fsync, update the sidecar."""
-    def on_batch(k: int, done_q: int, total_q: int) -> None:  # request k, done_q of its total_q queries
+    """Score the records, write each line (or each request's hosted line) as soon as it is
+    scored, fsync, update the sidecar after each request's worth of records."""
+    def on_batch(done: int, total: int) -> None:  # after each micro-batch: stop promptly when asked
         _check_stop()
-        bar.set(len(run.written) + run.sizes[k] * done_q / max(total_q, 1))
 
-    for res in run.batch_engine.map(requests, run.task, run.names, run.evidence, on_batch):
+    since = 0
+    for res in run.batch_engine.map(requests, run.task, run.names, run.evidence, on_batch,
+                                    per_record=not run.hosted):
         _check_stop()
-        if run.hosted:
-            line = hosted_line(res, run.names[0])
-            run.writer.write([line])
-            run.refused[0 if "error" in line else 1].append(len(res.lines))
-            if "error" not in line:
-                run.answered.extend(res.lines)
-        else:
-            run.writer.write(res.lines)
-        run.written.extend(res.lines)
-        run.stats += res.stats
-        run.meta["stats"] = run.stats.to_dict()  # this run's distinct queries (a resumed run: its own only)
-        run.meta["progress"]["written"] = len(run.written)
+        _write(run, res)
         bar.set(len(run.written))
-        if run.sidecar:
+        since += len(res.lines)
+        if run.sidecar and since >= MAX_EXAMPLES_PER_REQUEST:
+            since = 0
+            _sync(run)
             write_sidecar(run.out_path, run.meta)
     run.meta["progress"]["complete"] = True
+    run.meta["stats"] = _run_stats(run).to_dict()
     if run.sidecar:
+        _sync(run)
+        sort_by_index(run.out_path)  # a resumed run's records after a gap go back in input order
         write_sidecar(run.out_path, run.meta)
 
 
+def _sync(run: _Run) -> None:
+    """fsync the output before its sidecar says how much it holds."""
+    try:
+        run.writer.sync()
+    except OSError as exc:
+        raise write_failed(run.out_path, exc, True) from exc
+
+
+def _run_stats(run: _Run) -> RunStats:
+    """The run's counters: the records' (truncations, hints ...) with, where the batch engine
+    knows them, what the model did (distinct queries scored: a query several records share
+    counts once; cache hits and misses; model loads)."""
+    model_stats = getattr(run.batch_engine, "model_stats", None)
+    if model_stats is None:
+        return run.stats
+    done = model_stats()
+    return dataclasses.replace(run.stats, n_queries=done.n_queries, cache_hits=done.cache_hits,
+                               cache_misses=done.cache_misses, model_loads=run.stats.model_loads + done.model_loads)
+
+
+def _write(run: _Run, res: ChunkResult) -> None:
+    """Write one result (a record's line, or a request's hosted line) and count it."""
+    if run.hosted:
+        line = hosted_line(res, run.names[0])
+        run.writer.write([line])
+        run.refused[0 if "error" in line else 1].append(len(res.lines))
+        if "error" not in line:
+            run.answered.extend(res.lines)
+    else:
+        run.writer.write(res.lines)
+    run.written.extend(res.lines)
+    run.stats += res.stats
+    run.meta["stats"] = run.stats.to_dict()  # this run's counters (a resumed run: its own only)
+    run.meta["progress"]["written"] = len(run.written)
+
+
 def _interrupted(run: _Run, exc: BaseException) -> RunInterrupted:
-    """The :class:`~unieval_local.errors.RunInterrupted` of a stopped run, counting what the
-    output holds (the signal may have come between a write and its bookkeeping)."""
+    """The :class:`~unieval_local.errors.RunInterrupted` of a stopped run, once the records that
+    were complete are written (:meth:`BatchEngine.completed`), counting what the output holds
+    (the signal may have come between a write and its bookkeeping)."""
+    for res in run.batch_engine.completed():
+        try:
+            _write(run, res)
+        except (KeyboardInterrupt, RunInterrupted):  # a second Ctrl-C: stop writing, what is written stays
+            break
     n_done = len(run.written)
     if run.out_path is not None:
         run.writer.close()
@@ -460,7 +498,7 @@ def _summary(run: _Run) -> BatchSummary:
         summary.hosted = (len(run.refused[0]) + len(run.refused[1]), len(run.refused[0]), sum(run.refused[0]))
     core = run.core
     summary.n_skipped = run.n_skipped
-    summary.stats = run.stats
+    summary.stats = _run_stats(run)
     summary.max_lengths = {name: core.max_length(name) for name in run.checkpoints}
     summary.cached = core.cache is not None and core.config.dtype != "bfloat16"
     if core.cache is not None and core.cache.disabled is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-import sys
+
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..engine import RunStats
-from ..progress import LogLines
+from ..progress import Progress
 
 __all__ = ["BatchSummary", "Progress", "format_summary", "summarize"]
 
@@ -139,41 +139,3 @@ def format_summary(s: BatchSummary) -> str:
     if s.signature:
         out.append(f"\nsignature: {s.signature}")
     return "\n".join(out)
-
-
-class Progress:
-    """Records done: a tqdm bar on a terminal, else a log line every ``every`` seconds
-    (SLURM logs), through the ``unieval_local`` logger.
-
-    Args:
-        total: records this run will end with (None when unknown).
-        initial: records already done (kept by ``--resume``).
-        enabled: ``None`` (bar on a terminal, log lines otherwise), True (always a bar)
-            or False (nothing).
-        every: seconds between log lines when stderr is not a terminal.
-    """
-
-    def __init__(self, total: int | None, initial: int = 0, enabled: bool | None = None,
-                 every: float | None = None):
-        from tqdm.auto import tqdm
-
-        self.done = float(initial)
-        tty = sys.stderr.isatty()
-        self.bar = None
-        self.lines = LogLines("records", total, initial, every) if enabled is None and not tty else None
-        if enabled or (enabled is None and tty):
-            self.bar = tqdm(total=total, initial=initial, desc="records", unit="rec", dynamic_ncols=True,
-                            bar_format="{l_bar}{bar}| {n:.0f}/{total_fmt} [{elapsed}<{remaining}, {rate_fmt}]")
-
-    def set(self, done: float) -> None:
-        """Move to ``done`` records (fractions allowed: progress within a request)."""
-        done = max(done, self.done)
-        if self.bar is not None:
-            self.bar.update(done - self.done)
-        self.done = done
-        if self.lines is not None:
-            self.lines.set(done)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()

@@ -321,6 +321,27 @@ class CachedRunner(Runner):
         """The inner runner's cut points."""
         return self.inner.cut_points(text, n_tokens)
 
+    @property
+    def batch_tokens(self) -> int | None:
+        """The inner runner's padded-token budget per forward batch (None if it has none)."""
+        return getattr(self.inner, "batch_tokens", None)
+
+    @property
+    def max_cells(self) -> int | None:
+        """The inner runner's attention budget per forward batch (None if it has none)."""
+        return getattr(self.inner, "max_cells", None)
+
+    def lookup(self, prompts: Sequence[str], *, max_length: int) -> dict[str, tuple[float, int]]:
+        """The cached ``(p_yes, n_tokens)`` of those of ``prompts`` the cache holds (counted as
+        hits; n_tokens -1 where the cache did not keep it), so a scheduler answers them without
+        putting them in a micro-batch."""
+        keys = {p: self.key(p, max_length) for p in dict.fromkeys(prompts)}
+        found = self.cache.get_many(list(keys.values()))
+        out = {p: (float(found[k][0]), -1 if found[k][1] is None else int(found[k][1]))
+               for p, k in keys.items() if k in found}
+        self.hits += len(out)
+        return out
+
     def score(self, prompts: Sequence[str], *, max_length: int,
               on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(p_yes, n_tokens)`` as the inner runner gives them; cached prompts are not run."""

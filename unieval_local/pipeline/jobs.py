@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..config import LONG_INPUT_MODES
 from ..errors import ExampleProblem
 from ..registry.tasks import Aspect
 from ..schema import Evidence, UniEvalData
@@ -30,11 +31,16 @@ class Job:
         language: the language of every example (a report's request is of one language, and
             its derived examples, a sentence alone, are too short to tell); None: each example's
             own (:meth:`Engine.record_language <unieval_local.engine.Engine.record_language>`).
+        long_input: how this job reads a field longer than the checkpoint's ``max_length``
+            (``truncate``, ``fit`` or ``chunk``: :func:`~unieval_local.pipeline.planning.build_plan`);
+            None: the engine's ``long_input`` (the HTTP service reads report requests in chunks and
+            hosted-metric requests truncated, on one engine).
     """
 
     aspects: tuple[Aspect, ...]
     examples: Sequence[UniEvalData | None]
     language: str | None = None
+    long_input: str | None = None
 
     def __post_init__(self) -> None:
         names = [a.name for a in self.aspects]
@@ -45,6 +51,8 @@ class Job:
         if len({a.checkpoint for a in self.aspects}) != 1:
             raise ValueError(f"the aspects of one job must share a checkpoint, got "
                              f"{sorted({a.checkpoint for a in self.aspects})}")
+        if self.long_input is not None and self.long_input not in LONG_INPUT_MODES:
+            raise ValueError(f"long_input must be one of {', '.join(LONG_INPUT_MODES)}, got {self.long_input!r}")
 
     @property
     def checkpoint(self) -> str:

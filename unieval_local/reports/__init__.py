@@ -21,7 +21,7 @@ from typing import Any
 from ..config import MAX_EXAMPLES_PER_REQUEST
 from ..engine import Engine, RunStats, truncation_message
 from ..extras import require
-from ..requests.scheduler import PassPolicy, Scheduler
+from ..requests.scheduler import RequestPolicy, Scheduler
 from ..wire.custom_run import is_custom_run, read_custom_run
 from ..wire.shapes import RowError
 from . import autoeval, rating, summ
@@ -82,10 +82,9 @@ def make_report(
         options: the format's options (:class:`RatingConfig`, :class:`SummOptions`,
             :class:`AutoevalOptions`), a dict of them, or None for the defaults.
         model, device: for the default engine.
-        request_size: records per request and per engine pass (default 250, the request
-            cap of ``score``: the :class:`~unieval_local.requests.scheduler.PassPolicy`);
-            the requests go through one :class:`~unieval_local.requests.scheduler.Scheduler`,
-            one pass per stage (autoeval has two).
+        request_size: records per request (default 250, the request cap of ``score``: the
+            :class:`~unieval_local.requests.scheduler.RequestPolicy`); the requests go through one
+            :class:`~unieval_local.requests.scheduler.Scheduler`, stage by stage (autoeval has two).
         warn: give each run-level note (``ReportFile.notes``: placeholder rating cut
             points, an ignored ``model_slug`` ...) and the truncation count as a
             ``UserWarning``; False leaves them in the result only.
@@ -106,7 +105,7 @@ def make_report(
         raise ValueError(f"unknown report format {format!r}; choose one of {', '.join(FORMATS)}")
     plan = plan_report(records, format, engine=engine or Engine(model=model, device=device, long_input="chunk"),
                        options=options, request_size=request_size)
-    scheduler = Scheduler(plan.engine, PassPolicy(request_size))
+    scheduler = Scheduler(plan.engine, RequestPolicy(request_size))
     return plan.finish(scheduler.answers(plan.requests), warn=warn)
 
 
@@ -170,9 +169,13 @@ class ReportPlan:
 
 
 def plan_report(records: Sequence[Mapping[str, Any]] | Mapping[str, Any], format: str, *, engine: Engine,
-                options: Any = None, request_size: int = MAX_EXAMPLES_PER_REQUEST) -> ReportPlan:
+                options: Any = None, request_size: int = MAX_EXAMPLES_PER_REQUEST,
+                long_input: str | None = None) -> ReportPlan:
     """Check a report run's arguments and plan its requests (the first half of
-    :func:`make_report`, whose arguments these are; nothing runs on the model).
+    :func:`make_report`, whose arguments these are; nothing runs on the model). ``long_input``:
+    how its queries read long fields where it is not the engine's mode (the HTTP service reads
+    report requests in chunks, as ``report`` does, on an engine that truncates for the hosted
+    metric; :attr:`Job.long_input <unieval_local.pipeline.jobs.Job.long_input>`).
 
     Raises:
         ValueError: as :func:`make_report` (unknown format, invalid options, a bad request body ...).
@@ -213,11 +216,12 @@ def plan_report(records: Sequence[Mapping[str, Any]] | Mapping[str, Any], format
         if note := placeholder_note(options, coverage_used, problem):
             notes.insert(0, note)
     records = _mark_duplicate_ids(list(records))
-    requests = _language_requests(fmt, records, options, engine, request_size)
+    requests = _language_requests(fmt, records, options, engine, request_size, long_input)
     return ReportPlan(fmt, options, engine, records, requests, notes)
 
 
-def _language_requests(fmt: ReportFormat, records: list, options: Any, engine: Engine, request_size: int) -> list:
+def _language_requests(fmt: ReportFormat, records: list, options: Any, engine: Engine, request_size: int,
+                       long_input: str | None = None) -> list:
     """The run's requests: the records grouped by language (each record's ``language``, the
     run's ``language=``, or detected), in input order within a group, each group's records
     reported with their language's options (:func:`~unieval_local.reports.language.language_options`)
@@ -234,9 +238,10 @@ def _language_requests(fmt: ReportFormat, records: list, options: Any, engine: E
     requests = []
     for lang, indices in groups.items():
         opts, group_notes = language_options(options, lang, engine.registry)
-        for at, part in PassPolicy(request_size).split(indices):
+        for at, part in RequestPolicy(request_size).split(indices):
             inner = fmt.request([records[i] for i in part], opts, 0)
-            requests.append(LanguageGroup(inner, list(part), lang, opts.consistency_aspect, group_notes))
+            requests.append(LanguageGroup(inner, list(part), lang, opts.consistency_aspect, group_notes,
+                                          long_input))
     return requests
 
 

@@ -371,6 +371,13 @@ def _first_jobs(work: _Work, cons, nli: bool = False) -> tuple[dict[str, Job], d
     return jobs, rel_aspects
 
 
+def _support_bound(work: _Work, options: AutoevalOptions) -> int:
+    """An upper bound of the second stage's queries: per record and question, the related sentences
+    kept (at most ``max_items_per_question``) times the summary's sentences (one query a pair)."""
+    return sum(min(options.max_items_per_question, len(positions)) * len(work.claims.sentences.get(i, ()))
+               for flat in work.related.values() for i, positions in flat.by_record.items())
+
+
 def _plan_support(work: _Work, results, rel_aspects, errors, parsed, options: AutoevalOptions) -> None:
     """The second stage: support of each related source sentence by each free-text summary sentence."""
     for k, flat in work.related.items():
@@ -522,6 +529,7 @@ class AutoevalRequest(Request[ReportPart]):
             if rec is not None:
                 _plan_record(i, rec, work, engine.splitter, options, nli)
         jobs, rel_aspects = _first_jobs(work, cons, nli)
+        self.later_queries = _support_bound(work, options)
         got = yield Stage(jobs, evidence=True)
         results, stats = got.results, got.stats
         problems_to_errors(results["claims"].problems, work.claims.flat.positions(), errors)

@@ -95,7 +95,9 @@ class LanguageGroup(Request[ReportPart]):
         language: their language (every job the inner request yields is read in it, and the
             engine it plans with splits sentences for it).
         consistency_aspect: the checker the records' options use (written in each row).
-        notes: notes for every row of the group (e.g. why the checker changed).
+        row_notes: notes for every row of the group (e.g. why the checker changed).
+        long_input: how every job of the group reads long fields (None: as the inner request
+            says, else the engine's mode).
 
     Answer: the inner request's :class:`ReportPart`, each row's ``index`` mapped through
     ``indices`` and its ``language``, ``consistency_aspect`` and notes added.
@@ -105,10 +107,16 @@ class LanguageGroup(Request[ReportPart]):
     indices: Sequence[int]
     language: str | None
     consistency_aspect: str | None = None
-    notes: Sequence[str] = ()
+    row_notes: Sequence[str] = ()
+    long_input: str | None = None
 
     def __post_init__(self) -> None:
         self.size = self.inner.size
+
+    @property
+    def later_queries(self) -> int:  # type: ignore[override]
+        """The inner request's bound of its later stages' queries."""
+        return self.inner.later_queries
 
     def stages(self, engine) -> StageGenerator:
         gen = self.inner.stages(_language_view(engine, self.language))
@@ -116,7 +124,8 @@ class LanguageGroup(Request[ReportPart]):
         try:
             while True:
                 stage = gen.send(got) if got is not None else next(gen)
-                jobs = {n: Job(j.aspects, j.examples, language=self.language) for n, j in stage.jobs.items()}
+                jobs = {n: Job(j.aspects, j.examples, language=self.language,
+                               long_input=self.long_input or j.long_input) for n, j in stage.jobs.items()}
                 got = yield Stage(jobs, evidence=stage.evidence, strict=stage.strict)
         except StopIteration as stop:
             part = stop.value
@@ -125,6 +134,6 @@ class LanguageGroup(Request[ReportPart]):
             update = {"index": self.indices[row.index], "language": self.language}
             if row.error is None:
                 update["consistency_aspect"] = self.consistency_aspect
-                update["notes"] = [*self.notes, *row.notes]
+                update["notes"] = [*self.row_notes, *row.notes]
             rows.append(row.model_copy(update=update))
         return ReportPart(rows, part.stats)

@@ -11,7 +11,8 @@ A request is written as a generator (:meth:`Request.stages`)::
         return answer                               # the request's answer
 
 so the :class:`~unieval_local.requests.scheduler.Scheduler` can advance many requests
-together, one engine pass over the jobs of all of them per stage. A request never runs the
+together: it plans each stage, scores the prompts of all of them in shared micro-batches, and
+sends each request its results as soon as its stage's last prompt is scored. A request never runs the
 engine itself: the engine it receives is for its registry, splitter and limits
 (``engine.registry``, ``engine.splitter``, ``engine.max_length``). An exception raised by the
 generator fails that request alone.
@@ -85,10 +86,15 @@ class Request(ABC, Generic[Answer]):
 
     Attributes:
         size: the examples (records) the request holds: the unit of the scheduler's
-            :class:`~unieval_local.requests.scheduler.PassPolicy`.
+            :class:`~unieval_local.requests.scheduler.RequestPolicy`.
+        later_queries: an upper bound of the model queries of the stages after the first (0 for
+            one-stage requests), known once the first stage is planned (a two-stage request sets
+            it before it yields its first stage): with the first stage's queries it is the
+            request's cost (:meth:`Scheduler.prepare <unieval_local.requests.scheduler.Scheduler.prepare>`).
     """
 
     size: int = 0
+    later_queries: int = 0
 
     @property
     def notes(self) -> list[str]:

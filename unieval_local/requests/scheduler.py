@@ -1,47 +1,75 @@
-"""The Scheduler: many requests, one engine pass per stage.
+"""The Scheduler: many requests, scored in micro-batches, each request answered as soon as its
+last query is scored.
 
 Every entry point (``Scorer.score``/``evaluate``, batch runs, the report formats, the HTTP
 service) hands its :class:`~unieval_local.requests.base.Request` objects to a
-:class:`Scheduler`. One :meth:`Scheduler.tick` advances every submitted request by one
-stage: the stages' jobs are packed into passes by the :class:`PassPolicy`, each pass is ONE
-:meth:`Engine.plan <unieval_local.engine.Engine.plan>` + :meth:`Engine.execute
-<unieval_local.engine.Engine.execute>` over the jobs of all its requests (names kept apart),
-so a prompt that two requests share is scored once, and each request receives its own
-results. A request whose input has problems (its generator raises, or a strict stage's
-planning finds problems) fails alone; the others are answered. A failure of the pass itself
-(a checkpoint that does not load, the model failing) fails every request of that pass.
+:class:`Scheduler`. A request's stage is planned when it enters (:meth:`Engine.plan
+<unieval_local.engine.Engine.plan>`: its prompts), and its distinct prompts join one pool per
+checkpoint, where a prompt that several requests need is one entry (scored once). Each
+:meth:`Scheduler.step` runs ONE micro-batch: about one forward batch of prompts of one
+checkpoint, chosen as below, scored by that checkpoint's runner; then every request stage whose
+last prompt was in it is folded (:meth:`Engine.fold <unieval_local.engine.Engine.fold>`) and
+advanced: it yields its next stage (planned and pooled in turn: summ, autoeval) or its answer.
 
-Answers come back as :class:`concurrent.futures.Future` objects, so a thread that submits
-(an HTTP handler) can wait for the answer while another thread ticks.
+Which prompts a micro-batch holds (the fairness rule):
+
+* Requests are ordered shortest first: by the prompts they still wait for, discounted by age
+  (halved every :attr:`Scheduler.ageing` micro-batches since the stage entered), ties by arrival.
+  Shortest-remaining-first gives the lowest mean latency for a mix of sizes, and equal requests
+  (32 clients of 4 examples; the records of a batch run) finish in arrival order, earlier first;
+  the age discount means that a large request is never starved by a stream of small ones.
+* The first request of that order leads the micro-batch, except that a request that led the
+  previous micro-batch gives the lead to a smaller request that is waiting: a large request never
+  holds the worker for more than one micro-batch while smaller ones wait (interleaving).
+* A window of up to :attr:`Scheduler.window` prompts is taken from the requests in that order,
+  the leader's first, sorted by token length (:meth:`Runner.count`), and cut into batches of at
+  most ``batch_tokens`` padded tokens (:func:`~unieval_local.models.batching.next_batch_end`);
+  the batch holding the leader's first prompt runs. Padding stays as low as a global length
+  sort gives (every batch is of prompts of similar length), and the next step's window sees the
+  requests that arrived meanwhile.
+
+Nothing here depends on the clock: the same submissions give the same micro-batches, so
+repeated offline runs are byte-identical. A micro-batch shares its batch with other prompts than
+a one-shot run would: float32 scores move in their last digits (~1e-7), never more.
+
+Failures stay with their requests: a request whose generator raises, or whose strict stage finds
+planning problems, fails alone; a checkpoint that does not load fails only the requests that wait
+for its prompts; a micro-batch the model fails on is split by request, halving, until the request
+that makes it fail is found (it alone fails; the others are scored). A cancelled future (a
+client that timed out or went away) drops its request's prompts that no other request waits for.
+
+Answers come back as :class:`concurrent.futures.Future` objects, so a thread that submits (an
+HTTP handler) can wait for the answer while another thread steps.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from .. import notes
 from ..config import MAX_EXAMPLES_PER_REQUEST
-from ..engine import Engine, RunStats
+from ..engine import Engine, JobResult, PlannedJob, RunStats
 from .base import Request, Stage, StageGenerator, StageResult
 
-__all__ = ["PassPolicy", "Scheduler"]
+__all__ = ["Prepared", "RequestPolicy", "Scheduler"]
 
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class PassPolicy:
-    """How much work one engine pass holds: the one policy of every entry point.
+class RequestPolicy:
+    """How an entry point cuts its input into requests (the unit of an answer, of fairness and
+    of a batch run's hosted line).
 
     Attributes:
-        max_examples: the most examples (records) in one pass, summed over the requests
-            packed into it (default 250, the hosted metric's request cap). Entry points split
-            their input into requests of at most this many (:meth:`split`); a request larger
-            than this still runs, in a pass of its own. It bounds the prompts held in memory
-            at once; it never changes a score.
+        max_examples: the most examples (records) in one request (default 250, the hosted
+            metric's request cap). It bounds the prompts planned at once; it never changes a score.
 
     Raises:
         ValueError: ``max_examples`` < 1.
@@ -61,80 +89,161 @@ class PassPolicy:
 
 
 @dataclass(eq=False)
-class _Active:
-    """One submitted request and where it is."""
+class Prepared:
+    """A request whose first stage is planned (:meth:`Scheduler.prepare`), with its cost.
+
+    Attributes:
+        request: the request. cost: an upper bound of the model queries it will ask for, before
+            deduplication: its first stage's queries (chunk windows and references included) plus
+            :attr:`~unieval_local.requests.base.Request.later_queries`.
+        future: its answer (or error), once submitted.
+    """
 
     request: Request
-    future: Future
+    cost: int = 0
+    future: Future = field(default_factory=Future)
     generator: StageGenerator | None = None
     stage: Stage | None = None
+    planned: dict | None = None
+    answer: Any = None
+    answered: bool = False
+    # --- while it waits in the scheduler
+    seq: int = 0
+    entered: int = 0
+    todo: dict[str, dict[str, None]] = field(default_factory=dict)
+    scored: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
+    remaining: int = 0
+    done: bool = False
 
 
 @dataclass(eq=False)
-class _Pass:
-    members: list[_Active] = field(default_factory=list)
-    size: int = 0
+class _Entry:
+    """One pooled prompt: the requests waiting for it and its token length (once counted)."""
+
+    waiters: list[Prepared] = field(default_factory=list)
+    length: int | None = None
 
 
 class Scheduler:
-    """Advances requests together, one engine pass per stage (see the module docstring).
+    """Scores requests in micro-batches (see the module docstring).
 
     Args:
-        engine: the :class:`~unieval_local.engine.Engine` every pass runs on.
-        policy: the :class:`PassPolicy` (default: 250 examples per pass).
+        engine: the :class:`~unieval_local.engine.Engine` it runs on.
+        policy: the :class:`RequestPolicy` entry points split their input with (default 250).
+        window: prompts considered for one micro-batch (sorted by length inside it).
+        mix: micro-batches may hold several requests' prompts (False: the leader's only, the
+            service's ``--max-wait-ms 0``).
+        memo: scored prompts remembered per checkpoint (by SHA-256), so a prompt that comes back
+            after its first request finished is not scored again (0: none).
+        ageing: micro-batches after which a waiting request's size counts half.
 
     Attributes:
-        stats: the counters of every pass run so far (:class:`~unieval_local.engine.RunStats`).
-        passes: engine passes run so far.
+        stats: the counters of the model's work: distinct queries scored, cache hits and misses,
+            model loads (:class:`~unieval_local.engine.RunStats`).
+        batches: micro-batches run so far.
 
-    Thread safety: :meth:`submit` may be called from any thread; :meth:`tick` from one
-    thread at a time (it holds a lock while it runs).
+    Thread safety: :meth:`prepare` and :meth:`submit` may be called from any thread;
+    :meth:`step` from one thread at a time (it holds a lock while it runs).
     """
 
-    def __init__(self, engine: Engine, policy: PassPolicy | None = None):
+    def __init__(self, engine: Engine, policy: RequestPolicy | None = None, *, window: int = 256, mix: bool = True,
+                 memo: int = 65536, ageing: float = 32.0):
         self.engine = engine
-        self.policy = policy or PassPolicy()
+        self.policy = policy or RequestPolicy()
+        self.window, self.mix, self.memo_size, self.ageing = max(1, int(window)), bool(mix), max(0, int(memo)), ageing
         self.stats = RunStats()
-        self.passes = 0
-        self._active: list[_Active] = []
-        self._lock = threading.Lock()
-        self._tick_lock = threading.Lock()
+        self.batches = 0
+        self._lock = threading.RLock()
         self._work = threading.Condition(self._lock)
+        self._step_lock = threading.Lock()
+        self._new: list[Prepared] = []
+        self._active: list[Prepared] = []
+        self._pool: dict[str, dict[str, _Entry]] = {}
+        self._memo: dict[str, OrderedDict[bytes, tuple[float, int]]] = {}
+        self._seq = 0
+        self._last_leader: Prepared | None = None
+
+    @property
+    def passes(self) -> int:
+        """Micro-batches run so far (:attr:`batches`; the name of the service's metric)."""
+        return self.batches
 
     # ------------------------------------------------------------------ submitting
-    def submit(self, request: Request) -> Future:
-        """Queue ``request`` for the next :meth:`tick`; its answer (or error) arrives in the
-        returned future."""
-        future: Future = Future()
+    def prepare(self, request: Request) -> Prepared:
+        """Start ``request`` and plan its first stage in the calling thread (the service does this
+        off its event loop, to cost the request before admitting it); submit it with :meth:`submit`.
+
+        Raises:
+            Whatever the request raises while it plans its first stage (an invalid example ...),
+            or the engine while planning it (a checkpoint ``fit``/``chunk`` needs).
+        """
+        p = request if isinstance(request, Prepared) else Prepared(request)
+        if p.generator is not None or p.answered:
+            return p
+        with notes.collecting(p.request.notes):
+            p.generator = p.request.stages(self.engine)
+            try:
+                self._set_stage(p, next(p.generator))
+            except StopIteration as stop:
+                p.answer, p.answered = stop.value, True
+                return p
+        p.cost = sum(len(pj.plan.prompts) for pj in p.planned.values()) + max(0, int(p.request.later_queries))
+        return p
+
+    def submit(self, request: Request | Prepared) -> Future:
+        """Queue ``request`` (planned at the next :meth:`step` unless :meth:`prepare` did it); its
+        answer (or error) arrives in the returned future. Cancelling the future drops its work."""
+        p = request if isinstance(request, Prepared) else Prepared(request)
         with self._work:
-            self._active.append(_Active(request, future))
+            self._seq += 1
+            p.seq = self._seq
+            self._new.append(p)
             self._work.notify_all()
-        return future
+        return p.future
 
     def pending(self) -> int:
         """Requests submitted and not yet answered."""
         with self._lock:
-            return len(self._active)
+            return len(self._new) + len(self._active)
+
+    def queued_queries(self) -> int:
+        """Prompts waiting in the pool (distinct per checkpoint), not yet scored."""
+        with self._lock:
+            return sum(len(table) for table in self._pool.values())
 
     def wait_for_work(self, timeout: float | None = None) -> bool:
         """Block until a request is pending (True) or ``timeout`` seconds pass (False)."""
         with self._work:
-            return self._work.wait_for(lambda: bool(self._active), timeout)
+            return self._work.wait_for(lambda: bool(self._new or self._active), timeout)
 
     # ------------------------------------------------------------------ running
     def run(self, requests: Iterable[Request], on_batch: Callable[[int, int], None] | None = None) -> list[Future]:
-        """Submit ``requests`` and tick until every one is answered; their futures, in order
-        (each holds an answer or an exception)."""
+        """Submit ``requests`` and step until every one is answered; their futures, in order
+        (each holds an answer or an exception). ``on_batch(done, total)`` after each micro-batch:
+        prompts scored so far by this call and prompts known."""
         futures = [self.submit(r) for r in requests]
-        while not all(f.done() for f in futures):
-            self.tick(on_batch)
+        bar, start = None, self.stats.n_queries
+        try:
+            while not all(f.done() for f in futures):
+                self.step(on_batch)
+                if self.engine.settings.progress is not False:  # queries scored, of those known
+                    done = self.stats.n_queries - start
+                    if bar is None:
+                        from ..progress import Progress
+
+                        bar = Progress(None, enabled=self.engine.settings.progress, what="queries")
+                    bar.set_total(done + self.queued_queries())
+                    bar.set(done)
+        finally:
+            if bar is not None:
+                bar.close()
         return futures
 
     def answer(self, request: Request, on_batch: Callable[[int, int], None] | None = None) -> Any:
         """Run one request to its answer.
 
         Raises:
-            Whatever the request raised, or what failed its passes.
+            Whatever the request raised, or what failed its micro-batches.
         """
         return self.run([request], on_batch)[0].result()
 
@@ -146,119 +255,298 @@ class Scheduler:
         """
         return [f.result() for f in self.run(requests, on_batch)]
 
-    def tick(self, on_batch: Callable[[int, int], None] | None = None) -> int:
-        """Advance every request submitted before this call by one stage.
-
-        New requests start (their first stage is planned); the current stages of all of them
-        are packed into passes (:class:`PassPolicy`) and each pass runs once on the engine;
-        every request then receives its results and yields its next stage or its answer.
+    def step(self, on_batch: Callable[[int, int], None] | None = None) -> int:
+        """Enter the requests submitted since the last step, then run one micro-batch (module
+        docstring) and deliver its scores.
 
         Args:
-            on_batch: progress callback of the engine passes ``(distinct queries done, total)``.
+            on_batch: called after the micro-batch with ``(prompts scored so far, prompts known)``.
 
         Returns:
-            The number of requests answered (or failed) in this tick.
+            The number of requests answered (or failed) in this step.
 
         Raises:
-            KeyboardInterrupt (and :class:`~unieval_local.errors.Terminated`): passed on; the
-            requests of the interrupted pass fail with it first.
+            KeyboardInterrupt (and :class:`~unieval_local.errors.Terminated`): passed on; every
+            request not yet answered fails with it first.
         """
-        with self._tick_lock:
-            with self._lock:
-                batch = list(self._active)
-            finished = 0
-            started = []
-            for a in batch:
-                if a.generator is None:
-                    if not a.future.set_running_or_notify_cancel():
-                        self._finish(a)
-                        finished += 1
-                        continue
-                    a.generator = a.request.stages(self.engine)
-                    if self._advance(a, None):
-                        finished += 1
-                        continue
-                started.append(a)
-            for p in self._pack(started):
-                finished += self._run_pass(p, on_batch)
-            return finished
-
-    # ------------------------------------------------------------------ internals
-    def _pack(self, active: list[_Active]) -> list[_Pass]:
-        """Consecutive requests into passes of at most ``policy.max_examples`` examples (a
-        request larger than that alone in its pass)."""
-        passes: list[_Pass] = []
-        limit = self.policy.max_examples
-        for a in active:
-            size = max(int(a.request.size), 0)
-            if not passes or (passes[-1].members and passes[-1].size + size > limit):
-                passes.append(_Pass())
-            passes[-1].members.append(a)
-            passes[-1].size += size
-        return passes
-
-    def _run_pass(self, p: _Pass, on_batch: Callable[[int, int], None] | None) -> int:
-        """Plan, run and deliver one pass; the number of requests it finished."""
-        engine, planned, groups, evidence, members = self.engine, {}, {}, set(), []
-        finished = 0
-        for k, a in enumerate(p.members):
-            jobs = {(k, name): job for name, job in a.stage.jobs.items()}
+        with self._step_lock:
+            engine = self.engine
+            loads, (hits, misses) = engine.model_loads, engine.cache_counts()
             try:
-                mine = engine.plan(jobs)
-            except Exception as exc:  # this request's input or checkpoint: it fails alone
-                finished += self._fail(a, exc)
-                continue
-            if a.stage.strict and any(pj.problems for pj in mine.values()):
-                from ..engine import JobResult
-
-                refused = {name: JobResult(problems=list(mine[(k, name)].problems)) for name in a.stage.jobs}
-                finished += self._advance(a, StageResult(refused, RunStats(), refused=True))
-                continue
-            planned.update(mine)
-            groups.update({key: k for key in mine})
-            if a.stage.evidence:
-                evidence.update(mine)
-            members.append((k, a))
-        if not members:
+                finished = self._enter_new()
+                chosen = self._choose()
+                if chosen is not None:
+                    finished += self._run_batch(*chosen)
+            except Exception:  # a bug of ours: nothing is left waiting forever
+                self._fail_all(RuntimeError("the scheduler failed; see the log"))
+                raise
+            except BaseException as exc:  # Ctrl-C, SIGTERM: fail what waits, then pass it on
+                self._fail_all(exc)
+                raise
+            finally:  # the models loaded and the cache's answers of this step (planning included)
+                h, m = engine.cache_counts()
+                self.stats.cache_hits += h - hits
+                self.stats.cache_misses += m - misses
+                self.stats.model_loads += engine.model_loads - loads
+            if chosen is not None and on_batch is not None:
+                on_batch(self.stats.n_queries, self.stats.n_queries + self.queued_queries())
             return finished
-        try:
-            result = engine.execute(planned, evidence=evidence, groups=groups, on_batch=on_batch)
-        except Exception as exc:  # the pass failed (checkpoint, model): every request of it fails
-            return finished + sum(self._fail(a, exc) for _, a in members)
-        except BaseException as exc:  # Ctrl-C, SIGTERM: fail them, then pass it on
-            for _, a in members:
-                self._fail(a, exc)
-            raise
-        self.passes += 1
-        self.stats += result.stats
-        for k, a in members:
-            mine = {name: result.results[(k, name)] for name in a.stage.jobs}
-            finished += self._advance(a, StageResult(mine, result.group_stats.get(k, RunStats())))
+
+    # ------------------------------------------------------------------ entering stages
+    def _enter_new(self) -> int:
+        with self._lock:
+            new, self._new = self._new, []
+        finished = 0
+        for p in new:
+            if p.future.cancelled():
+                self._close(p)
+                finished += 1
+                continue
+            try:
+                self.prepare(p)
+            except Exception as exc:  # this request's input or checkpoint: it fails alone
+                finished += self._fail(p, exc)
+                continue
+            if p.answered:
+                finished += self._deliver(p)
+                continue
+            finished += self._pool_stage(p)
         return finished
 
-    def _advance(self, a: _Active, got: StageResult | None) -> bool:
-        """Send ``got`` to the request (None starts it); True when it finished."""
-        try:
-            a.stage = a.generator.send(got) if got is not None else next(a.generator)
-        except StopIteration as stop:
-            a.future.set_result(stop.value)
-            self._finish(a)
-            return True
-        except Exception as exc:
-            return self._fail(a, exc)
-        if not isinstance(a.stage, Stage):
-            return self._fail(a, TypeError(f"a request must yield Stage objects, got {type(a.stage).__name__}"))
-        return False
+    def _set_stage(self, p: Prepared, stage: Any) -> None:
+        """Plan ``stage`` (the request's next): its jobs under its own names."""
+        if not isinstance(stage, Stage):
+            raise TypeError(f"a request must yield Stage objects, got {type(stage).__name__}")
+        p.stage = stage
+        p.planned = self.engine.plan(stage.jobs)
 
-    def _fail(self, a: _Active, exc: BaseException) -> bool:
-        if not a.future.done():
-            a.future.set_exception(exc)
-        if a.generator is not None:
-            a.generator.close()
-        self._finish(a)
-        return True
-
-    def _finish(self, a: _Active) -> None:
+    def _pool_stage(self, p: Prepared) -> int:
+        """Put a planned stage's prompts in the pool (or answer it at once: a refused strict
+        stage, or one whose prompts are all known); the number of requests this finished."""
+        if p.stage.strict and any(pj.problems for pj in p.planned.values()):
+            refused = {name: JobResult(problems=list(pj.problems)) for name, pj in p.planned.items()}
+            return self._advance(p, StageResult(refused, RunStats(), refused=True))
+        todo: dict[str, dict[str, None]] = {}
+        for pj in p.planned.values():
+            todo.setdefault(pj.job.checkpoint, {}).update(dict.fromkeys(pj.plan.prompts))
+        p.todo, p.scored, p.remaining, p.entered = {}, {}, 0, self.batches
+        cached = {ckpt: self._cached(ckpt, prompts) for ckpt, prompts in todo.items()}
         with self._lock:
-            if a in self._active:
-                self._active.remove(a)
+            for ckpt, prompts in todo.items():
+                pool, memo = self._pool.setdefault(ckpt, {}), self._memo.get(ckpt)
+                known = p.scored.setdefault(ckpt, {})
+                wait = p.todo.setdefault(ckpt, {})
+                for prompt in prompts:
+                    hit = memo.get(_digest(prompt)) if memo is not None else None
+                    hit = hit if hit is not None else cached[ckpt].get(prompt)
+                    if hit is not None:
+                        known[prompt] = hit
+                        continue
+                    pool.setdefault(prompt, _Entry()).waiters.append(p)
+                    wait[prompt] = None
+                p.remaining += len(wait)
+            if p.remaining:
+                self._active.append(p)
+                return 0
+        return self._finish_stage(p)
+
+    def _cached(self, ckpt: str, prompts: dict[str, None]) -> dict[str, tuple[float, int]]:
+        """What the score cache holds of ``prompts`` (nothing without a cache, or before the
+        checkpoint's runner is loaded; those are answered in their micro-batch instead)."""
+        lookup = getattr(self.engine.loaded_runner(ckpt), "lookup", None)
+        if lookup is None or not prompts:
+            return {}
+        with self._lock:  # the pool's prompts are asked for already
+            pool = self._pool.get(ckpt, {})
+            fresh = [q for q in prompts if q not in pool]
+        return lookup(fresh, max_length=self.engine.max_length(ckpt)) if fresh else {}
+
+    def _finish_stage(self, p: Prepared) -> int:
+        """Fold a stage whose prompts are all scored and advance its request."""
+        with notes.collecting(p.request.notes):
+            try:
+                results, stats = self.engine.fold(p.planned, p.scored, evidence=p.stage.evidence)
+            except Exception as exc:
+                return self._fail(p, exc)
+        return self._advance(p, StageResult(results, stats))
+
+    def _advance(self, p: Prepared, got: StageResult) -> int:
+        """Send ``got`` to the request: it yields its next stage (pooled) or answers."""
+        with notes.collecting(p.request.notes):
+            try:
+                self._set_stage(p, p.generator.send(got))
+            except StopIteration as stop:
+                p.answer, p.answered = stop.value, True
+                return self._deliver(p)
+            except Exception as exc:
+                return self._fail(p, exc)
+        return self._pool_stage(p)
+
+    # ------------------------------------------------------------------ micro-batches
+    def _order(self) -> list[Prepared]:
+        """The waiting requests, shortest (age-discounted) first, ties by arrival."""
+        now = self.batches
+        return sorted((p for p in self._active if p.remaining and not p.done),
+                      key=lambda p: (p.remaining * 0.5 ** ((now - p.entered) / self.ageing), p.seq))
+
+    def _choose(self) -> tuple[str, list[str]] | None:
+        """The checkpoint and prompts of the next micro-batch, or None when nothing waits."""
+        self._drop_cancelled()
+        with self._lock:
+            order = self._order()
+            if not order:
+                return None
+            leader = order[0]
+            if leader is self._last_leader:  # it led the last one: a smaller waiting request leads now
+                smaller = [p for p in order[1:] if p.remaining < leader.remaining]
+                if smaller:
+                    leader = smaller[0]
+            self._last_leader = leader
+            ckpt = next(c for c, prompts in leader.todo.items() if prompts)
+            window: dict[str, None] = {}
+            for p in [leader] + ([q for q in order if q is not leader] if self.mix else []):
+                for prompt in p.todo.get(ckpt, ()):
+                    window[prompt] = None
+                    if len(window) >= self.window:
+                        break
+                if len(window) >= self.window:
+                    break
+            window_prompts = list(window)
+            entries = [self._pool[ckpt][prompt] for prompt in window_prompts]
+        return ckpt, self._batch_of(ckpt, window_prompts, entries)
+
+    def _batch_of(self, ckpt: str, window: list[str], entries: list[_Entry]) -> list[str]:
+        """The length-sorted batch of ``window`` that holds its first prompt (the leader's)."""
+        from ..models.batching import next_batch_end, sort_by_length
+
+        try:
+            runner = self.engine.runner(ckpt)
+        except Exception:  # noqa: BLE001  reported to the requests that need it by _run_batch
+            return window
+        max_length = self.engine.max_length(ckpt)
+        unknown = [k for k, e in enumerate(entries) if e.length is None]
+        if unknown:
+            counts = runner.count([window[k] for k in unknown])
+            for k, n in zip(unknown, counts):
+                entries[k].length = min(int(n), max_length)
+        lengths = [e.length for e in entries]
+        order = sort_by_length(lengths)
+        budget = int(getattr(runner, "batch_tokens", None) or self.engine.settings.batch_tokens)
+        cells = getattr(runner, "max_cells", None)
+        start = 0
+        while start < len(order):
+            end = next_batch_end(order, lengths, start, budget, max_cells=cells)
+            if 0 in order[start:end]:
+                return [window[k] for k in order[start:end]]
+            start = end
+        return window[:1]
+
+    def _run_batch(self, ckpt: str, prompts: list[str]) -> int:
+        """Score one micro-batch and deliver it; the number of requests finished."""
+        try:
+            runner = self.engine.runner(ckpt)
+        except Exception as exc:  # the checkpoint does not load: only the requests that need it fail
+            with self._lock:
+                waiting = list(dict.fromkeys(w for e in self._pool.get(ckpt, {}).values() for w in e.waiters))
+            return sum(self._fail(p, exc) for p in waiting)
+        finished = self._score(ckpt, runner, prompts)
+        self.batches += 1
+        return finished
+
+    def _score(self, ckpt: str, runner: Any, prompts: list[str]) -> int:
+        """Score ``prompts``; when the model fails on them, split them by request (halves) until
+        the request whose prompts fail is found: it fails alone."""
+        try:
+            p_yes, n_tokens = runner.score(prompts, max_length=self.engine.max_length(ckpt))
+        except Exception as exc:
+            with self._lock:
+                pool = self._pool.get(ckpt, {})
+                owners = list(dict.fromkeys(w for prompt in prompts if prompt in pool for w in pool[prompt].waiters))
+            if len(owners) <= 1:
+                return sum(self._fail(p, exc) for p in owners)
+            half = set(owners[:len(owners) // 2])
+            first = [q for q in prompts if any(w in half for w in pool.get(q, _Entry()).waiters)]
+            rest = [q for q in prompts if q not in set(first)]
+            return self._score(ckpt, runner, first) + (self._score(ckpt, runner, rest) if rest else 0)
+        self.stats.n_queries += len(prompts)
+        done: list[Prepared] = []
+        with self._lock:
+            pool = self._pool.get(ckpt, {})
+            memo = self._memo.setdefault(ckpt, OrderedDict()) if self.memo_size else None
+            for prompt, v, n in zip(prompts, p_yes.tolist(), n_tokens.tolist()):
+                entry = pool.pop(prompt, None)
+                if memo is not None:
+                    memo[_digest(prompt)] = (v, n)
+                    if len(memo) > self.memo_size:
+                        memo.popitem(last=False)
+                for w in entry.waiters if entry is not None else ():
+                    if w.done or prompt not in w.todo.get(ckpt, {}):
+                        continue
+                    del w.todo[ckpt][prompt]
+                    w.scored[ckpt][prompt] = (v, n)
+                    w.remaining -= 1
+                    if not w.remaining:
+                        done.append(w)
+            for w in done:
+                self._active.remove(w)
+        return sum(self._finish_stage(w) for w in sorted(done, key=lambda w: w.seq))
+
+    # ------------------------------------------------------------------ endings
+    def _unpool(self, p: Prepared) -> None:
+        """Take ``p`` out of the pool: prompts no other request waits for are dropped."""
+        with self._lock:
+            for ckpt, prompts in p.todo.items():
+                pool = self._pool.get(ckpt, {})
+                for prompt in prompts:
+                    entry = pool.get(prompt)
+                    if entry is None:
+                        continue
+                    entry.waiters = [w for w in entry.waiters if w is not p]
+                    if not entry.waiters:
+                        del pool[prompt]
+            p.todo, p.remaining = {}, 0
+            if p in self._active:
+                self._active.remove(p)
+            if self._last_leader is p:
+                self._last_leader = None
+
+    def _drop_cancelled(self) -> None:
+        with self._lock:
+            gone = [p for p in self._active if p.future.cancelled()]
+        for p in gone:
+            self._close(p)
+
+    def _close(self, p: Prepared) -> None:
+        p.done = True
+        self._unpool(p)
+        if p.generator is not None:
+            p.generator.close()
+
+    def _deliver(self, p: Prepared) -> int:
+        self._close(p)
+        try:
+            p.future.set_result(p.answer)
+        except InvalidStateError:  # cancelled meanwhile
+            pass
+        return 1
+
+    def _fail(self, p: Prepared, exc: BaseException) -> int:
+        if p.done:
+            return 0
+        self._close(p)
+        try:
+            p.future.set_exception(exc)
+        except InvalidStateError:
+            pass
+        return 1
+
+    def _fail_all(self, exc: BaseException) -> None:
+        with self._lock:
+            everyone = self._new + list(self._active)
+            self._new = []
+        for p in everyone:
+            self._fail(p, exc)
+
+
+def _digest(prompt: str) -> bytes:
+    return hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).digest()

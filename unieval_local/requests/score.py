@@ -256,7 +256,7 @@ def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.n
 def score_requests(examples: Sequence[Any], task: str, aspects: Sequence[str], evidence: bool,
                    policy) -> list[ScoreRequest]:
     """Validated ``examples`` as :class:`ScoreRequest` objects of the ``policy``'s pass size (a
-    :class:`~unieval_local.requests.scheduler.PassPolicy`), each numbered from its start."""
+    :class:`~unieval_local.requests.scheduler.RequestPolicy`), each numbered from its start."""
     return [ScoreRequest(part, task, list(aspects), evidence=evidence, start=at, validated=True)
             for at, part in policy.split(list(examples))]
 

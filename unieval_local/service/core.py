@@ -1,18 +1,23 @@
 """The service's engine side: one :class:`~unieval_local.engine.Engine` and one
 :class:`~unieval_local.requests.scheduler.Scheduler` per process, run by ONE worker thread
-(:class:`BatchingWorker`); HTTP handlers only submit requests and wait on their futures.
+(:class:`BatchingWorker`); HTTP handlers only prepare requests (off the event loop), submit them
+and wait on their futures.
 
-Cross-request micro-batching: a request submitted while the engine is idle opens a window of
-``max_wait_ms``; every request arriving inside it (until the window's requests hold
-``max_batch_tokens`` estimated tokens or a pass's 250 examples) goes to the scheduler with it,
-so they share one engine pass per stage and a prompt two clients share is scored once
-(:meth:`Scheduler.tick <unieval_local.requests.scheduler.Scheduler.tick>`). Requests that
-arrive while a pass runs join the next tick without waiting. ``max_wait_ms=0`` turns batching
-off: one query per engine pass, in arrival order.
+The scheduler scores the queries of every request it holds in micro-batches (about one forward
+batch each) and answers each request as soon as its last query is scored, so a small request
+never waits for a large one's work (the fairness rule is the scheduler's: shortest remaining
+first, with ageing, and no request leads two micro-batches in a row while a smaller one waits).
+A request that arrives while the worker is idle opens a window of ``max_wait_ms`` so that the
+requests of a burst share their first micro-batches; ``max_wait_ms=0`` turns cross-request
+batching off (each micro-batch holds one request's queries).
 
-Back-pressure: at most ``max_queued_queries`` queries (scheduler requests of at most 250
-examples each) wait or run at once; one more is refused (:class:`QueueFullError`, HTTP 429)
-rather than queued without bound.
+Admission is by cost in model queries (:attr:`Prepared.cost
+<unieval_local.requests.scheduler.Prepared.cost>`: an upper bound before deduplication, chunk
+windows and references included): a request over ``max_request_queries`` is refused (HTTP 413,
+:class:`RequestTooCostlyError`), and one that would take the queries waiting or running over
+``max_queued_queries`` gets HTTP 429 (:class:`QueueFullError`) with a ``Retry-After`` estimated
+from the measured throughput. A request whose future is cancelled (its client timed out or went
+away) has its queued work dropped by the scheduler.
 """
 
 from __future__ import annotations
@@ -22,15 +27,30 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, InvalidStateError
-from dataclasses import dataclass, field
+from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UniEvalError
 from ..requests.base import Request
-from ..requests.scheduler import Scheduler
+from ..requests.scheduler import Prepared, Scheduler
 
-__all__ = ["SERVICE_FLAGS", "BatchingWorker", "DrainingError", "QueueFullError", "ServiceLimits", "estimate_tokens"]
+__all__ = ["SERVICE_FLAGS", "BatchingWorker", "DrainingError", "QueueFullError", "RequestTooCostlyError",
+           "ServiceLimits", "estimate_tokens"]
+
+
+class RequestTooCostlyError(UniEvalError):
+    """A request asks for more model queries than ``max_request_queries`` (HTTP 413).
+
+    Attributes:
+        cost: its queries (an upper bound before deduplication). limit: the limit.
+    """
+
+    def __init__(self, cost: int, limit: int):
+        super().__init__(f"the request asks for up to {cost} model queries (examples x aspects x sentences, "
+                         f"references and document windows), over this service's limit of {limit} "
+                         "(--max-request-queries); split it into smaller requests")
+        self.cost, self.limit = cost, limit
 
 
 class QueueFullError(UniEvalError):
@@ -54,33 +74,44 @@ class ServiceLimits:
     """The service's own settings (the engine's are :class:`~unieval_local.settings.EngineSettings`).
 
     Attributes:
-        max_wait_ms: the batching window in milliseconds (0: no window, batching off).
-        max_batch_tokens: a window closes early once its requests hold this many estimated
-            tokens (:func:`estimate_tokens`).
-        max_queued_queries: queries waiting or running at once; one more gets HTTP 429.
+        max_wait_ms: how long an idle worker waits for more requests before its first
+            micro-batch, in milliseconds (0: no wait, and no micro-batch mixes requests).
+        max_request_queries: the most model queries one HTTP request may cost (an upper bound
+            before deduplication); more gets HTTP 413. The default 8,192 holds a 250-example,
+            4-aspect request of 10-sentence summaries (250 x (2 + 2 x 10) = 5,500).
+        max_queued_queries: model queries waiting or running at once, over all requests; a
+            request that would go over gets HTTP 429 with Retry-After. At least
+            ``max_request_queries`` (so that every admissible request fits an empty queue).
         max_body_mb: the largest request body in MiB (HTTP 413 above, checked before parsing).
-        request_timeout_s: a request not answered in this many seconds gets HTTP 504.
-        max_runs: custom runs kept in memory for ``GET /runs/{id}`` (the oldest finished
-            ones are forgotten first; all are lost when the process exits).
+        request_timeout_s: a request not answered in this many seconds gets HTTP 504 (its
+            queued work is dropped).
+        max_runs: custom runs kept in memory for ``GET /runs/{id}`` (a hard bound).
+        max_batch_tokens: kept for old command lines: an idle worker's window also closes once
+            the queries waiting hold about this many tokens (4 characters a token).
 
     Raises:
-        ValueError: a negative or zero limit (named).
+        ValueError: a negative or zero limit, or a queue smaller than one request (named).
     """
 
     max_wait_ms: float = 10.0
-    max_batch_tokens: int = 65536
-    max_queued_queries: int = 256
+    max_request_queries: int = 8192
+    max_queued_queries: int = 32768
     max_body_mb: float = 16.0
     request_timeout_s: float = 300.0
     max_runs: int = 1000
+    max_batch_tokens: int = 65536
 
     def __post_init__(self) -> None:
         if self.max_wait_ms < 0 or not math.isfinite(self.max_wait_ms):
             raise ValueError(f"max_wait_ms must be >= 0, got {self.max_wait_ms!r}")
-        for name in ("max_batch_tokens", "max_queued_queries", "max_body_mb", "request_timeout_s", "max_runs"):
+        for name in ("max_request_queries", "max_queued_queries", "max_body_mb", "request_timeout_s", "max_runs",
+                     "max_batch_tokens"):
             value = getattr(self, name)
             if not value > 0 or not math.isfinite(value):
                 raise ValueError(f"{name} must be > 0, got {value!r}")
+        if self.max_queued_queries < self.max_request_queries:
+            raise ValueError(f"max_queued_queries ({self.max_queued_queries}) must be at least max_request_queries "
+                             f"({self.max_request_queries}): a request the service admits must fit its empty queue")
 
     @property
     def max_body_bytes(self) -> int:
@@ -90,22 +121,27 @@ class ServiceLimits:
 
 #: The CLI flags of :class:`ServiceLimits` (field, flag, type, help), read by ``unieval-local serve``.
 SERVICE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
-    ("max_wait_ms", "--max-wait-ms", float, "batching window in ms: requests arriving within it share one "
-                                            "engine pass (0: batching off, one query per pass; default {default:g})"),
-    ("max_batch_tokens", "--max-batch-tokens", int, "close the window early once its requests hold this many "
-                                                   "estimated tokens (default {default})"),
-    ("max_queued_queries", "--max-queued-queries", int, "queries (of at most 250 examples) waiting or running at "
-                                                       "once; one more gets 429 with Retry-After (default {default})"),
+    ("max_wait_ms", "--max-wait-ms", float, "how long an idle worker waits for more requests before its first "
+                                            "micro-batch, in ms (0: no wait, no micro-batch mixes requests; "
+                                            "default {default:g})"),
+    ("max_request_queries", "--max-request-queries", int,
+     "most model queries one HTTP request may cost (examples x aspects x sentences, references and document "
+     "windows, before deduplication); more gets 413 (default {default})"),
+    ("max_queued_queries", "--max-queued-queries", int,
+     "model queries waiting or running at once over all requests; a request that would go over gets 429 with "
+     "Retry-After (default {default}; at least --max-request-queries)"),
     ("max_body_mb", "--max-body-mb", float, "largest request body in MiB; larger gets 413 (default {default:g})"),
-    ("request_timeout_s", "--request-timeout-s", float, "a request not answered in this many seconds gets 504 "
-                                                       "(default {default:g})"),
-    ("max_runs", "--max-runs", int, "custom runs kept in memory for GET /runs/{{id}} (default {default})"),
+    ("request_timeout_s", "--request-timeout-s", float, "a request not answered in this many seconds gets 504 and "
+                                                       "its queued work is dropped (default {default:g})"),
+    ("max_runs", "--max-runs", int, "custom runs kept in memory for GET /runs/{{id}}, at most (default {default})"),
+    ("max_batch_tokens", "--max-batch-tokens", int, "an idle worker's window also closes once the waiting queries "
+                                                   "hold about this many tokens (default {default})"),
 )
 
 
 def estimate_tokens(obj: Any) -> int:
     """A cheap token estimate of a request's texts: characters / 4 over every string in
-    ``obj`` (nested dicts and lists), at least 1. Used only to close a batching window early."""
+    ``obj`` (nested dicts and lists), at least 1."""
     total, stack = 0, [obj]
     while stack:
         item = stack.pop()
@@ -120,79 +156,92 @@ def estimate_tokens(obj: Any) -> int:
     return max(1, total // 4)
 
 
-@dataclass(eq=False)
-class _Incoming:
-    request: Request
-    future: Future
-    tokens: int
-    at: float = field(default_factory=time.monotonic)
-
-
 class BatchingWorker:
-    """The one thread that runs the model: it moves submitted requests into the scheduler at
-    the end of a batching window and ticks it (module docstring).
+    """The one thread that runs the model: it moves admitted requests into the scheduler and
+    steps it, one micro-batch at a time (module docstring).
 
     Args:
         scheduler: the process's :class:`~unieval_local.requests.scheduler.Scheduler`.
         limits: :class:`ServiceLimits`.
-        on_tick: called after every tick with ``(requests answered, seconds)`` (metrics).
+        on_step: called after every step with ``(requests answered, seconds)`` (metrics).
 
-    Thread safety: :meth:`submit` from any thread (the event loop's); the rest runs in the
-    worker thread, started by :meth:`start`.
+    Thread safety: :meth:`submit` from any thread; the rest runs in the worker thread, started
+    by :meth:`start`.
     """
 
     def __init__(self, scheduler: Scheduler, limits: ServiceLimits,
-                 on_tick: Callable[[int, float], None] | None = None):
+                 on_step: Callable[[int, float], None] | None = None):
         self.scheduler = scheduler
         self.limits = limits
-        self.on_tick = on_tick
-        self._incoming: deque[_Incoming] = deque()
-        self._in_scheduler = 0
+        self.on_step = on_step
+        self._incoming: deque[Prepared] = deque()
+        self._held = 0  # model queries admitted and not yet answered (costs, before deduplication)
+        self._tokens = 0  # estimated tokens of the requests waiting for the window
         self._cond = threading.Condition()
         self._stopping = False
         self._thread: threading.Thread | None = None
-        self._pass_seconds = deque(maxlen=32)
+        self._rate = deque(maxlen=64)  # (queries scored, seconds) of recent steps
 
     # ------------------------------------------------------------------ any thread
     def queued(self) -> int:
-        """Queries waiting for a window or in the scheduler (not yet answered)."""
+        """Model queries admitted and not yet answered (their costs)."""
         with self._cond:
-            return len(self._incoming) + self._in_scheduler
+            return self._held
 
-    def submit(self, requests: Sequence[Request], tokens: int = 1) -> list[Future]:
-        """Queue ``requests`` (one HTTP request's queries) for the next window, all or none.
+    def submit(self, requests: Sequence[Request | Prepared], tokens: int = 0) -> list[Future]:
+        """Admit one HTTP request's scheduler requests, all or none, and queue them.
 
         Args:
-            requests: the queries of one HTTP request.
-            tokens: their estimated tokens in all (:func:`estimate_tokens`).
+            requests: prepared ones (:meth:`Scheduler.prepare
+                <unieval_local.requests.scheduler.Scheduler.prepare>`, with their cost), or plain
+                requests (cost 0: prepared by the worker).
+            tokens: their estimated tokens (:func:`estimate_tokens`), for the idle window.
 
         Returns:
-            One future per request: its answer or its error. Cancelling a future before its
-            query reaches the scheduler drops the query.
+            One future per request: its answer or its error. Cancelling one drops its work.
 
         Raises:
-            QueueFullError: they would take the queries over ``max_queued_queries``.
-            DrainingError: the worker is stopping.
+            RequestTooCostlyError: their cost is over ``max_request_queries`` (HTTP 413).
+            QueueFullError: they would take the queued queries over ``max_queued_queries`` (429).
+            DrainingError: the worker is stopping (503).
         """
-        futures = [Future() for _ in requests]
+        prepared = [r if isinstance(r, Prepared) else Prepared(r) for r in requests]
+        cost = sum(p.cost for p in prepared)
+        limits = self.limits
+        if cost > limits.max_request_queries:
+            raise RequestTooCostlyError(cost, limits.max_request_queries)
         with self._cond:
             if self._stopping:
                 raise DrainingError("the service is shutting down and accepts no new request; retry on another "
                                     "replica or after it restarts")
-            held = len(self._incoming) + self._in_scheduler
-            if held + len(requests) > self.limits.max_queued_queries:
+            if self._held + cost > limits.max_queued_queries:
                 raise QueueFullError(
-                    f"the service holds {held} queries already (--max-queued-queries "
-                    f"{self.limits.max_queued_queries}); retry after the Retry-After seconds", self.retry_after())
-            share = max(1, tokens // max(1, len(requests)))
-            self._incoming.extend(_Incoming(r, f, share) for r, f in zip(requests, futures))
+                    f"the service holds {self._held} model queries already and this request asks for up to {cost} "
+                    f"(--max-queued-queries {limits.max_queued_queries}); retry after the Retry-After seconds",
+                    self._retry_after(self._held + cost - limits.max_queued_queries))
+            self._held += cost
+            self._tokens += tokens
+            self._incoming.extend(prepared)
             self._cond.notify_all()
-        return futures
+        for p in prepared:
+            p.future.add_done_callback(lambda _f, c=p.cost: self._release(c))
+        return [p.future for p in prepared]
 
-    def retry_after(self) -> int:
-        """Seconds until the queue is likely to have room: the mean recent pass time (at least 1)."""
-        recent = list(self._pass_seconds)
-        return max(1, math.ceil(sum(recent) / len(recent))) if recent else 1
+    def _release(self, cost: int) -> None:
+        with self._cond:
+            self._held -= cost
+
+    def throughput(self) -> float | None:
+        """Model queries scored per second over the recent micro-batches (None before any)."""
+        recent = list(self._rate)
+        seconds = sum(s for _, s in recent)
+        return sum(q for q, _ in recent) / seconds if recent and seconds > 0 else None
+
+    def _retry_after(self, excess: int) -> int:
+        """Seconds until ``excess`` more queries are likely scored: from the measured throughput
+        (at least 1, at most 3,600; 1 before anything was measured)."""
+        rate = self.throughput()
+        return 1 if not rate else max(1, min(3600, math.ceil(excess / rate)))
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -221,8 +270,8 @@ class BatchingWorker:
         return self._stopping
 
     # ------------------------------------------------------------------ the worker thread
-    def _window(self) -> list[_Incoming]:
-        """Wait for work; then, when the scheduler is idle, hold the window open; the requests to release."""
+    def _window(self) -> list[Prepared]:
+        """Wait for work; when the scheduler is idle, hold the window open; the requests to release."""
         limits = self.limits
         with self._cond:
             while not self._incoming and not self.scheduler.pending():
@@ -230,59 +279,36 @@ class BatchingWorker:
                     return []
                 self._cond.wait(0.5)
             if self._incoming and not self.scheduler.pending() and limits.max_wait_ms > 0:
-                deadline = self._incoming[0].at + limits.max_wait_ms / 1000.0
-                while not self._stopping:
-                    tokens = sum(i.tokens for i in self._incoming)
-                    examples = sum(int(i.request.size) for i in self._incoming)
+                deadline = time.monotonic() + limits.max_wait_ms / 1000.0
+                while not self._stopping and self._tokens < limits.max_batch_tokens and \
+                        sum(p.cost for p in self._incoming) < self.scheduler.window:
                     left = deadline - time.monotonic()
-                    if left <= 0 or tokens >= limits.max_batch_tokens or \
-                            examples >= self.scheduler.policy.max_examples:
+                    if left <= 0:
                         break
                     self._cond.wait(left)
-            if limits.max_wait_ms > 0:
-                batch = list(self._incoming)
-                self._incoming.clear()
-            else:  # batching off: one query per pass
-                batch = [self._incoming.popleft()] if self._incoming and not self.scheduler.pending() else []
-            batch = [i for i in batch if not i.future.cancelled()]
-            self._in_scheduler += len(batch)
+            batch = list(self._incoming)
+            self._incoming.clear()
+            self._tokens = 0
             return batch
-
-    def _release(self, item: _Incoming) -> None:
-        inner = self.scheduler.submit(item.request)
-
-        def done(f: Future, outer: Future = item.future) -> None:
-            with self._cond:
-                self._in_scheduler -= 1
-            try:
-                if f.cancelled():
-                    outer.cancel()
-                elif f.exception() is not None:
-                    outer.set_exception(f.exception())
-                else:
-                    outer.set_result(f.result())
-            except InvalidStateError:  # the handler gave up on it (timeout, disconnect)
-                pass
-
-        inner.add_done_callback(done)
-        item.future.add_done_callback(lambda f, inner=inner: inner.cancel() if f.cancelled() else None)
 
     def _loop(self) -> None:
         while True:
-            batch = self._window()
-            for item in batch:
-                self._release(item)
+            for p in self._window():
+                self.scheduler.submit(p)
             if not self.scheduler.pending():
                 with self._cond:
                     if self._stopping and not self._incoming:
                         return
                 continue
+            before = self.scheduler.stats.n_queries
             started = time.perf_counter()
             try:
-                answered = self.scheduler.tick()
-            except BaseException:  # noqa: BLE001  the pass's requests have failed with it; keep serving
+                answered = self.scheduler.step()
+            except BaseException:  # noqa: BLE001  the waiting requests have failed with it; keep serving
                 answered = 0
             seconds = time.perf_counter() - started
-            self._pass_seconds.append(seconds)
-            if self.on_tick is not None:
-                self.on_tick(answered, seconds)
+            scored = self.scheduler.stats.n_queries - before
+            if scored:
+                self._rate.append((scored, seconds))
+            if self.on_step is not None:
+                self.on_step(answered, seconds)

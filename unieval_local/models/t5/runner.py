@@ -363,6 +363,12 @@ class T5Runner(Runner):
         return self.t5.cut_points(text, n_tokens)
 
     @property
+    def max_cells(self) -> int:
+        """The attention budget of one forward batch (:func:`attention_cells`: row x S x S cells
+        per head that ``attention_mib`` allows), for a scheduler that forms batches itself."""
+        return attention_cells(self.attention_mib, self.t5.n_heads, self.t5.element_bytes)
+
+    @property
     def forward(self) -> str:
         """``fast`` when the single-step forward runs (asked for, and the checkpoint has the T5
         layout it relies on), else ``plain`` (the model's own forward)."""
