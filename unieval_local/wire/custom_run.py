@@ -9,6 +9,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .http import ignored_keys_note
+
 __all__ = ["CUSTOM_RUN_NAMES", "CustomRunError", "CustomRunGroup", "is_custom_run", "plan_custom_run",
            "read_custom_run"]
 
@@ -114,9 +116,9 @@ def plan_custom_run(body: Mapping[str, Any], consumed: Collection[str] = ()) -> 
     if body.get("model_slug") is not None:
         notes.append(f"model_slug {body['model_slug']!r} is ignored: claims and key points are checked by the "
                      "local checkpoint of consistency_aspect (settings.checkpoints)")
-    ignored = sorted(set(body) - {"threshold", "model_slug", "evaluations", *consumed})
+    ignored = ignored_keys_note(sorted(body), {"threshold", "model_slug", "evaluations", *consumed})
     if ignored:
-        notes.append(f"request body keys ignored: {', '.join(ignored)}")
+        notes.append(ignored)
     problems: list[tuple[str, str]] = []
     top = body.get("threshold")
     if top is not None and _bad_threshold(top):
