@@ -11,12 +11,12 @@ the character (:func:`surrogate_problems`). Also: the input-format hints of a ta
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pydantic import ValidationError
 
+from .. import notes
 from ..errors import ExampleProblem
 from ..fields import alias_hint
 from ..surrogates import find_surrogates, surrogate_advice
@@ -170,12 +170,14 @@ def input_hint_message(aspects: Sequence[Aspect], counts: dict[str, int]) -> str
 
 
 def warn_input_hints(examples: Sequence[UniEvalData | None], aspects: Sequence[Aspect]) -> dict[str, int]:
-    """Warn once per call when inputs lack the trained endings (see :func:`input_hint_counts`)."""
+    """Warn once per call when inputs lack the trained endings (see :func:`input_hint_counts`);
+    the warning is also a note (:func:`unieval_local.notes.note`), so a caller that collects
+    notes (the HTTP service) gives it to its client."""
     found = input_hint_examples(examples, aspects)
     if found:
         which = "; ".join(f"'{k}' in examples {v[:10]}{' ...' if len(v) > 10 else ''}" for k, v in found.items())
-        warnings.warn(input_hint_message(aspects, {k: len(v) for k, v in found.items()}) + f" ({which})",
-                      UserWarning, stacklevel=3)
+        notes.note(input_hint_message(aspects, {k: len(v) for k, v in found.items()}) + f" ({which})",
+                   warn=True, stacklevel=3)
     return {k: len(v) for k, v in found.items()}
 
 
