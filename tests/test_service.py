@@ -212,7 +212,9 @@ def test_autoeval_endpoint_equals_the_report(server, tiny_ckpt):
     assert r.status_code == 200, r.text
     with pytest.warns(UserWarning):
         want = make_report([record], "autoeval", engine=Engine(model=str(tiny_ckpt), device="cpu"))
-    assert r.json() == want.reports[0].report.model_dump(mode="json", exclude_none=True)
+    got = r.json()
+    assert any("instruction" in n for n in got.pop("notes"))  # not read by autoeval: noted, as ignored
+    assert got == want.reports[0].report.model_dump(mode="json", exclude_none=True)
     r = server.post("/v1/autoeval", {"instruction": "Summarize.", "source": SOURCE})
     assert r.status_code == 422 and r.json()["error"]["examples"][0]["field"] == "target"
 

@@ -1,0 +1,99 @@
+"""The service's error answers, without the HTTP framework: :class:`ServiceError` (status, type,
+message, per-example problems, headers), the one JSON shape of every error (:func:`error_body`),
+and the error of each exception a request can raise (:func:`service_error`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    ExampleProblem,
+    InvalidExampleError,
+    NonFiniteScoreError,
+    RequestTooLargeError,
+    UniEvalError,
+    UnknownTaskError,
+)
+from ..wire.http import BodyError
+from .core import DrainingError, QueueFullError, RequestTooCostlyError
+
+__all__ = ["ServiceError", "error_body", "service_error"]
+
+
+class ServiceError(Exception):
+    """An HTTP error answer: ``{"error": {"type", "message", "examples": [{"index", "field", "message"}]}}``.
+
+    Args:
+        status: the HTTP status (401, 404, 413, 422, 429, 503, 504, 500).
+        type: a short name (``InvalidRequest``, ``QueueFull`` ...).
+        message: what is wrong and what to do.
+        examples: per-example problems (empty when the request as a whole is at fault).
+        headers: extra response headers (``Retry-After``, ``WWW-Authenticate``).
+    """
+
+    def __init__(self, status: int, type: str, message: str, examples: Sequence[Mapping[str, Any]] = (),
+                 headers: Mapping[str, str] | None = None):
+        super().__init__(message)
+        self.status, self.type, self.message = status, type, message
+        self.examples = [dict(e) for e in examples]
+        self.headers = dict(headers or {})
+
+    def body(self) -> dict[str, Any]:
+        """The JSON error body."""
+        return error_body(self.type, self.message, self.examples)
+
+
+def error_body(type: str, message: str, examples: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """``{"error": {"type", "message", "examples"}}``: every error answer's shape."""
+    return {"error": {"type": type, "message": message, "examples": [dict(e) for e in examples]}}
+
+
+def _problems(problems: Sequence[ExampleProblem]) -> list[dict[str, Any]]:
+    return [{"index": p.index, "field": p.field, "message": (f"aspect {p.aspect!r}: " if p.aspect else "") + p.message}
+            for p in problems]
+
+
+def service_error(exc: BaseException) -> ServiceError:
+    """The HTTP error of an exception a request raised (its answer never holds a traceback).
+
+    InvalidExampleError -> 422 with every problem; a body that is not usable JSON
+    (:class:`~unieval_local.wire.http.BodyError`) or nested too deeply to handle (RecursionError)
+    -> 422 naming the field ``body``; UnknownTaskError, RequestTooLargeError, other ValueError ->
+    422; a checkpoint the request needs that cannot be found or used -> 422
+    ``CheckpointUnavailable``; NonFiniteScoreError -> 422 naming the examples;
+    RequestTooCostlyError -> 413; QueueFullError -> 429 with Retry-After; DrainingError -> 503;
+    anything else (a checkpoint that does not run, the model failing) -> 500 with its one-line
+    message. Messages may hold server paths: :meth:`Service.error
+    <unieval_local.service.handlers.Service.error>` takes them out.
+    """
+    if isinstance(exc, ServiceError):
+        return exc
+    if isinstance(exc, InvalidExampleError):
+        return ServiceError(422, "InvalidExample", f"{len(exc.problems)} problem(s) in the request's examples",
+                            _problems(exc.problems))
+    if isinstance(exc, (BodyError, RecursionError)):
+        why = str(exc) if isinstance(exc, BodyError) else ("the body's arrays and objects are nested too deeply "
+                                                           "to handle")
+        return ServiceError(422, "InvalidRequest", "the request body cannot be read",
+                            [{"index": None, "field": "body", "message": why}])
+    if isinstance(exc, NonFiniteScoreError):
+        return ServiceError(422, "NonFiniteScore", str(exc),
+                            [{"index": i, "field": "value", "message": "the model gave a non-finite score"}
+                             for i in exc.indices])
+    if isinstance(exc, RequestTooCostlyError):
+        return ServiceError(413, "RequestTooCostly", str(exc))
+    if isinstance(exc, QueueFullError):
+        return ServiceError(429, "QueueFull", str(exc), headers={"Retry-After": str(exc.retry_after)})
+    if isinstance(exc, DrainingError):
+        return ServiceError(503, "Draining", str(exc), headers={"Retry-After": "5"})
+    if isinstance(exc, (UnknownTaskError, RequestTooLargeError, ValueError)):
+        return ServiceError(422, "InvalidRequest", " ".join(str(exc).split()))
+    if isinstance(exc, (CheckpointError, CheckpointNotFoundError)):  # the request asks for an evaluator not served
+        return ServiceError(422, "CheckpointUnavailable",
+                            f"{' '.join(str(exc).split())} (this service cannot score that task/aspect: start it "
+                            "with --model NAME=DIR for that evaluator; GET /info lists what is loaded)")
+    kind = type(exc).__name__ if isinstance(exc, UniEvalError) else "InternalError"
+    return ServiceError(500, kind, " ".join(str(exc).split()) or kind)
