@@ -105,7 +105,7 @@ class ClassifierModel:
             return []
         pairs = [split_pair(p) for p in prompts]
         cut = {"truncation": "only_first", "max_length": max_length} if max_length is not None else {}
-        return self.tokenizer([p for p, _ in pairs], [h for _, h in pairs], **cut)["input_ids"]
+        return tokens.encode(self.tokenizer, [p for p, _ in pairs], [h for _, h in pairs], **cut)["input_ids"]
 
     def label_of(self, evaluator: Evaluator) -> int:
         """The output index of ``evaluator.label`` (CheckpointError when the labels lack it)."""
@@ -156,7 +156,7 @@ class ClassifierRunner(Runner):
     # token arithmetic (TokenCounter): of plain texts, as the tokenizer reads them
     def count(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text with the special tokens of one segment."""
-        return [len(x) for x in self.model.tokenizer(list(texts))["input_ids"]] if texts else []
+        return [len(x) for x in tokens.encode(self.model.tokenizer, list(texts))["input_ids"]] if texts else []
 
     def count_plain(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text without special tokens."""

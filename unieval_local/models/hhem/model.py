@@ -27,6 +27,7 @@ from typing import Any
 from ...errors import CheckpointError, CheckpointNotFoundError
 from ...registry.evaluators import Evaluator
 from ...settings import check_dtype, default
+from .. import tokens
 from ..batching import first_line
 from ..checkpoints import ResolvedCheckpoint
 from ..classifier.runner import ClassifierModel, ClassifierRunner, shared_classifier_runner
@@ -141,7 +142,7 @@ class HHEMModel:
 
         if not prompts:
             return []
-        ids = self.tokenizer(list(prompts))["input_ids"]
+        ids = tokens.encode(self.tokenizer, list(prompts))["input_ids"]
         if max_length is None:
             return ids
         out = []
@@ -150,7 +151,7 @@ class HHEMModel:
                 out.append(x)
                 continue
             tail = prompt[prompt.rfind(HHEM.middle):]
-            tail_ids = self.tokenizer(tail)["input_ids"]
+            tail_ids = tokens.encode(self.tokenizer, tail)["input_ids"]
             keep = max(1, max_length - len(tail_ids))
             out.append((x[:keep] + tail_ids)[:max_length])
         return out

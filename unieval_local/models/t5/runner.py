@@ -119,7 +119,7 @@ class T5Model:
         """Token ids of each prompt, untruncated, ending with EOS."""
         if not prompts:
             return []
-        return self.tokenizer(list(prompts))["input_ids"]
+        return tokens.encode(self.tokenizer, list(prompts))["input_ids"]
 
     @staticmethod
     def truncate(ids: list[int], max_length: int) -> list[int]:
