@@ -380,7 +380,7 @@ def test_schema_fuzzing_finds_no_server_error(server):
 # ----------------------------------------------------------------------------- limits, signals, start-up
 def test_limits_give_413_before_parsing_429_with_retry_after_and_504(tiny_ckpt, tmp_path, summeval_records):
     s = Server(tiny_ckpt, tmp_path, "--max-wait-ms", "1500", "--request-timeout-s", "0.7",
-               "--max-queued-queries", "1", "--max-body-mb", "0.01").wait_ready()
+               "--max-queued-queries", "1", "--max-request-queries", "1", "--max-body-mb", "0.01").wait_ready()
     try:
         big = {"config": {}, "data": [{"target": "x" * 20000, "source": "y"}]}
         r = s.post("/v1/unieval", big)
