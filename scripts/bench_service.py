@@ -1,22 +1,32 @@
 #!/usr/bin/env python
-"""Benchmark the HTTP service against offline scoring, side by side in one run (prints a table).
+"""Benchmark the HTTP service, side by side in one run (prints one table per scenario, with ratios).
 
-The same SummEval records (summarization / consistency) are scored
-  (a) offline by ``unieval-local score`` (throughput from two runs, N and 4 records, so process
-      start-up and the model load cancel out),
-  (b) through ``unieval-local serve`` by 1, 8 and 32 concurrent clients sending 4-example requests
-      (``POST /v1/unieval``; clients take the next request from a shared queue),
-  (c) through the service with batching off (``--max-wait-ms 0``: one query per engine pass), 32 clients.
-Throughput is examples/s; latency is per request (p50 / p99, seconds). Ratios: each row over (a),
-and 32 clients batched over (c). The issue's targets on a 2-core CPU with a generated checkpoint of
-T5-large widths: 32 clients >= 0.8x offline and >= 3x batching off.
+Scenarios (``--scenarios``, default all):
+
+* ``throughput``: the same SummEval records (summarization / consistency) scored offline by
+  ``unieval-local score`` (examples/s from two runs, N and 4 records, so start-up and the model
+  load cancel out) and through ``serve`` by 1, 8 and 32 concurrent clients of 4-example
+  ``/v1/unieval`` requests; beside them, 32 clients on the pass-level scheduler of
+  ``--baseline-rev`` (a git worktree of that commit, run from its own code). Targets: 32 clients
+  >= 0.9x offline, p50 <= 0.5x the pass-level scheduler's.
+* ``hol`` (head-of-line): the p99 latency of 1-example requests alone, and while one 250-example
+  request and one 6,000-reference request run (on this scheduler and on the baseline's). Target: <= 3x.
+* ``slow``: 8 keyed clients with and without 1,000 connections holding half a request head
+  (:func:`slow_connections`). Targets: answers within 2x, no error, fewer than 10 log lines.
+* ``health``: ``/health`` latency (polled every 20 ms) while a 1.5 MB body is parsed and
+  scored. Target: <= 100 ms.
+* ``memory``: the server's resident memory once ready, after 10,000 requests and after 1,000
+  custom runs (bounded: the figure goes in the README).
 
 Usage:
-    python scripts/bench_service.py [--records 128] [--model DIR] [--device cpu] [--dtype float32]
+    python scripts/bench_service.py [--scenarios throughput,hol] [--records 128] [--widths large|test]
+                                    [--model DIR] [--device cpu] [--dtype float32] [--baseline-rev REV]
 
-Without ``--model`` a checkpoint of T5-large widths (d_model 1024, d_ff 2816, 16 heads, 2 layers;
-random weights, real tokenizer) is generated in a temporary folder. On a GPU, pass the official
-checkpoint (``--model ckpts/unieval-sum``) and ``--device cuda``; absolute numbers count only there.
+Without ``--model`` a checkpoint is generated: T5-large widths (d_model 1024, d_ff 2816, 16 heads, 2
+layers; random weights, real tokenizer) for ``throughput`` and ``hol``, the tests' small one for
+``slow``, ``health`` and ``memory`` (``--widths test`` uses the small one everywhere). On a GPU,
+pass the official checkpoint (``--model ckpts/unieval-sum``) and ``--device cuda``; absolute numbers
+count only there. Give CPU seconds, threads and load beside any wall time you quote.
 """
 
 from __future__ import annotations
@@ -39,6 +49,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 CLI = [sys.executable, "-c", "import sys; from unieval_local.cli import main; sys.exit(main())"]
+#: the code of another checkout (a worktree), not this one's editable install
+BASELINE_CLI = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]; "
+                "sys.path.insert(0, {root!r}); from unieval_local.cli import main; sys.exit(main())")
+ASPECT = {"task": "summarization", "evaluation_aspect": "consistency"}
 
 
 def records(n: int) -> list[dict]:
@@ -46,24 +60,9 @@ def records(n: int) -> list[dict]:
     from make_test_checkpoint import shared_data_dir
 
     raw = json.loads((shared_data_dir() / "summeval" / "summeval_raw.json").read_text())
-    out = [{"id": r["id"], "target": r["target"], "source": r["source"]} for r in convert(raw)]
+    out = [{"id": r["id"], "target": r["target"], "source": r["source"], "references": r.get("references") or []}
+           for r in convert(raw)]
     return out[:n]
-
-
-def offline(model: str, recs: list[dict], tmp: Path, engine_flags: list[str]) -> float:
-    """Examples/s of `unieval-local score` (N minus 4 records over the time difference)."""
-    def run(rs: list[dict]) -> float:
-        src = tmp / f"in-{len(rs)}.jsonl"
-        src.write_text("".join(json.dumps(r) + "\n" for r in rs))
-        started = time.perf_counter()
-        subprocess.run(CLI + ["score", str(src), "--model", model, "--aspect", "consistency", "--no-progress",
-                              "-o", str(tmp / f"out-{len(rs)}.jsonl"), *engine_flags],
-                       check=True, capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-        return time.perf_counter() - started
-
-    small = run(recs[:4])
-    full = run(recs)
-    return (len(recs) - 4) / max(1e-9, full - small)
 
 
 def free_port() -> int:
@@ -72,18 +71,50 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class Service:
-    def __init__(self, model: str, wait_ms: float, engine_flags: list[str]):
+def offline(model: str, recs: list[dict], tmp: Path, engine_flags: list[str]) -> dict[str, float]:
+    """Examples/s of `unieval-local score` (N minus 4 records over the time difference), and the
+    CPU seconds per record of the same difference."""
+    def run(rs: list[dict]) -> tuple[float, float]:
+        src = tmp / f"in-{len(rs)}.jsonl"
+        src.write_text("".join(json.dumps({"id": r["id"], "target": r["target"], "source": r["source"]}) + "\n"
+                               for r in rs))
+        before = os.times()
+        started = time.perf_counter()
+        subprocess.run(CLI + ["score", str(src), "--model", model, "--aspect", "consistency", "--no-progress",
+                              "-o", str(tmp / f"out-{len(rs)}-{time.time_ns()}.jsonl"), *engine_flags],
+                       check=True, capture_output=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        after = os.times()
+        return time.perf_counter() - started, (after.children_user + after.children_system
+                                               - before.children_user - before.children_system)
+
+    small, small_cpu = run(recs[:4])
+    full, full_cpu = run(recs)
+    n = len(recs) - 4
+    return {"throughput": n / max(1e-9, full - small), "cpu_per_record": (full_cpu - small_cpu) / n}
+
+
+class Server:
+    """``unieval-local serve`` in a subprocess (this checkout, or the one at ``root``), with a key."""
+
+    def __init__(self, model: str, tmp: Path, flags: list[str], root: Path | None = None):
         import requests
 
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(CLI + ["serve", "--model", model, "--port", str(self.port), "--max-wait-ms",
-                                            str(wait_ms), "--log-level", "warning", *engine_flags],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        (tmp / "bench-key").write_text(BENCH_KEY + "\n")
+        cli = CLI if root is None else [sys.executable, "-c", BASELINE_CLI.format(root=str(root))]
+        self.log = tmp / f"serve-{self.port}.log"
+        with open(self.log, "w") as log:
+            self.proc = subprocess.Popen(cli + ["serve", "--model", model, "--port", str(self.port), "--log-level",
+                                                "warning", "--api-key-file", str(tmp / "bench-key"), *flags],
+                                         stdout=log, stderr=subprocess.STDOUT,
+                                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Bearer {BENCH_KEY}"
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"serve exited {self.proc.returncode}: {self.log.read_text()[-2000:]}")
             try:
                 if requests.get(self.url + "/health", timeout=2).status_code == 200:
                     return
@@ -92,101 +123,278 @@ class Service:
             time.sleep(0.3)
         raise RuntimeError("the service did not come up")
 
-    def passes(self) -> float:
-        import requests
+    def post(self, path: str, body: dict, session=None, timeout: float = 3600):
+        r = (session or self.session).post(self.url + path, json=body, timeout=timeout)
+        r.raise_for_status()
+        return r
 
-        text = requests.get(self.url + "/metrics", timeout=10).text
-        return sum(float(line.split()[-1]) for line in text.splitlines()
-                   if line.startswith("unieval_local_engine_passes_total "))
+    def rss_mb(self) -> float:
+        """The server process's resident memory (VmRSS), MiB."""
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
 
-    def close(self) -> None:
+    def close(self) -> int:
         self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(120)
+        try:
+            return self.proc.wait(300)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
 
 
-def load(service: Service, recs: list[dict], clients: int) -> dict[str, float]:
-    """`clients` threads send 4-example requests until the records are used up."""
+def latencies(samples: list[float]) -> dict[str, float]:
+    lat = np.array(samples or [float("nan")])
+    return {"p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99)), "requests": len(samples)}
+
+
+def load(server: Server, recs: list[dict], clients: int) -> dict[str, float]:
+    """`clients` threads send 4-example /v1/unieval requests until the records are used up."""
     import requests
 
     work: queue.Queue = queue.Queue()
     for at in range(0, len(recs), 4):
         work.put([{"target": r["target"], "source": r["source"]} for r in recs[at:at + 4]])
-    latencies: list[float] = []
+    samples: list[float] = []
     lock = threading.Lock()
 
     def client() -> None:
         with requests.Session() as s:
+            s.headers["Authorization"] = f"Bearer {BENCH_KEY}"
             while True:
                 try:
                     data = work.get_nowait()
                 except queue.Empty:
                     return
                 started = time.perf_counter()
-                r = s.post(service.url + "/v1/unieval", timeout=600,
-                           json={"config": {"task": "summarization", "evaluation_aspect": "consistency"},
-                                 "data": data})
-                r.raise_for_status()
+                server.post("/v1/unieval", {"config": ASPECT, "data": data}, s)
                 with lock:
-                    latencies.append(time.perf_counter() - started)
+                    samples.append(time.perf_counter() - started)
 
-    passes = service.passes()
     started = time.perf_counter()
     threads = [threading.Thread(target=client) for _ in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    wall = time.perf_counter() - started
-    lat = np.array(latencies)
-    return {"throughput": len(recs) / wall, "p50": float(np.percentile(lat, 50)), "p99": float(np.percentile(lat, 99)),
-            "requests": len(lat), "passes": service.passes() - passes}
+    return {"throughput": len(recs) / (time.perf_counter() - started), **latencies(samples)}
+
+
+def worktree(rev: str, tmp: Path) -> Path:
+    """A git worktree of ``rev`` (the pass-level scheduler's commit) in ``tmp``."""
+    path = tmp / f"baseline-{rev[:10]}"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-f", str(path), rev], check=True,
+                   capture_output=True)
+    return path
+
+
+def drop_worktree(path: Path) -> None:
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)], capture_output=True)
+
+
+def generated(tmp: Path, widths: str) -> str:
+    from make_test_checkpoint import build_test_checkpoint
+
+    folder = tmp / f"ckpt-{widths}" / "unieval-sum"
+    if not folder.exists():
+        extra = dict(d_model=1024, d_ff=2816, num_heads=16) if widths == "large" else {}
+        build_test_checkpoint(folder, num_layers=2, layout="v1.1", **extra)
+    return str(folder)
+
+
+# ----------------------------------------------------------------------------- scenarios
+def throughput(model: str, recs: list[dict], tmp: Path, flags: list[str], baseline: Path | None) -> list[tuple]:
+    rows = [("offline `unieval-local score`", offline(model, recs, tmp, flags))]
+    server = Server(model, tmp, flags)
+    try:
+        load(server, recs[:8], 2)  # warm-up
+        for clients in (1, 8, 32):
+            rows.append((f"service, {clients} client(s)", load(server, recs, clients)))
+    finally:
+        server.close()
+    if baseline is not None:
+        old = Server(model, tmp, flags, root=baseline)
+        try:
+            load(old, recs[:8], 2)
+            rows.append(("pass-level scheduler (baseline), 32 clients", load(old, recs, 32)))
+        finally:
+            old.close()
+    base = rows[0][1]["throughput"]
+    print(f"\n### throughput: {len(recs)} SummEval records, {ASPECT['task']}/{ASPECT['evaluation_aspect']}, "
+          "4-example requests\n")
+    print("| run | examples/s | x offline | p50 s | p99 s | requests |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in rows:
+        lat = f"{r['p50']:.2f} | {r['p99']:.2f} | {r['requests']}" if "p50" in r else "- | - | -"
+        print(f"| {name} | {r['throughput']:.2f} | {r['throughput'] / base:.2f} | {lat} |")
+    if baseline is not None:
+        new, old = rows[3][1], rows[4][1]
+        print(f"\np50 of 32 clients, micro-batches over the pass-level scheduler: {new['p50'] / old['p50']:.2f}x "
+              f"(target <= 0.5); throughput {new['throughput'] / old['throughput']:.2f}x")
+    return rows
+
+
+def head_of_line(model: str, recs: list[dict], tmp: Path, flags: list[str], baseline: Path | None) -> list[tuple]:
+    """p99 of 1-example requests alone and while a 250-example and a 6,000-reference request run."""
+    small = [{"target": r["target"], "source": r["source"]} for r in recs[:20]]
+    big = {"config": ASPECT, "data": [{"target": r["target"], "source": r["source"]}
+                                      for r in (recs * (250 // max(1, len(recs)) + 1))[:250]]}
+    refs = [r for rec in recs for r in rec["references"]] or [recs[0]["target"]]
+    many = {"config": {"task": "summarization", "evaluation_aspect": "relevance"},
+            "data": [{"target": recs[0]["target"], "references": (refs * (6000 // len(refs) + 1))[:6000]}]}
+    rows = []
+    for label, root in (("micro-batches", None), ("pass-level (baseline)", baseline)):
+        if label != "micro-batches" and root is None:
+            continue
+        server = Server(model, tmp, flags, root=root)
+        try:
+            def one_by_one() -> list[float]:
+                out = []
+                for ex in small:
+                    started = time.perf_counter()
+                    server.post("/v1/unieval", {"config": {"task": "summarization", "evaluation_aspect": "coherence"},
+                                                "data": [ex]})
+                    out.append(time.perf_counter() - started)
+                return out
+
+            one_by_one()  # warm-up
+            alone = latencies(one_by_one())
+            threads = [threading.Thread(target=server.post, args=("/v1/unieval", body)) for body in (big, many)]
+            for t in threads:
+                t.start()
+            time.sleep(1.0)  # both admitted and running
+            loaded = latencies(one_by_one())
+            for t in threads:
+                t.join()
+            rows.append((label, alone, loaded))
+        finally:
+            server.close()
+    print("\n### head-of-line: 1-example requests alone, and while a 250-example and a 6,000-reference request run\n")
+    print("| scheduler | p50 alone s | p99 alone s | p50 loaded s | p99 loaded s | p99 loaded / alone |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, alone, loaded in rows:
+        print(f"| {label} | {alone['p50']:.3f} | {alone['p99']:.3f} | {loaded['p50']:.3f} | {loaded['p99']:.3f} | "
+              f"{loaded['p99'] / alone['p99']:.2f} |")
+    return rows
+
+
+def health(model: str, recs: list[dict], tmp: Path, flags: list[str]) -> dict:
+    """/health latency, polled every 20 ms, while a 1.5 MB /v1/unieval body is parsed and scored."""
+    import requests
+
+    text = " ".join(r["source"] for r in recs)
+    data = [{"target": recs[i % len(recs)]["target"], "source": (text * 3)[:6000]} for i in range(250)]
+    body = {"config": {"task": "summarization", "evaluation_aspect": "fluency"}, "data": data}
+    size = len(json.dumps(body))
+    server = Server(model, tmp, flags)
+    try:
+        idle = []
+        for _ in range(20):
+            started = time.perf_counter()
+            requests.get(server.url + "/health", timeout=10)
+            idle.append(time.perf_counter() - started)
+        busy, done = [], threading.Event()
+        t = threading.Thread(target=lambda: (server.post("/v1/unieval", body), done.set()))
+        t.start()
+        while not done.is_set():
+            started = time.perf_counter()
+            requests.get(server.url + "/health", timeout=10)
+            busy.append(time.perf_counter() - started)
+            time.sleep(0.02)
+        t.join()
+    finally:
+        server.close()
+    out = {"body_mb": size / 2**20, "idle_max_ms": 1000 * max(idle), "busy_p50_ms": 1000 * float(np.median(busy)),
+           "busy_max_ms": 1000 * max(busy), "polls": len(busy)}
+    print(f"\n### /health while a {out['body_mb']:.2f} MB body is parsed and scored\n")
+    print("| idle max ms | busy p50 ms | busy max ms | polls |\n|---:|---:|---:|---:|")
+    print(f"| {out['idle_max_ms']:.1f} | {out['busy_p50_ms']:.1f} | {out['busy_max_ms']:.1f} | {out['polls']} |")
+    return out
+
+
+def memory(model: str, recs: list[dict], tmp: Path, flags: list[str], n_requests: int = 10000,
+           n_runs: int = 1000) -> dict:
+    """The server's RSS once ready, after ``n_requests`` requests and after ``n_runs`` custom runs."""
+    import requests
+    from concurrent.futures import ThreadPoolExecutor
+
+    server = Server(model, tmp, flags)
+    out = {}
+    try:
+        out["ready_mb"] = server.rss_mb()
+        bodies = [{"config": {"task": "summarization", "evaluation_aspect": "fluency"},
+                   "data": [{"target": recs[i % len(recs)]["target"]}]} for i in range(n_requests)]
+
+        def send(body, path="/v1/unieval"):
+            with requests.Session() as s:
+                s.headers["Authorization"] = f"Bearer {BENCH_KEY}"
+                server.post(path, body, s)
+
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(send, bodies))
+        out["after_requests_mb"] = server.rss_mb()
+        runs = [({"threshold": 50, "is_blocking": True, "evaluations": [{"metrics": [{"metric": "summ"}], "data": [
+            {"input": recs[i % len(recs)]["source"][:600], "output": recs[i % len(recs)]["target"]}]}]}, "/runs/custom")
+                for i in range(n_runs)]
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(lambda a: send(*a), runs))
+        out["after_runs_mb"] = server.rss_mb()
+    finally:
+        server.close()
+    print(f"\n### memory (RSS of the server): ready, after {n_requests} requests, after {n_runs} custom runs\n")
+    print("| ready MiB | after requests MiB | after custom runs MiB |\n|---:|---:|---:|")
+    print(f"| {out['ready_mb']:.0f} | {out['after_requests_mb']:.0f} | {out['after_runs_mb']:.0f} |")
+    return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--scenarios", default="throughput,hol,slow,health,memory")
     p.add_argument("--records", type=int, default=128)
     p.add_argument("--model", default=None)
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32")
-    p.add_argument("--widths", choices=("large", "test"), default="large",
-                   help="generated checkpoint: T5-large widths (default) or the tests' small one (d_model 64), "
-                        "where per-pass overhead, not compute, dominates")
+    p.add_argument("--widths", choices=("large", "test"), default="large")
+    p.add_argument("--baseline-rev", default="dee60b7",
+                   help="the commit of the pass-level scheduler to run beside ('' for none)")
+    p.add_argument("--hold-s", type=float, default=60, help="slow connections held this long")
     args = p.parse_args()
-    engine_flags = ["--device", args.device, "--dtype", args.dtype]
+    scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
+    flags = ["--device", args.device, "--dtype", args.dtype]
     recs = records(args.records)
+    load_avg = os.getloadavg()
+    print(f"device {args.device}, dtype {args.dtype}, {os.cpu_count()} CPUs, load {load_avg[0]:.1f} at start")
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        model = args.model
-        if model is None:
-            from make_test_checkpoint import build_test_checkpoint
-
-            widths = dict(d_model=1024, d_ff=2816, num_heads=16) if args.widths == "large" else {}
-            model = str(build_test_checkpoint(tmp / "unieval-sum", num_layers=2, layout="v1.1", **widths))
-        rows = [("offline `unieval-local score`", {"throughput": offline(model, recs, tmp, engine_flags)})]
-        for wait_ms, clients_list, label in ((10, (1, 8, 32), "service, {} client(s)"),
-                                             (0, (32,), "service, batching off, {} clients")):
-            service = Service(model, wait_ms, engine_flags)
-            try:
-                load(service, recs[:8], 2)  # warm-up
-                for clients in clients_list:
-                    rows.append((label.format(clients), load(service, recs, clients)))
-            finally:
-                service.close()
-    base = rows[0][1]["throughput"]
-    off = rows[-1][1]["throughput"]
-    print(f"\n{len(recs)} SummEval records, summarization/consistency, device {args.device}, dtype {args.dtype}, "
-          f"model {args.model or f'generated ({args.widths} widths, 2 layers)'}\n")
-    print(f"| {'run':38} | examples/s | x offline | x batching off | p50 s | p99 s | requests | passes |")
-    print(f"|{'-' * 40}|-----------:|----------:|---------------:|------:|------:|---------:|-------:|")
-    for name, r in rows:
-        lat = (f"{r['p50']:5.2f} | {r['p99']:5.2f} | {r['requests']:8d} | {int(r['passes']):6d}"
-               if "p50" in r else "    - |     - |        - |      -")
-        print(f"| {name:38} | {r['throughput']:10.2f} | {r['throughput'] / base:9.2f} | "
-              f"{r['throughput'] / off:14.2f} | {lat} |")
-
-
-if __name__ == "__main__":
-    main()
+        big = args.model or generated(tmp, args.widths)
+        small = args.model or generated(tmp, "test")
+        baseline = worktree(args.baseline_rev, tmp) if args.baseline_rev and {"throughput", "hol"} & set(scenarios) \
+            else None
+        try:
+            if "throughput" in scenarios:
+                throughput(big, recs, tmp, flags, baseline)
+            if "hol" in scenarios:
+                head_of_line(big, recs, tmp, flags, baseline)
+            if "slow" in scenarios:
+                r = slow_connections(small, recs, tmp, flags, hold_s=args.hold_s)
+                print(f"\n### {r['n_slow']} slow connections (held {r['hold_s']:.0f} s) while 8 keyed clients run\n")
+                print("| run | examples/s | p50 s | p99 s | errors |\n|---|---:|---:|---:|---:|")
+                for name in ("baseline", "slow"):
+                    x = r[name]
+                    print(f"| {'alone' if name == 'baseline' else 'with slow connections'} | {x['throughput']:.2f} | "
+                          f"{x['p50']:.2f} | {x['p99']:.2f} | {x['errors']} |")
+                print(f"\np99 ratio {r['slow']['p99'] / r['baseline']['p99']:.2f}x; /health during the hold "
+                      f"{r['health_s']:.2f} s; {r['slow_closed_by_server']} slow connections closed by the server; "
+                      f"{r['log_lines']} log lines about them; {r['tracebacks']} tracebacks; exit {r['exit_status']}")
+            if "health" in scenarios:
+                health(small, recs, tmp, flags)
+            if "memory" in scenarios:
+                memory(small, recs, tmp, flags)
+        finally:
+            if baseline is not None:
+                drop_worktree(baseline)
+    print(f"\nload {os.getloadavg()[0]:.1f} at the end")
 
 
 # ----------------------------------------------------------------------------- slow connections (issue 28 item 6)
@@ -391,36 +599,6 @@ def slow_connections(model: str, recs: list[dict], tmp: Path, engine_flags: list
             "exit_status": proc.returncode, "hold_s": hold_s, "log_excerpt": lines[:5]}
 
 
-def slow_connections_main(argv: list[str] | None = None) -> dict:
-    """Run :func:`slow_connections` alone and print its numbers (until the main table takes it):
 
-        python -c 'import sys; sys.path.insert(0, "scripts"); import bench_service as b; \\
-            b.slow_connections_main(sys.argv[1:])' --records 32 --widths test --hold-s 20
-    """
-    p = argparse.ArgumentParser(description="keyed clients with and without slow connections held open")
-    p.add_argument("--records", type=int, default=128)
-    p.add_argument("--model", default=None)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32")
-    p.add_argument("--widths", choices=("large", "test"), default="large")
-    p.add_argument("--n-slow", type=int, default=1000)
-    p.add_argument("--clients", type=int, default=8)
-    p.add_argument("--hold-s", type=float, default=60)
-    p.add_argument("--serve-flag", action="append", default=[], help="an extra serve flag (repeat; e.g. "
-                                                                      "--serve-flag=--max-connections=200)")
-    args = p.parse_args(argv)
-    recs = records(args.records)
-    with tempfile.TemporaryDirectory() as tmp_name:
-        tmp = Path(tmp_name)
-        model = args.model
-        if model is None:
-            from make_test_checkpoint import build_test_checkpoint
-
-            widths = dict(d_model=1024, d_ff=2816, num_heads=16) if args.widths == "large" else {}
-            model = str(build_test_checkpoint(tmp / "unieval-sum", num_layers=2, layout="v1.1", **widths))
-        flags = ["--device", args.device, "--dtype", args.dtype, *[f for flag in args.serve_flag
-                                                                   for f in flag.split("=", 1)]]
-        result = slow_connections(model, recs, tmp, flags, n_slow=args.n_slow, clients=args.clients,
-                                  hold_s=args.hold_s)
-    print(json.dumps(result, indent=1))
-    return result
+if __name__ == "__main__":
+    main()

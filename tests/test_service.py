@@ -312,16 +312,17 @@ def test_info_and_metrics_never_show_the_key(server):
     assert KEY not in r.text
     text = requests.get(f"{server.url}/metrics", headers=AUTH, timeout=10).text
     for name in ("unieval_local_requests_total", "unieval_local_request_seconds_bucket",
-                 "unieval_local_engine_passes_total", "unieval_local_queries_total", "unieval_local_queue_queries"):
+                 "unieval_local_micro_batches_total", "unieval_local_scheduler_requests_total",
+                 "unieval_local_model_queries_total", "unieval_local_queue_queries"):
         assert name in text
     assert 'unieval_local_requests_total{endpoint="/v1/unieval",status="200"}' in text
 
 
 # ----------------------------------------------------------------------------- load, batching, disconnects
-def test_32_concurrent_clients_get_in_process_answers_in_fewer_passes(server, scorer, summeval_records):
+def test_32_concurrent_clients_get_in_process_answers_in_shared_micro_batches(server, scorer, summeval_records):
     shared = {"target": "The council approved a park.", "source": SOURCE}
     bodies = [[shared] + examples(summeval_records, 3, start=(3 * i) % 45) for i in range(32)]
-    passes, prompts = server.metric("unieval_local_engine_passes_total"), server.metric("unieval_local_prompts_total")
+    passes, prompts = server.metric("unieval_local_micro_batches_total"), server.metric("unieval_local_model_queries_total")
     barrier = threading.Barrier(32)
 
     def client(data):
@@ -338,10 +339,10 @@ def test_32_concurrent_clients_get_in_process_answers_in_fewer_passes(server, sc
         want = scorer.score(data, task="summarization", aspect="coherence")
         np.testing.assert_allclose([e["value"] for e in got["examples"]], [e.value for e in want.examples],
                                    atol=1e-5, rtol=0)
-    ran = server.metric("unieval_local_engine_passes_total") - passes
-    scored = server.metric("unieval_local_prompts_total") - prompts
+    ran = server.metric("unieval_local_micro_batches_total") - passes
+    scored = server.metric("unieval_local_model_queries_total") - prompts
     assert 1 <= ran < 32
-    assert scored <= 32 * 3 + ran  # the shared example is scored once per pass, not once per request
+    assert scored <= 32 * 3 + 1  # the shared example is scored once, not once per request
 
 
 def test_a_client_that_disconnects_does_not_disturb_the_others(server, summeval_records):

@@ -21,6 +21,7 @@ import numpy as np
 
 from .config import MAX_EXAMPLES_PER_REQUEST, RunConfig
 from .engine import Engine, RunStats, truncation_message
+from .pipeline.jobs import shortened_message
 from .errors import ExampleProblem, InvalidExampleError, RequestTooLargeError
 from .models.base import Runner, RunnerFactory
 from .models.checkpoints import ModelSpec, ResolvedCheckpoint
@@ -243,10 +244,7 @@ class Scorer:
             limits = {n: self.engine.max_length(n) for n in stats.truncated_by}
             warnings.warn(truncation_message(stats, limits, self.long_input, cli=False), UserWarning, stacklevel=3)
         if stats.n_shortened:
-            warnings.warn(
-                f"{stats.n_shortened} of {stats.n_queries} distinct queries had a long field shortened to fit "
-                f"max_length (long_input='fit': only the beginning of that field was read; "
-                "long_input='chunk' reads all of it); evidence=True shows the windows", UserWarning, stacklevel=3)
+            warnings.warn(shortened_message(stats), UserWarning, stacklevel=3)
 
     def score(self, data: Any = None, *, task: str | None = None, aspect: str | None = None,
               evaluation_aspect: str | None = None, config: UniEvalConfig | Mapping[str, Any] | None = None,

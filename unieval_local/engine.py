@@ -526,15 +526,24 @@ class Engine:
         stats.n_queries += len(distinct)
         stats.n_shortened += shortened
         cut = [p for p in distinct if scored[p][1] > max_length]
+        if cut:
+            spans = {p: q.spans for name in members for p, q in zip(planned[name].plan.prompts,
+                                                                     planned[name].plan.queries)}
+            self.count_truncated(ckpt_name, [(p, spans[p]) for p in cut], stats)
+
+    def count_truncated(self, checkpoint: str, cut: Sequence[tuple[str, Sequence[tuple[str, int, int]]]],
+                        stats: RunStats) -> None:
+        """Count in ``stats`` the prompts of ``checkpoint`` that lost their end to its
+        ``max_length`` (``cut``: each with its field spans): ``n_truncated``, ``truncated_by`` and
+        the field each cut fell in (``truncated_fields``: :func:`~unieval_local.pipeline.evidence.truncated_field`)."""
         if not cut:
             return
-        spans = {p: q.spans for name in members for p, q in zip(planned[name].plan.prompts,
-                                                                 planned[name].plan.queries)}
+        runner, max_length = self.loaded_runner(checkpoint), self.max_length(checkpoint)
         stats.n_truncated += len(cut)
-        stats.truncated_by[ckpt_name] = stats.truncated_by.get(ckpt_name, 0) + len(cut)
-        cut_field = get_evaluator(ckpt_name).prompt_format.cut_field
-        for p in cut:
-            where = truncated_field(p, spans[p], runner, max_length, cut_field) or "prompt"
+        stats.truncated_by[checkpoint] = stats.truncated_by.get(checkpoint, 0) + len(cut)
+        cut_field = get_evaluator(checkpoint).prompt_format.cut_field
+        for p, spans in cut:
+            where = truncated_field(p, spans, runner, max_length, cut_field) or "prompt"
             stats.truncated_fields[where] = stats.truncated_fields.get(where, 0) + 1
 
     def run(self, jobs: Mapping[Hashable, Job], *, evidence: bool = False, strict: bool = False,

@@ -80,10 +80,29 @@ class LocalBatchEngine:
 
     def map(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
             on_batch: Callable[[int, int], None] | None = None, *, per_record: bool = False) -> Iterator[ChunkResult]:
-        if not per_record:
-            for chunk in requests:
-                yield self.scheduler.answer(RecordsRequest(chunk, task, aspects, evidence), on_batch=on_batch)
+        """Each record a request of its own (the scheduling, and so the numbers, are the same
+        whether records or requests are given back); given back one by one (``per_record``) or
+        joined per request of the input."""
+        if per_record:
+            yield from self._records(requests, task, aspects, evidence, on_batch)
             return
+        sizes: list[int] = []
+
+        def sized() -> Iterator[list[Record]]:
+            for chunk in requests:
+                sizes.append(len(chunk))
+                yield chunk
+
+        parts: list[ChunkResult] = []
+        for res in self._records(sized(), task, aspects, evidence, on_batch):
+            parts.append(res)
+            if len(parts) == sizes[0]:
+                sizes.pop(0)
+                yield _joined(parts)
+                parts = []
+
+    def _records(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
+                 on_batch: Callable[[int, int], None] | None) -> Iterator[ChunkResult]:
         records = (rec for chunk in requests for rec in chunk)
         inflight, exhausted = self._inflight, False
         while True:
@@ -109,6 +128,15 @@ class LocalBatchEngine:
 
     def close(self) -> None:
         pass
+
+
+def _joined(parts: Sequence[ChunkResult]) -> ChunkResult:
+    """The records' results of one request, as one :class:`ChunkResult`."""
+    stats = RunStats()
+    for part in parts:
+        stats += part.stats
+    return ChunkResult([line for part in parts for line in part.lines], stats,
+                       [reason for part in parts for reason in part.reasons])
 
 
 class _RayScorerActor:

@@ -437,15 +437,17 @@ def _sync(run: _Run) -> None:
 
 
 def _run_stats(run: _Run) -> RunStats:
-    """The run's counters: the records' (truncations, hints ...) with, where the batch engine
-    knows them, what the model did (distinct queries scored: a query several records share
-    counts once; cache hits and misses; model loads)."""
+    """The run's counters: the records' (input hints, fit shortenings) with, where the batch
+    engine knows them, what the model did (distinct queries scored and truncated: a query several
+    records share counts once; cache hits and misses; model loads)."""
     model_stats = getattr(run.batch_engine, "model_stats", None)
     if model_stats is None:
         return run.stats
     done = model_stats()
-    return dataclasses.replace(run.stats, n_queries=done.n_queries, cache_hits=done.cache_hits,
-                               cache_misses=done.cache_misses, model_loads=run.stats.model_loads + done.model_loads)
+    return dataclasses.replace(run.stats, n_queries=done.n_queries, n_truncated=done.n_truncated,
+                               truncated_by=dict(done.truncated_by), truncated_fields=dict(done.truncated_fields),
+                               cache_hits=done.cache_hits, cache_misses=done.cache_misses,
+                               model_loads=run.stats.model_loads + done.model_loads)
 
 
 def _write(run: _Run, res: ChunkResult) -> None:
@@ -468,7 +470,7 @@ def _interrupted(run: _Run, exc: BaseException) -> RunInterrupted:
     """The :class:`~unieval_local.errors.RunInterrupted` of a stopped run, once the records that
     were complete are written (:meth:`BatchEngine.completed`), counting what the output holds
     (the signal may have come between a write and its bookkeeping)."""
-    for res in run.batch_engine.completed():
+    for res in (run.batch_engine.completed() if not run.hosted else ()):  # a hosted line is a whole request
         try:
             _write(run, res)
         except (KeyboardInterrupt, RunInterrupted):  # a second Ctrl-C: stop writing, what is written stays

@@ -208,11 +208,15 @@ def run(args: argparse.Namespace) -> int:
     settings["progress"] = False
     model = settings.get("model")
     preload = sorted(model) if isinstance(model, dict) else ["unieval-sum"]
+    # the report endpoints read long inputs as `report` does (chunk), the score endpoints as the
+    # hosted metric does (the engine's default, truncate); --long-input given: one mode for all
+    report_long_input = None if args.long_input is not None else "chunk"
     if args.engine == "ray":
         from ..service.ray_serve import run_ray_serve, serve_deployment
 
         require("ray_serve")
-        run_ray_serve(serve_deployment(settings, limits, preload, key, args.replicas), args.host, args.port)
+        run_ray_serve(serve_deployment(settings, limits, preload, key, args.replicas, report_long_input),
+                      args.host, args.port)
         return EXIT_OK
     from ..engine import Engine
     from ..service.app import create_app
@@ -222,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
         engine = Engine(**settings)
     except ValueError as exc:
         return usage_error(exc)
-    service = Service(engine, limits, preload)
+    service = Service(engine, limits, preload, report_long_input)
     return _serve(create_app(service, key), service, args, (CheckpointNotFoundError, CheckpointError), key is not None,
                   connections)
 
@@ -314,7 +318,7 @@ def _serve(app, service, args: argparse.Namespace, load_errors: tuple, has_key: 
 
     class Server(guarded_server_class()):
         def handle_exit(self, sig, frame):  # noqa: D102  start draining at the signal, not after
-            service.worker.stop(timeout=0)
+            service.begin_drain()
             super().handle_exit(sig, frame)
             # uvicorn re-raises a captured signal after its graceful shutdown (the process would
             # die of SIGTERM before the worker drained): we exit 0 ourselves once drained instead

@@ -35,6 +35,16 @@ class Runner(TokenCounter, Protocol):
     name: str
     fingerprint: str
     forward: str = "fast"
+    #: padded tokens (rows x longest prompt) per forward batch, and encoder attention cells per
+    #: head (:func:`~unieval_local.models.batching.attention_cells`), for a scheduler that forms
+    #: batches itself; None: the engine's ``batch_tokens``, no attention budget
+    batch_tokens: int | None = None
+    max_cells: int | None = None
+
+    def lookup(self, prompts: Sequence[str], *, max_length: int) -> dict[str, tuple[float, int]]:
+        """``(p_yes, n_tokens)`` of those ``prompts`` known without the model (a score cache's
+        hits: :class:`~unieval_local.models.cache.CachedRunner`); none by default."""
+        return {}
 
     def score(self, prompts: Sequence[str], *, max_length: int,
               on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -324,12 +324,12 @@ class CachedRunner(Runner):
     @property
     def batch_tokens(self) -> int | None:
         """The inner runner's padded-token budget per forward batch (None if it has none)."""
-        return getattr(self.inner, "batch_tokens", None)
+        return self.inner.batch_tokens
 
     @property
     def max_cells(self) -> int | None:
         """The inner runner's attention budget per forward batch (None if it has none)."""
-        return getattr(self.inner, "max_cells", None)
+        return self.inner.max_cells
 
     def lookup(self, prompts: Sequence[str], *, max_length: int) -> dict[str, tuple[float, int]]:
         """The cached ``(p_yes, n_tokens)`` of those of ``prompts`` the cache holds (counted as

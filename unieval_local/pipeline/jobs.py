@@ -16,7 +16,7 @@ from ..errors import ExampleProblem
 from ..registry.tasks import Aspect
 from ..schema import Evidence, UniEvalData
 
-__all__ = ["Job", "JobResult", "RunStats", "jobs_by_checkpoint", "truncation_message"]
+__all__ = ["Job", "JobResult", "RunStats", "jobs_by_checkpoint", "shortened_message", "truncation_message"]
 
 
 @dataclass(frozen=True)
@@ -177,3 +177,11 @@ def truncation_message(stats: RunStats, max_lengths: Mapping[str, int], long_inp
             advice.append("a summary sentence, key point or instruction alone is that long")
     advice.append("--evidence shows which" if cli else "evidence=True shows which")
     return text + "; " + "; ".join(advice)
+
+
+def shortened_message(stats: RunStats) -> str:
+    """One sentence on the queries whose long field ``long_input='fit'`` shortened
+    (``stats.n_shortened``), for every entry point that warns or notes it."""
+    return (f"{stats.n_shortened} of {stats.n_queries} distinct queries had a long field shortened to fit "
+            "max_length (long_input='fit': only the beginning of that field was read; long_input='chunk' "
+            "reads all of it); evidence=True shows the windows")

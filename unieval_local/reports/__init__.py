@@ -146,7 +146,8 @@ class ReportPlan:
             stats += part.stats
         for name, ident in engine.checkpoint_identities().items():  # also a warning: kept in the file too
             if ident.get("identity") == "unverified":
-                notes.append(f"checkpoint {name} ({ident['checkpoint']}) was used unchecked: nothing in its folder "
+                notes.append(f"checkpoint {name} (content {str(ident['fingerprint'])[:12]}) was used unchecked: "
+                             "nothing in its folder "
                              f"names the model, so its identity is unverified (settings.checkpoints.{name}.identity)")
         # errors in the field names each record used (summary, input...), not ours
         rows = [r.model_copy(update={"error": in_user_names(r.error, records[r.index])}) if r.error else r

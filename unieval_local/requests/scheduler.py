@@ -122,6 +122,7 @@ class _Entry:
 
     waiters: list[Prepared] = field(default_factory=list)
     length: int | None = None
+    spans: tuple = ()  # the prompt's fields, for the one truncation count (Engine.count_truncated)
 
 
 class Scheduler:
@@ -138,8 +139,9 @@ class Scheduler:
         ageing: micro-batches after which a waiting request's size counts half.
 
     Attributes:
-        stats: the counters of the model's work: distinct queries scored, cache hits and misses,
-            model loads (:class:`~unieval_local.engine.RunStats`).
+        stats: the counters of the model's work: distinct queries scored, those truncated (by
+            checkpoint and field), cache hits and misses, model loads
+            (:class:`~unieval_local.engine.RunStats`).
         batches: micro-batches run so far.
 
     Thread safety: :meth:`prepare` and :meth:`submit` may be called from any thread;
@@ -162,11 +164,6 @@ class Scheduler:
         self._memo: dict[str, OrderedDict[bytes, tuple[float, int]]] = {}
         self._seq = 0
         self._last_leader: Prepared | None = None
-
-    @property
-    def passes(self) -> int:
-        """Micro-batches run so far (:attr:`batches`; the name of the service's metric)."""
-        return self.batches
 
     # ------------------------------------------------------------------ submitting
     def prepare(self, request: Request) -> Prepared:
@@ -327,8 +324,10 @@ class Scheduler:
             refused = {name: JobResult(problems=list(pj.problems)) for name, pj in p.planned.items()}
             return self._advance(p, StageResult(refused, RunStats(), refused=True))
         todo: dict[str, dict[str, None]] = {}
+        spans: dict[str, Any] = {}
         for pj in p.planned.values():
             todo.setdefault(pj.job.checkpoint, {}).update(dict.fromkeys(pj.plan.prompts))
+            spans.update((q, info.spans) for q, info in zip(pj.plan.prompts, pj.plan.queries))
         p.todo, p.scored, p.remaining, p.entered = {}, {}, 0, self.batches
         cached = {ckpt: self._cached(ckpt, prompts) for ckpt, prompts in todo.items()}
         with self._lock:
@@ -342,7 +341,10 @@ class Scheduler:
                     if hit is not None:
                         known[prompt] = hit
                         continue
-                    pool.setdefault(prompt, _Entry()).waiters.append(p)
+                    entry = pool.get(prompt)
+                    if entry is None:
+                        entry = pool[prompt] = _Entry(spans=tuple(spans[prompt]))
+                    entry.waiters.append(p)
                     wait[prompt] = None
                 p.remaining += len(wait)
             if p.remaining:
@@ -353,13 +355,13 @@ class Scheduler:
     def _cached(self, ckpt: str, prompts: dict[str, None]) -> dict[str, tuple[float, int]]:
         """What the score cache holds of ``prompts`` (nothing without a cache, or before the
         checkpoint's runner is loaded; those are answered in their micro-batch instead)."""
-        lookup = getattr(self.engine.loaded_runner(ckpt), "lookup", None)
-        if lookup is None or not prompts:
+        runner = self.engine.loaded_runner(ckpt)
+        if runner is None or not prompts:
             return {}
         with self._lock:  # the pool's prompts are asked for already
             pool = self._pool.get(ckpt, {})
             fresh = [q for q in prompts if q not in pool]
-        return lookup(fresh, max_length=self.engine.max_length(ckpt)) if fresh else {}
+        return runner.lookup(fresh, max_length=self.engine.max_length(ckpt)) if fresh else {}
 
     def _finish_stage(self, p: Prepared) -> int:
         """Fold a stage whose prompts are all scored and advance its request."""
@@ -431,8 +433,8 @@ class Scheduler:
                 entries[k].length = min(int(n), max_length)
         lengths = [e.length for e in entries]
         order = sort_by_length(lengths)
-        budget = int(getattr(runner, "batch_tokens", None) or self.engine.settings.batch_tokens)
-        cells = getattr(runner, "max_cells", None)
+        budget = int(runner.batch_tokens or self.engine.settings.batch_tokens)
+        cells = runner.max_cells
         start = 0
         while start < len(order):
             end = next_batch_end(order, lengths, start, budget, max_cells=cells)
@@ -462,13 +464,24 @@ class Scheduler:
             with self._lock:
                 pool = self._pool.get(ckpt, {})
                 owners = list(dict.fromkeys(w for prompt in prompts if prompt in pool for w in pool[prompt].waiters))
-            if len(owners) <= 1:
+                half = set(owners[:len(owners) // 2])
+                first = [q for q in prompts if q in pool and any(w in half for w in pool[q].waiters)]
+            if len(owners) <= 1 or len(prompts) == 1:  # this request, or this prompt (all who wait for it)
                 return sum(self._fail(p, exc) for p in owners)
-            half = set(owners[:len(owners) // 2])
-            first = [q for q in prompts if any(w in half for w in pool.get(q, _Entry()).waiters)]
-            rest = [q for q in prompts if q not in set(first)]
-            return self._score(ckpt, runner, first) + (self._score(ckpt, runner, rest) if rest else 0)
+            taken = set(first)
+            rest = [q for q in prompts if q not in taken]
+            if not first or not rest:  # every prompt is shared across the halves: halve the prompts
+                first, rest = prompts[:len(prompts) // 2], prompts[len(prompts) // 2:]
+            failed = self._score(ckpt, runner, first)
+            with self._lock:  # what the failures left someone waiting for
+                rest = [q for q in rest if q in self._pool.get(ckpt, {})]
+            return failed + (self._score(ckpt, runner, rest) if rest else 0)
         self.stats.n_queries += len(prompts)
+        max_length = self.engine.max_length(ckpt)
+        with self._lock:
+            pool = self._pool.get(ckpt, {})
+            cut = [(q, pool[q].spans) for q, n in zip(prompts, n_tokens.tolist()) if n > max_length and q in pool]
+        self.engine.count_truncated(ckpt, cut, self.stats)
         done: list[Prepared] = []
         with self._lock:
             pool = self._pool.get(ckpt, {})

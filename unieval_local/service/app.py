@@ -471,6 +471,25 @@ def _routes(app: Any, service: Service, secured: list, has_key: bool) -> None:
         except ClientDisconnect:  # the body limit refused it (413 sent), or the client went away
             raise ServiceError(400, "ClientDisconnected", "the client went away before the body was read") from None
 
+    async def until_gone(request: Request, call: Any) -> Answer:
+        """The service call's answer; when the client goes away first, the call is cancelled (its
+        queued work is dropped: :meth:`Service._wait`) and nobody is answered."""
+        import asyncio
+
+        async def disconnected() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+
+        work, gone = asyncio.ensure_future(call), asyncio.ensure_future(disconnected())
+        try:
+            done, _ = await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if work in done:
+            return work.result()
+        work.cancel()
+        raise ServiceError(400, "ClientDisconnected", "the client went away before its answer was ready")
+
     async def respond(answer: Answer, notes_in: str) -> Response:
         """The answer's response: its notes under ``notes`` (``body``), in the notes headers
         (``header``), or already in the body (``run``); the JSON rendered off the loop."""
@@ -505,7 +524,7 @@ def _routes(app: Any, service: Service, secured: list, has_key: bool) -> None:
               summary="the hosted UniEval metric: one query, <= 250 examples")
     async def unieval(request: Request):
         read = reader(await body(request), UniEvalBody, lambda b: (b.config.model_dump(), b.data), lambda: unieval_keys)
-        return await respond(await service.unieval(read), "header")
+        return await respond(await until_gone(request, service.unieval(read)), "header")
 
     @app.post("/v1/score", dependencies=secured, openapi_extra=_body_doc("/v1/score"),
               responses={**ERRORS, 200: {"model": ScoreResult, "description": "Scorer.evaluate's result, with notes"}},
@@ -513,7 +532,7 @@ def _routes(app: Any, service: Service, secured: list, has_key: bool) -> None:
     async def score(request: Request):
         read = reader(await body(request), ScoreBody, lambda b: (b.task, b.aspects, b.data, b.evidence),
                       lambda: score_keys)
-        return await respond(await service.score(read), "body")
+        return await respond(await until_gone(request, service.score(read)), "body")
 
     @app.post("/v1/summarization-evaluator", dependencies=secured,
               openapi_extra=_body_doc("/v1/summarization-evaluator"),
@@ -523,14 +542,14 @@ def _routes(app: Any, service: Service, secured: list, has_key: bool) -> None:
         read = reader(await body(request), EvaluatorBody,
                       lambda b: (b.model_dump(exclude={"enabled_metrics"}, exclude_none=True), b.enabled_metrics),
                       lambda: (_record_keys() | {"enabled_metrics"}, {}))
-        return await respond(await service.summarization_evaluator(read), "header")
+        return await respond(await until_gone(request, service.summarization_evaluator(read)), "header")
 
     @app.post("/v1/autoeval", dependencies=secured, openapi_extra=_body_doc("/v1/autoeval"),
               responses={**ERRORS, 200: {"model": AutoevalAnswer, "description": "the record's autoeval report"}},
               summary="the autoeval report of one record")
     async def autoeval(request: Request):
         read = reader(await body(request), None, lambda b: b, lambda: (_record_keys(), {}))
-        return await respond(await service.autoeval(read), "body")
+        return await respond(await until_gone(request, service.autoeval(read)), "body")
 
     @app.post("/runs/custom", dependencies=secured, openapi_extra=_body_doc("/runs/custom"),
               summary="a hosted custom run (summ metric)", status_code=200,

@@ -24,6 +24,7 @@ to the log at warning level).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
 import logging
 import os
@@ -38,11 +39,12 @@ from .. import notes
 from .._version import __version__
 from ..config import MAX_EXAMPLES_PER_REQUEST
 from ..engine import Engine, RunStats, truncation_message
+from ..pipeline.jobs import shortened_message
 from ..errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, RequestTooLargeError
 from ..requests.base import Request
 from ..requests.scheduler import Scheduler
 from ..requests.score import answer_languages, evaluation_result, joined_answers, score_requests
-from ..wire.http import PathRedactor, public_checkpoints
+from ..wire.http import PathRedactor, known_paths, public_checkpoints
 from .core import BatchingWorker, DrainingError, ServiceLimits, estimate_tokens
 from .errors import ServiceError, error_body, service_error
 from .metrics import ServiceMetrics
@@ -94,6 +96,7 @@ class _Work:
     prepared: list[Any]
     tokens: int
     finish: Callable[[list[Any]], Any]
+    long_input: str = "truncate"
 
 
 class Service:
@@ -103,6 +106,10 @@ class Service:
         engine: the :class:`~unieval_local.engine.Engine` (its settings are ``serve``'s engine flags).
         limits: :class:`~unieval_local.service.core.ServiceLimits`.
         preload: checkpoint names to load before ``/health`` says ready (others load on first use).
+        report_long_input: how the report endpoints read long inputs (default ``chunk``, as
+            ``unieval-local report``); None: the engine's ``long_input``, as /v1/unieval and /v1/score
+            (``serve --long-input`` given: one mode for every endpoint). Each answer says which in
+            its ``X-UniEval-Long-Input`` header.
 
     Attributes:
         ready: the preloaded checkpoints are loaded. load_error: why loading failed, if it did.
@@ -111,17 +118,19 @@ class Service:
         redact: takes the server's paths out of a text (:class:`~unieval_local.wire.http.PathRedactor`).
     """
 
-    def __init__(self, engine: Engine, limits: ServiceLimits | None = None, preload: Sequence[str] = ()):
+    def __init__(self, engine: Engine, limits: ServiceLimits | None = None, preload: Sequence[str] = (),
+                 report_long_input: str | None = "chunk"):
         self.engine = engine
         self.limits = limits or ServiceLimits()
-        self.scheduler = Scheduler(engine)
+        self.report_long_input = report_long_input or engine.config.long_input
+        self.scheduler = Scheduler(engine, mix=self.limits.max_wait_ms > 0)
         self.metrics = ServiceMetrics(self._queued)
         self.worker = BatchingWorker(self.scheduler, self.limits, self._ticked)
         self.preload = list(preload)
         self.ready = False
         self.load_error: str | None = None
         self.runs = RunStore(self.limits.max_runs)
-        self.redact = PathRedactor(self._known_paths)
+        self.redact = PathRedactor(lambda: known_paths(engine))
         self._seen = (0, 0)
         self._tasks: set[asyncio.Task] = set()
         self._prep = ThreadPoolExecutor(PREP_THREADS, thread_name_prefix="unieval-local-prep")
@@ -132,10 +141,10 @@ class Service:
         return self.worker.queued()
 
     def _ticked(self, answered: int, seconds: float) -> None:
-        passes, prompts = self.scheduler.passes, self.scheduler.stats.n_queries
-        self.metrics.passes.inc(max(0, passes - self._seen[0]))
-        self.metrics.prompts.inc(max(0, prompts - self._seen[1]))
-        self._seen = (passes, prompts)
+        batches, queries = self.scheduler.batches, self.scheduler.stats.n_queries
+        self.metrics.batches.inc(max(0, batches - self._seen[0]))
+        self.metrics.queries.inc(max(0, queries - self._seen[1]))
+        self._seen = (batches, queries)
 
     def load(self) -> None:
         """Load the preloaded checkpoints (in the calling thread), then start the worker;
@@ -199,37 +208,18 @@ class Service:
         :func:`~unieval_local.wire.http.public_checkpoints`), evaluators and limits (never the key)."""
         from ..registry.evaluators import EVALUATORS
 
-        limits = self.limits
-        identities = self.engine.checkpoint_identities()
+        limits, identities = self.limits, self.engine.checkpoint_identities()
         return {
             "version": __version__,
             "pid": os.getpid(),
             "signature": {"run": self.engine.config.as_dict(), "checkpoints": public_checkpoints(identities)},
             "evaluators": sorted(EVALUATORS),
             "loaded": sorted(identities),
-            "limits": {"max_examples_per_query": MAX_EXAMPLES_PER_REQUEST, "max_wait_ms": limits.max_wait_ms,
-                       "max_batch_tokens": limits.max_batch_tokens, "max_queued_queries": limits.max_queued_queries,
-                       "max_body_mb": limits.max_body_mb, "request_timeout_s": limits.request_timeout_s,
-                       "max_runs": limits.max_runs},
+            "limits": {"max_examples_per_query": MAX_EXAMPLES_PER_REQUEST, **dataclasses.asdict(limits)},
+            "long_input": {"score": self.engine.config.long_input, "reports": self.report_long_input},
         }
 
     # ------------------------------------------------------------------ errors and notes
-    def _known_paths(self) -> dict[str, str]:
-        """Server folders a client may read a name for: each resolved checkpoint's folder (its
-        name), and the folders of the ``model`` setting."""
-        known: dict[str, str] = {}
-        model = self.engine.model
-        if isinstance(model, Mapping):
-            known.update({str(path): str(name) for name, path in model.items() if path})
-        elif isinstance(model, (str, os.PathLike)):
-            known[str(model)] = os.path.basename(str(model).rstrip("/\\")) or "<path>"
-        for name in self.engine.resolved_checkpoints():
-            try:
-                known[str(self.engine.checkpoint(name).path)] = name
-            except Exception:  # noqa: BLE001  a checkpoint that no longer resolves: the regex still applies
-                continue
-        return known
-
     def error(self, exc: BaseException) -> ServiceError:
         """:func:`service_error` with the server's paths taken out of the message and the problems
         (the full message, when it differed, goes to the log at warning level)."""
@@ -246,17 +236,15 @@ class Service:
         """The notes of ``groups`` in order, each once, server paths taken out."""
         return list(dict.fromkeys(self.redact(n) for g in groups for n in g))
 
-    def _stats_notes(self, stats: RunStats, shortened: bool = True) -> None:
+    def _stats_notes(self, stats: RunStats, long_input: str, shortened: bool = True) -> None:
         """Note what the Python API warns about a run's counters: truncated queries (the same
         sentence, :func:`~unieval_local.engine.truncation_message`) and, for scores, fields that
         ``long_input='fit'`` shortened."""
         if stats.n_truncated:
             limits = {n: self.engine.max_length(n) for n in stats.truncated_by}
-            notes.note(truncation_message(stats, limits, self.engine.config.long_input, cli=False), warn=False)
+            notes.note(truncation_message(stats, limits, long_input, cli=False), warn=False)
         if shortened and stats.n_shortened:
-            notes.note(f"{stats.n_shortened} of {stats.n_queries} distinct queries had a long field shortened to "
-                       "fit max_length (long_input='fit': only the beginning of that field was read; "
-                       "long_input='chunk' reads all of it); evidence=True shows the windows", warn=False)
+            notes.note(shortened_message(stats), warn=False)
 
     # ------------------------------------------------------------------ running requests
     def _check_open(self) -> None:
@@ -279,17 +267,20 @@ class Service:
 
         return await asyncio.get_running_loop().run_in_executor(self._prep, collected)
 
-    def _work(self, requests: Sequence[Request], tokens: int, finish: Callable[[list[Any]], Any]) -> _Work:
+    def _work(self, requests: Sequence[Request], tokens: int, finish: Callable[[list[Any]], Any],
+              long_input: str | None = None) -> _Work:
         """``requests`` planned for the scheduler (:meth:`Scheduler.prepare`; in the calling
-        preparation thread), with their tokens and how their answers become the body."""
+        preparation thread), with their tokens, how their answers become the body, and the
+        long-input mode they were planned with (None: the engine's)."""
         requests = list(requests)
-        return _Work(requests, [self.scheduler.prepare(r) for r in requests], tokens, finish)
+        return _Work(requests, [self.scheduler.prepare(r) for r in requests], tokens, finish,
+                     long_input or self.engine.config.long_input)
 
     def _submit(self, work: _Work) -> list[Future]:
         """Submit prepared work (a request accepted before :meth:`begin_drain` still is; the
         worker refuses once it stops: DrainingError)."""
         futures = self.worker.submit(work.prepared, work.tokens)
-        self.metrics.queries.inc(len(work.prepared))
+        self.metrics.requests_accepted.inc(len(work.prepared))
         return futures
 
     async def _wait(self, futures: Sequence[Future], timeout: float | None = None) -> list[Any]:
@@ -298,6 +289,10 @@ class Service:
         wrapped = [asyncio.wrap_future(f) for f in futures]
         try:
             done = await asyncio.wait_for(asyncio.gather(*wrapped), timeout)
+        except asyncio.CancelledError:  # the client went away: its queued work is dropped
+            for f in futures:
+                f.cancel()
+            raise
         except asyncio.TimeoutError:
             for f in futures:
                 f.cancel()
@@ -319,7 +314,8 @@ class Service:
             body, after = await self.off_loop(work.finish, answers)
         except Exception as exc:
             raise self.error(exc) from None
-        return Answer(body, self._notes(before, [n for r in work.requests for n in r.notes], after))
+        return Answer(body, self._notes(before, [n for r in work.requests for n in r.notes], after),
+                      headers={"X-UniEval-Long-Input": work.long_input})
 
     def _score_work(self, data: Sequence[Any], task: str, aspects: Sequence[str], evidence: bool,
                     finish: Callable[..., Any]) -> _Work:
@@ -339,7 +335,7 @@ class Service:
 
         def done(answers: list[Any]) -> Any:
             values, ev, stats = joined_answers(answers, aspects, evidence)
-            self._stats_notes(stats)
+            self._stats_notes(stats, self.engine.config.long_input)
             return finish(values, ev, answer_languages(answers))
 
         return self._work(requests, estimate_tokens(data), done)
@@ -407,7 +403,8 @@ class Service:
         count become notes, as ``make_report`` warns them."""
         from ..reports import plan_report
 
-        plan = plan_report(records, format, engine=self.engine, options=options)
+        mode = self.report_long_input
+        plan = plan_report(records, format, engine=self.engine, options=options, long_input=mode)
 
         def finish(parts: list[Any]) -> Any:
             out = plan.finish(parts, warn=False)
@@ -416,10 +413,10 @@ class Service:
             stats = RunStats()
             for part in parts:
                 stats += part.stats
-            self._stats_notes(stats, shortened=False)
+            self._stats_notes(stats, mode, shortened=False)
             return answer(out)
 
-        return self._work(plan.requests, estimate_tokens(records), finish)
+        return self._work(plan.requests, estimate_tokens(records), finish, mode)
 
     async def summarization_evaluator(self, read: Reader) -> Answer:
         """``POST /v1/summarization-evaluator``: the rating evaluator's ``{"summary": {...}}``
@@ -554,8 +551,9 @@ class Service:
         task = asyncio.ensure_future(self._finish_run(run, kept, groups, works, merged, futures))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        mode = {"X-UniEval-Long-Input": self.report_long_input}
         if not run["is_blocking"]:
-            return Answer(dict(run), run["notes"], 202, {"Location": f"/runs/{run['id']}"})
+            return Answer(dict(run), run["notes"], 202, {"Location": f"/runs/{run['id']}", **mode})
         try:
             await asyncio.wait_for(asyncio.shield(task), self.limits.request_timeout_s)
         except asyncio.TimeoutError:
@@ -566,7 +564,7 @@ class Service:
                                f"(--request-timeout-s); it goes on: {where}") from None
         if run["status"] == "failed":
             raise ServiceError(500, run["error"]["type"], run["error"]["message"])
-        return Answer(dict(run), run["notes"])
+        return Answer(dict(run), run["notes"], headers=mode)
 
     async def _finish_run(self, run: dict[str, Any], kept: bool, groups: list, works: list[_Work | None],
                           merged: _Work, futures: list[Future]) -> None:

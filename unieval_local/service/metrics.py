@@ -1,13 +1,15 @@
 """The service's Prometheus metrics (prometheus-client), one registry per app, served as text at
-``GET /metrics``:
+``GET /metrics``. "Requests" are requests (HTTP ones, or the scheduler requests of at most 250
+examples an HTTP request becomes); "queries" are model queries only (one Boolean-QA prompt, or
+one window of it, scored by the model):
 
 * ``unieval_local_requests_total{endpoint,status}``: HTTP requests answered, by route and status code.
 * ``unieval_local_request_seconds{endpoint}``: a histogram of the time to answer them (seconds).
-* ``unieval_local_engine_passes_total``: engine passes (one model pass over the jobs of every
-  request of a scheduler tick's pass).
-* ``unieval_local_queries_total``: queries accepted (a query: one scheduler request, at most 250 examples).
-* ``unieval_local_prompts_total``: distinct Boolean-QA prompts the engine scored.
-* ``unieval_local_queue_queries``: queries waiting for a window or running, now.
+* ``unieval_local_scheduler_requests_total``: scheduler requests accepted (at most 250 examples each).
+* ``unieval_local_micro_batches_total``: micro-batches the model ran (about one forward batch each).
+* ``unieval_local_model_queries_total``: distinct model queries scored.
+* ``unieval_local_queue_queries``: model queries admitted and not yet answered, now (the costs
+  ``--max-queued-queries`` bounds: an upper bound before deduplication).
 """
 
 from __future__ import annotations
@@ -37,12 +39,14 @@ class ServiceMetrics:
         self.seconds = Histogram("unieval_local_request_seconds", "seconds to answer an HTTP request", ["endpoint"],
                                  buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
                                  registry=self.registry)
-        self.passes = Counter("unieval_local_engine_passes_total", "engine passes run", registry=self.registry)
-        self.queries = Counter("unieval_local_queries_total", "queries accepted (scheduler requests of at most "
-                               "250 examples)", registry=self.registry)
-        self.prompts = Counter("unieval_local_prompts_total", "distinct Boolean-QA prompts scored",
+        self.batches = Counter("unieval_local_micro_batches_total", "micro-batches the model ran",
                                registry=self.registry)
-        self.queue = Gauge("unieval_local_queue_queries", "queries waiting or running", registry=self.registry)
+        self.requests_accepted = Counter("unieval_local_scheduler_requests_total", "scheduler requests accepted "
+                                         "(at most 250 examples each)", registry=self.registry)
+        self.queries = Counter("unieval_local_model_queries_total", "distinct model queries scored",
+                               registry=self.registry)
+        self.queue = Gauge("unieval_local_queue_queries", "model queries admitted and not yet answered "
+                           "(costs, before deduplication)", registry=self.registry)
         self.queue.set_function(queued)
 
     def observe(self, endpoint: str, status: int, seconds: float) -> None:

@@ -12,7 +12,7 @@ __all__ = ["run_ray_serve", "serve_deployment"]
 
 
 def serve_deployment(engine_kwargs: Mapping[str, Any], limits: Any, preload: Sequence[str], api_key: str | None,
-                     replicas: int) -> Any:
+                     replicas: int, report_long_input: str | None = "chunk") -> Any:
     """A bound Ray Serve application of the service.
 
     Args:
@@ -21,6 +21,7 @@ def serve_deployment(engine_kwargs: Mapping[str, Any], limits: Any, preload: Seq
         preload: checkpoints each replica loads before it takes requests.
         api_key: the Bearer key, or None.
         replicas: the number of replicas (>= 1).
+        report_long_input: how the report endpoints read long inputs (:class:`~.handlers.Service`).
 
     Raises:
         MissingExtraError: ``ray[serve]`` is not installed (the ``ray`` extra).
@@ -35,11 +36,11 @@ def serve_deployment(engine_kwargs: Mapping[str, Any], limits: Any, preload: Seq
     class UniEvalService:
         """One replica: an engine, a scheduler and its worker thread, and the app over them."""
 
-        def __init__(self, engine_kwargs, limits, preload, api_key):
+        def __init__(self, engine_kwargs, limits, preload, api_key, report_long_input):
             from ..engine import Engine
             from .handlers import Service
 
-            self.service = Service(Engine(**dict(engine_kwargs)), limits, preload)
+            self.service = Service(Engine(**dict(engine_kwargs)), limits, preload, report_long_input)
             self.service.load()
             self.api_key = api_key
 
@@ -48,7 +49,7 @@ def serve_deployment(engine_kwargs: Mapping[str, Any], limits: Any, preload: Seq
 
             return create_app(self.service, self.api_key)
 
-    return UniEvalService.bind(dict(engine_kwargs), limits, list(preload), api_key)
+    return UniEvalService.bind(dict(engine_kwargs), limits, list(preload), api_key, report_long_input)
 
 
 def run_ray_serve(app: Any, host: str, port: int) -> None:

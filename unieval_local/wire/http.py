@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any
 
-__all__ = ["NOTES_COUNT_HEADER", "NOTES_HEADER", "NOTES_HEADER_BYTES", "BodyError", "PathRedactor",
+__all__ = ["NOTES_COUNT_HEADER", "NOTES_HEADER", "NOTES_HEADER_BYTES", "BodyError", "PathRedactor", "known_paths",
            "ignored_keys_note", "notes_headers", "parse_json_body", "public_checkpoints"]
 
 #: The response header that carries an answer's notes where its body has no room for them:
@@ -200,3 +200,20 @@ def public_checkpoints(identities: Mapping[str, Mapping[str, Any]]) -> dict[str,
             entry["hub_id"] = ckpt
         out[name] = entry
     return out
+
+
+def known_paths(engine: Any) -> dict[str, str]:
+    """Server folders a client may read a name for (:class:`PathRedactor`): each resolved
+    checkpoint's folder (its name), and the folders of the engine's ``model`` setting."""
+    known: dict[str, str] = {}
+    model = engine.model
+    if isinstance(model, Mapping):
+        known.update({str(path): str(name) for name, path in model.items() if path})
+    elif isinstance(model, (str, os.PathLike)):
+        known[str(model)] = os.path.basename(str(model).rstrip("/\\")) or "<path>"
+    for name in engine.resolved_checkpoints():
+        try:
+            known[str(engine.checkpoint(name).path)] = name
+        except Exception:  # noqa: BLE001  a checkpoint that no longer resolves: the regex still applies
+            continue
+    return known
