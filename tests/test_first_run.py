@@ -391,8 +391,9 @@ def test_progress_is_logged_per_forward_batch_off_a_terminal(tmp_path, fake_ckpt
     with caplog.at_level(logging.INFO, logger="unieval_local"):
         monkeypatch.setattr(batch_mod.Progress, "__init__", _progress_init_every(0.0))
         batch_mod.run_batch(src, out, aspects=["coherence"], settings=kw, progress=None)
-    assert seen[:5] == [1, 2, 3, 4, 5] and seen[-1] == 300
-    assert any(r.getMessage().startswith("records 1/300 (0%)") for r in caplog.records)
+    assert seen[-1] == 300 and len({int(x) for x in seen}) > 20  # it moves with each micro-batch and record
+    early = [r.getMessage() for r in caplog.records if r.getMessage().startswith("records ")]
+    assert early and not early[0].startswith("records 300/300")
     # a resumed run starts at the records already written
     lines = out.read_text().splitlines()
     out.write_text("\n".join(lines[:100]) + "\n")

@@ -337,3 +337,84 @@ def test_the_path_redactor_keeps_routes_and_replaces_folders():
     assert ids["unieval-sum"] == {"evaluator": "unieval-sum", "fingerprint": "ab" * 6, "revision": None,
                                   "max_length": 1024, "identity": "verified"}
     assert ids["unieval-fact"]["hub_id"] == "MingZhong/unieval-fact"
+
+
+def test_a_relative_model_path_is_named_by_its_evaluator_too(tiny_ckpt, tmp_path):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from test_service import free_port
+
+    folder = tmp_path / "mine" / "unieval-sum"  # a folder that says it is unieval-sum's model
+    shutil.copytree(tiny_ckpt, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "unieval_local_evaluator": "unieval-sum"}))
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-c", "import sys; from unieval_local.cli import main; sys.exit(main())",
+                             "serve", "--model", "mine/unieval-sum", "--port", str(port), "--max-wait-ms", "0"],
+                            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "HF_HUB_OFFLINE": "1", "UNIEVAL_LOCAL_HOME": str(tmp_path / "empty")})
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                if requests.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.3)
+        r = requests.post(f"{url}/v1/unieval", timeout=60, json={
+            "config": {"task": "dialogue", "evaluation_aspect": "naturalness"},
+            "data": [{"target": "Sure.", "source": "Meet at 5?", "context": "A meeting."}]})
+        assert r.status_code == 422 and "is 'unieval-sum'" in r.text, r.text  # the refusal names the folder...
+        assert "mine/" not in r.text and str(folder) not in r.text, r.text  # ...by its evaluator, not its path
+        rated = requests.post(f"{url}/v1/summarization-evaluator", timeout=60,
+                              json={"input": SOURCE, "summary": "A park was approved."})
+        assert rated.status_code == 200, rated.text
+        assert "mine/" not in json.dumps(dict(rated.headers)), dict(rated.headers)
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def test_an_error_answer_carries_the_notes_gathered_before_it(server):
+    # 'aspect' for 'aspects': every aspect is asked for, and relevance needs references: a 422 whose
+    # notes header says why
+    r = server.post("/v1/score", {"task": "summarization", "aspect": ["coherence"],
+                                  "data": [{"target": "A park.", "source": SOURCE}]})
+    assert r.status_code == 422, r.text
+    assert any("aspect" in n and "did you mean 'aspects'" in n for n in header_notes(r)), dict(r.headers)
+
+
+def test_a_non_blocking_run_is_answered_before_it_is_planned(server):
+    body = {"is_blocking": False, "evaluations": [{"metrics": [{"metric": "summ", "metric_args": {"n_key_points": 40}}],
+                                                   "data": [{"input": " ".join([SOURCE] * 150), "output": "A park."}
+                                                            for _ in range(6)]}]}
+    started = time.monotonic()
+    r = server.post("/runs/custom", body)
+    answered = time.monotonic() - started
+    assert r.status_code == 202 and r.headers["Location"] == f"/runs/{r.json()['id']}"
+    assert r.json()["status"] == "running"
+    deadline = time.monotonic() + 120
+    while True:
+        run = requests.get(f"{server.url}/runs/{r.json()['id']}", headers=AUTH, timeout=10)
+        if run.json()["status"] != "running" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert run.json()["status"] == "completed" and run.headers["X-UniEval-Long-Input"] == "chunk"
+    assert answered < (time.monotonic() - started) / 2  # the 202 came well before the run was done
+
+
+def test_a_key_file_of_several_lines_is_refused(tiny_ckpt, tmp_path):
+    import subprocess
+    import sys
+
+    key = tmp_path / "key"
+    key.write_text("abc\ndef\n")
+    done = subprocess.run([sys.executable, "-c", "import sys; from unieval_local.cli import main; sys.exit(main())",
+                           "serve", "--model", str(tiny_ckpt), "--port", "0", "--api-key-file", str(key)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "more than one line" in done.stderr

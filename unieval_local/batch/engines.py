@@ -47,6 +47,11 @@ class BatchEngine(Protocol):
         (a batch run writes them before it stops), in input order."""
         ...
 
+    def partial(self) -> float:
+        """Records' worth of work done and not yet given by :meth:`map` (progress between
+        records; 0 where the engine cannot tell)."""
+        ...
+
     def close(self) -> None:
         """Release what the engine holds (a Ray instance it started)."""
         ...
@@ -121,6 +126,11 @@ class LocalBatchEngine:
     def completed(self) -> list[ChunkResult]:
         """The records finished and not yet given by an interrupted :meth:`map`."""
         return [f.result() for f in self._inflight if f.done() and not f.cancelled() and f.exception() is None]
+
+    def partial(self) -> float:
+        """Records finished and waiting for their turn in input order, plus the scored share of
+        those the scheduler holds."""
+        return sum(1 for f in self._inflight if f.done()) + self.scheduler.partial()
 
     def model_stats(self) -> RunStats:
         """What the model did in this process: distinct queries scored, cache hits and misses."""
@@ -237,6 +247,10 @@ class RayBatchEngine:
     def completed(self) -> list[ChunkResult]:
         """Nothing: a request's result comes back whole or not at all."""
         return []
+
+    def partial(self) -> float:
+        """Nothing known between requests."""
+        return 0.0
 
     def close(self) -> None:
         if self._started:

@@ -408,6 +408,7 @@ def _score_requests(run: _Run, requests: Iterator[list[Record]], bar: Progress) 
     scored, fsync, update the sidecar after each request's worth of records."""
     def on_batch(done: int, total: int) -> None:  # after each micro-batch: stop promptly when asked
         _check_stop()
+        bar.set(len(run.written) + run.batch_engine.partial())
 
     since = 0
     for res in run.batch_engine.map(requests, run.task, run.names, run.evidence, on_batch,

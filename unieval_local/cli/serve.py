@@ -59,7 +59,8 @@ def add_parser(sub) -> None:
     p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
     p.add_argument("--api-key", default=None, help=f"the Bearer key clients must send (visible to ps: prefer "
                                                    f"--api-key-file or ${KEY_ENV})")
-    p.add_argument("--api-key-file", default=None, help="read the key from this file (its first line)")
+    p.add_argument("--api-key-file", default=None, help="read the key from this file (the key alone, on one line; "
+                                                        "one trailing newline is stripped)")
     p.add_argument("--no-auth", action="store_true", help="serve without a key on a non-loopback address, knowingly")
     defaults = ServiceLimits()
     for name, flag, kind, help_text in SERVICE_FLAGS:
@@ -89,6 +90,13 @@ def add_parser(sub) -> None:
     p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                    help="server log level (default info); access lines never hold request bodies")
     add_engine_flags(p)
+    for action in p._actions:  # what --long-input means here: one mode for every endpoint when given
+        if action.dest == "long_input":
+            action.help = ("prompts over --max-length: truncate, fit or chunk, for every endpoint (default: chunk "
+                           "for the report endpoints, as `report`; truncate for /v1/unieval and /v1/score, as the "
+                           "hosted metric; each answer's X-UniEval-Long-Input header says which)")
+        elif action.dest == "no_progress":
+            action.help = argparse.SUPPRESS  # a service shows no progress bar
     p.set_defaults(run=run)
 
 
@@ -136,24 +144,27 @@ def _checked_key(key: str, origin: str) -> str:
 
 
 def api_key(args: argparse.Namespace) -> str | None:
-    """The key from ``--api-key``, else ``--api-key-file`` (first line, one trailing newline
-    removed), else ``$UNIEVAL_LOCAL_API_KEY``; None if none is given.
+    """The key from ``--api-key``, else ``--api-key-file`` (the file's one line, one trailing
+    newline removed), else ``$UNIEVAL_LOCAL_API_KEY``; None if none is given.
 
     Raises:
         SystemExit: an unreadable key file, or a key (given in any of the three ways) that is
-            blank or has whitespace before or after it (exit 2).
+            blank or has whitespace before or after it, a key file of several lines (exit 2).
     """
     if args.api_key is not None:
         return _checked_key(args.api_key, "--api-key")
     if args.api_key_file:
         try:
             with open(args.api_key_file, encoding="utf-8") as fh:
-                line = fh.readline()
+                text = fh.read(65536)
         except (OSError, UnicodeDecodeError) as exc:
             usage_exit(f"cannot read --api-key-file {args.api_key_file!r}: {getattr(exc, 'strerror', None) or exc}")
-        key = line[:-2] if line.endswith("\r\n") else line[:-1] if line.endswith("\n") else line
+        key = text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
         if not key:
             usage_exit(f"--api-key-file {args.api_key_file!r} is empty")
+        if "\n" in key or "\r" in key:
+            usage_exit(f"--api-key-file {args.api_key_file!r} holds more than one line: it must hold the key alone "
+                       "(one trailing newline is allowed)")
         return _checked_key(key, f"the key in --api-key-file {args.api_key_file!r}")
     if KEY_ENV in os.environ:
         return _checked_key(os.environ[KEY_ENV], f"${KEY_ENV}")
@@ -353,5 +364,9 @@ def _serve(app, service, args: argparse.Namespace, load_errors: tuple, has_key: 
     if failed:
         print(f"unieval-local: error: {failed[0]}", file=sys.stderr)
         return EXIT_CHECKPOINT if isinstance(failed[0], load_errors) else EXIT_MODEL
+    dropped = service.runs.running()
+    if dropped:  # accepted with 202: nobody can poll them once the port is closed, and runs live in memory
+        print(f"unieval-local: {dropped} non-blocking custom run(s) still running were dropped (runs are kept in "
+              "memory only: a client polls GET /runs/{id} before the service stops)", file=sys.stderr, flush=True)
     print("unieval-local: stopped: every accepted request was answered", file=sys.stderr, flush=True)
     return EXIT_OK

@@ -54,7 +54,7 @@ from typing import Any, TypeVar
 
 from .. import notes
 from ..config import MAX_EXAMPLES_PER_REQUEST
-from ..engine import Engine, JobResult, PlannedJob, RunStats
+from ..engine import Engine, JobResult, RunStats
 from .base import Request, Stage, StageGenerator, StageResult
 
 __all__ = ["Prepared", "RequestPolicy", "Scheduler"]
@@ -113,6 +113,7 @@ class Prepared:
     todo: dict[str, dict[str, None]] = field(default_factory=dict)
     scored: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
     remaining: int = 0
+    pooled: int = 0
     done: bool = False
 
 
@@ -207,6 +208,12 @@ class Scheduler:
         """Prompts waiting in the pool (distinct per checkpoint), not yet scored."""
         with self._lock:
             return sum(len(table) for table in self._pool.values())
+
+    def partial(self) -> float:
+        """How much of the requests waiting for queries is done: per request, the share of its
+        current stage's queries already scored, summed (progress between answers)."""
+        with self._lock:
+            return sum(1.0 - p.remaining / p.pooled for p in self._active if p.pooled and not p.done)
 
     def wait_for_work(self, timeout: float | None = None) -> bool:
         """Block until a request is pending (True) or ``timeout`` seconds pass (False)."""
@@ -347,6 +354,7 @@ class Scheduler:
                     entry.waiters.append(p)
                     wait[prompt] = None
                 p.remaining += len(wait)
+            p.pooled = p.remaining
             if p.remaining:
                 self._active.append(p)
                 return 0

@@ -565,7 +565,8 @@ def _routes(app: Any, service: Service, secured: list, has_key: bool) -> None:
     @app.get("/runs/{run_id}", dependencies=secured, responses={**ERRORS, 200: {"model": RunObject}},
              summary="a custom run by id")
     async def get_run(run_id: str):
-        return await respond(Answer(service.get_run(run_id)), "run")
+        return await respond(Answer(service.get_run(run_id), headers={"X-UniEval-Long-Input": service.report_long_input}),
+                             "run")
 
 
 def _docs(app: Any) -> None:

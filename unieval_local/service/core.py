@@ -134,8 +134,9 @@ SERVICE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("request_timeout_s", "--request-timeout-s", float, "a request not answered in this many seconds gets 504 and "
                                                        "its queued work is dropped (default {default:g})"),
     ("max_runs", "--max-runs", int, "custom runs kept in memory for GET /runs/{{id}}, at most (default {default})"),
-    ("max_batch_tokens", "--max-batch-tokens", int, "an idle worker's window also closes once the waiting queries "
-                                                   "hold about this many tokens (default {default})"),
+    ("max_batch_tokens", "--max-batch-tokens", int, "the idle window (--max-wait-ms) also closes once the requests "
+                                                   "waiting in it hold about this many tokens; not a forward batch's "
+                                                   "size, which is --batch-tokens (default {default})"),
 )
 
 

@@ -30,7 +30,6 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,11 +43,13 @@ from ..errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, R
 from ..requests.base import Request
 from ..requests.scheduler import Scheduler
 from ..requests.score import answer_languages, evaluation_result, joined_answers, score_requests
-from ..wire.http import PathRedactor, known_paths, public_checkpoints
+from ..wire.http import PathRedactor, known_paths, notes_headers, public_checkpoints
 from .core import BatchingWorker, DrainingError, ServiceLimits, estimate_tokens
 from .errors import ServiceError, error_body, service_error
 from .metrics import ServiceMetrics
-from .runs import RunStore, new_run, now, run_evaluations
+from .custom_runs import RUNS_RETRY_AFTER_S, CustomRuns
+from .runs import RunStore
+from .work import Answer, Reader, Work
 
 __all__ = ["PREP_THREADS", "RUNS_RETRY_AFTER_S", "Answer", "Reader", "Service", "ServiceError", "error_body",
            "service_error"]
@@ -59,47 +60,8 @@ log = logging.getLogger("unieval_local.service")
 #: holds the GIL (JSON parsing, validation, planning), so more threads would not run it faster,
 #: only take more turns from the event loop.
 PREP_THREADS = 2
-#: The Retry-After (seconds) of a non-blocking custom run refused because ``--max-runs`` runs are
-#: kept and all are still running.
-RUNS_RETRY_AFTER_S = 5
 
-#: A request body reader: parses and validates the body (in a preparation thread) and returns
-#: what the endpoint reads (its arguments); raises ServiceError (422) or BodyError.
-Reader = Callable[[], Any]
-
-
-@dataclass
-class Answer:
-    """One endpoint's answer.
-
-    Attributes:
-        body: the JSON answer (the endpoint's documented shape).
-        notes: what the client should know besides it, in order, each once, server paths taken
-            out; where they travel (a ``notes`` key, or the ``X-UniEval-Notes`` header) is the
-            route's choice (:mod:`unieval_local.service.app`).
-        status: the HTTP status (200; 202 for a custom run accepted without waiting).
-        headers: extra response headers (``Location`` of a run).
-    """
-
-    body: Any
-    notes: list[str] = field(default_factory=list)
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class _Work:
-    """One HTTP request's work, prepared off the loop: the requests to submit (planned), their
-    estimated tokens, and ``finish(answers) -> body`` (run off the loop too)."""
-
-    requests: list[Request]
-    prepared: list[Any]
-    tokens: int
-    finish: Callable[[list[Any]], Any]
-    long_input: str = "truncate"
-
-
-class Service:
+class Service(CustomRuns):
     """The engine side of the HTTP service (module docstring).
 
     Args:
@@ -220,18 +182,6 @@ class Service:
         }
 
     # ------------------------------------------------------------------ errors and notes
-    def error(self, exc: BaseException) -> ServiceError:
-        """:func:`service_error` with the server's paths taken out of the message and the problems
-        (the full message, when it differed, goes to the log at warning level)."""
-        err = service_error(exc)
-        message = self.redact(err.message)
-        examples = [{**e, "message": self.redact(e.get("message", ""))} for e in err.examples]
-        if message == err.message and examples == err.examples:
-            return err
-        log.warning("answered %s %s (server paths taken out): %s %s", err.status, err.type, err.message,
-                    "; ".join(e.get("message", "") for e in err.examples))
-        return ServiceError(err.status, err.type, message, examples, err.headers)
-
     def _notes(self, *groups: Sequence[str]) -> list[str]:
         """The notes of ``groups`` in order, each once, server paths taken out."""
         return list(dict.fromkeys(self.redact(n) for g in groups for n in g))
@@ -259,24 +209,29 @@ class Service:
         """``fn(*args)`` in a preparation thread, its notes collected: ``(result, notes)``.
 
         Raises:
-            Whatever ``fn`` raises.
+            Whatever ``fn`` raises, with the notes collected until then as its ``notes``
+            attribute (an error answer carries them: a misspelt key's did-you-mean explains many).
         """
         def collected() -> tuple[Any, list[str]]:
             with notes.collecting() as sink:
-                return fn(*args), sink
+                try:
+                    return fn(*args), sink
+                except Exception as exc:
+                    exc.notes = list(sink)  # type: ignore[attr-defined]
+                    raise
 
         return await asyncio.get_running_loop().run_in_executor(self._prep, collected)
 
     def _work(self, requests: Sequence[Request], tokens: int, finish: Callable[[list[Any]], Any],
-              long_input: str | None = None) -> _Work:
+              long_input: str | None = None) -> Work:
         """``requests`` planned for the scheduler (:meth:`Scheduler.prepare`; in the calling
         preparation thread), with their tokens, how their answers become the body, and the
         long-input mode they were planned with (None: the engine's)."""
         requests = list(requests)
-        return _Work(requests, [self.scheduler.prepare(r) for r in requests], tokens, finish,
+        return Work(requests, [self.scheduler.prepare(r) for r in requests], tokens, finish,
                      long_input or self.engine.config.long_input)
 
-    def _submit(self, work: _Work) -> list[Future]:
+    def _submit(self, work: Work) -> list[Future]:
         """Submit prepared work (a request accepted before :meth:`begin_drain` still is; the
         worker refuses once it stops: DrainingError)."""
         futures = self.worker.submit(work.prepared, work.tokens)
@@ -284,23 +239,29 @@ class Service:
         return futures
 
     async def _wait(self, futures: Sequence[Future], timeout: float | None = None) -> list[Any]:
-        """The answers of ``futures`` (504 after the request timeout; the first error raised)."""
+        """The answers of ``futures``, in order (504 after the request timeout, and the work is
+        dropped; the first error, in order, raised). A cancelled wait (its client went away)
+        drops the work too."""
         timeout = self.limits.request_timeout_s if timeout is None else timeout
         wrapped = [asyncio.wrap_future(f) for f in futures]
         try:
-            done = await asyncio.wait_for(asyncio.gather(*wrapped), timeout)
+            _, pending = await asyncio.wait(wrapped, timeout=None if timeout == float("inf") else timeout)
         except asyncio.CancelledError:  # the client went away: its queued work is dropped
             for f in futures:
                 f.cancel()
             raise
-        except asyncio.TimeoutError:
+        if pending:
             for f in futures:
                 f.cancel()
             raise ServiceError(504, "Timeout", f"the request was not answered within {timeout:g} s "
-                               "(--request-timeout-s); the service is busy or the request is large") from None
-        return list(done)
+                               "(--request-timeout-s); the service is busy or the request is large")
+        errors = [w.exception() for w in wrapped]  # each retrieved: no "never retrieved" log line
+        first = next((e for e in errors if e is not None), None)
+        if first is not None:
+            raise first
+        return [w.result() for w in wrapped]
 
-    async def _run(self, prepare: Callable[[], _Work]) -> Answer:
+    async def _run(self, prepare: Callable[[], Work]) -> Answer:
         """Prepare one HTTP request's work off the loop, submit it, wait for its answers, build
         the body off the loop; the :class:`Answer` with every note (module docstring).
 
@@ -317,8 +278,24 @@ class Service:
         return Answer(body, self._notes(before, [n for r in work.requests for n in r.notes], after),
                       headers={"X-UniEval-Long-Input": work.long_input})
 
+    def error(self, exc: BaseException) -> ServiceError:
+        """:func:`service_error` with the server's paths taken out of the message and the problems
+        (the full message, when it differed, goes to the log at warning level), and the notes
+        gathered before it failed in the ``X-UniEval-Notes`` headers."""
+        err = service_error(exc)
+        message = self.redact(err.message)
+        examples = [{**e, "message": self.redact(e.get("message", ""))} for e in err.examples]
+        if message != err.message or examples != err.examples:
+            log.warning("answered %s %s (server paths taken out): %s %s", err.status, err.type, err.message,
+                        "; ".join(e.get("message", "") for e in err.examples))
+        noted = self._notes(getattr(exc, "notes", None) or [])
+        headers = {**err.headers, **(notes_headers(noted) if noted else {})}
+        if message == err.message and examples == err.examples and headers == err.headers:
+            return err
+        return ServiceError(err.status, err.type, message, examples, headers)
+
     def _score_work(self, data: Sequence[Any], task: str, aspects: Sequence[str], evidence: bool,
-                    finish: Callable[..., Any]) -> _Work:
+                    finish: Callable[..., Any]) -> Work:
         """Validated examples as planned score requests (as ``Scorer`` checks them: every problem
         at once, input hints noted); ``finish(values, evidence, languages)`` gives the body (the
         truncation notes of the answers' counters are given)."""
@@ -353,7 +330,7 @@ class Service:
         """
         from ..wire.hosted import hosted_result
 
-        def prepare() -> _Work:
+        def prepare() -> Work:
             config, data = read()
             if len(data) > MAX_EXAMPLES_PER_REQUEST:
                 raise RequestTooLargeError(
@@ -381,7 +358,7 @@ class Service:
         Args:
             read: returns ``(task, aspects, data, evidence)``.
         """
-        def prepare() -> _Work:
+        def prepare() -> Work:
             task, aspects, data, evidence = read()
             names = self.engine.registry.aspect_names(task, aspects)
 
@@ -397,7 +374,7 @@ class Service:
 
         return await self._run(prepare)
 
-    def _report_work(self, records: Any, format: str, options: Any, answer: Callable[[Any], Any]) -> _Work:
+    def _report_work(self, records: Any, format: str, options: Any, answer: Callable[[Any], Any]) -> Work:
         """One report run (:func:`~unieval_local.reports.plan_report`) planned for the shared
         scheduler; ``answer(report file)`` gives the body. The file's notes and its truncation
         count become notes, as ``make_report`` warns them."""
@@ -433,7 +410,7 @@ class Service:
         from ..reports.rating import RatingConfig
         from ..wire.rating_evaluator import evaluator_error, evaluator_result
 
-        def prepare() -> _Work:
+        def prepare() -> Work:
             record, enabled_metrics = read()
             if isinstance(enabled_metrics, str):
                 enabled_metrics = [m.strip() for m in enabled_metrics.split(",") if m.strip()]
@@ -468,7 +445,7 @@ class Service:
         Raises:
             ServiceError: 422 naming the field of an unusable record.
         """
-        def prepare() -> _Work:
+        def prepare() -> Work:
             record = read()
 
             def answer(out: Any) -> dict[str, Any]:
@@ -483,109 +460,3 @@ class Service:
             return self._report_work([dict(record)], "autoeval", None, answer)
 
         return await self._run(prepare)
-
-    # ------------------------------------------------------------------ custom runs
-    def get_run(self, run_id: str) -> dict[str, Any]:
-        """``GET /runs/{id}``: the run object (404 when unknown or forgotten)."""
-        run = self.runs.get(run_id)
-        if run is None:
-            raise ServiceError(404, "NotFound", f"no run {run_id!r}: runs are kept in memory, at most "
-                               f"{self.limits.max_runs} (--max-runs, the oldest finished ones forgotten first), and "
-                               "lost when the service restarts")
-        return run
-
-    async def custom_run(self, read: Reader) -> Answer:
-        """``POST /runs/custom``: score a hosted custom-run body (the summ metric); the run object.
-
-        The run object: :func:`~unieval_local.service.runs.new_run`, its ``evaluations`` once done
-        (:func:`~unieval_local.service.runs.run_evaluations`: each row result with its own
-        ``notes``); ``notes`` holds the run's notes (ignored keys, report notes, truncation, the
-        requests' own notes). ``is_blocking`` true (default): 200 with the finished run; false:
-        202 with the run queued, ``GET /runs/{id}`` gives it when done.
-
-        At most ``max_runs`` runs are kept (a hard bound): the oldest finished ones are forgotten
-        first; a non-blocking run when every kept run is still running is refused (503, Retry-After);
-        a blocking run is answered all the same, and kept once finished if there is room then.
-
-        Args:
-            read: returns the body (a dict).
-
-        Raises:
-            ServiceError: 422 naming ``evaluations[i].metrics[k]`` (an unknown metric) or the
-                place of another shape error; 503 ``TooManyRuns``; 429/503 as :func:`service_error`;
-                504 for a blocking run past the timeout (its id in the message: it can still be polled).
-        """
-        from ..wire.custom_run import CustomRunError, plan_custom_run
-
-        def prepare() -> tuple[dict[str, Any], list, list[_Work | None], list[str]]:
-            body = read()
-            groups, run_notes = plan_custom_run(body, consumed=("is_blocking", "data_collection_id"))
-            works = [self._report_work(g.records, "summ", None, lambda out: out) if g.records else None
-                     for g in groups]
-            return body, groups, works, run_notes
-
-        try:
-            self._check_open()
-            (body, groups, works, run_notes), before = await self.off_loop(prepare)
-        except CustomRunError as exc:  # the body's shape: every place named, e.g. evaluations[0].metrics[1]
-            raise ServiceError(422, "InvalidRequest", str(exc),
-                               [{"index": None, "field": place, "message": message}
-                                for place, message in exc.problems]) from None
-        except Exception as exc:
-            raise self.error(exc) from None
-        run = new_run(body, self._notes(run_notes, before))
-        kept = self.runs.keep(run)
-        if not kept and not run["is_blocking"]:
-            raise ServiceError(503, "TooManyRuns", f"{self.limits.max_runs} custom runs are kept (--max-runs) and "
-                               "every one is still running, so this one could not be polled: retry after the "
-                               "Retry-After seconds, or send is_blocking true to get the run in the answer",
-                               headers={"Retry-After": str(RUNS_RETRY_AFTER_S)})
-        live = [w for w in works if w is not None]
-        merged = _Work([r for w in live for r in w.requests], [p for w in live for p in w.prepared],
-                       sum(w.tokens for w in live), lambda answers: answers)
-        try:
-            futures = self._submit(merged)
-        except Exception as exc:
-            self.runs.forget(run["id"])
-            raise self.error(exc) from None
-        task = asyncio.ensure_future(self._finish_run(run, kept, groups, works, merged, futures))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        mode = {"X-UniEval-Long-Input": self.report_long_input}
-        if not run["is_blocking"]:
-            return Answer(dict(run), run["notes"], 202, {"Location": f"/runs/{run['id']}", **mode})
-        try:
-            await asyncio.wait_for(asyncio.shield(task), self.limits.request_timeout_s)
-        except asyncio.TimeoutError:
-            where = f"GET /runs/{run['id']} gives it when done" if run["id"] in self.runs else \
-                "it cannot be polled (--max-runs runs are kept, all running)"
-            limit = self.limits.request_timeout_s
-            raise ServiceError(504, "Timeout", f"run {run['id']} was not finished within {limit:g} s "
-                               f"(--request-timeout-s); it goes on: {where}") from None
-        if run["status"] == "failed":
-            raise ServiceError(500, run["error"]["type"], run["error"]["message"])
-        return Answer(dict(run), run["notes"], headers=mode)
-
-    async def _finish_run(self, run: dict[str, Any], kept: bool, groups: list, works: list[_Work | None],
-                          merged: _Work, futures: list[Future]) -> None:
-        """Wait for a run's answers, then fill its object (in place, on the loop); keep it now if
-        it could not be kept when it started."""
-        def build(parts: list[Any]) -> list[dict[str, Any]]:
-            reports, at = [], 0
-            for work in works:
-                n = len(work.prepared) if work is not None else 0
-                reports.append(work.finish(parts[at:at + n]) if work is not None else None)
-                at += n
-            return run_evaluations(groups, reports)
-
-        try:
-            parts = await self._wait(futures, timeout=float("inf"))
-            evaluations, after = await self.off_loop(build, parts)
-        except Exception as exc:  # noqa: BLE001  the run fails, its object says why
-            err = self.error(exc)
-            run.update(status="failed", completed_at=now(), error={"type": err.type, "message": err.message})
-        else:
-            run.update(evaluations=evaluations, status="completed", completed_at=now(),
-                       notes=self._notes(run["notes"], [n for r in merged.requests for n in r.notes], after))
-        if not kept:
-            self.runs.keep(run)

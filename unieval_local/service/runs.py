@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -62,6 +62,11 @@ class RunStore:
         with self._lock:
             run = self.runs.get(run_id)
             return dict(run) if run is not None else None
+
+    def running(self) -> int:
+        """Runs kept whose status is not finished."""
+        with self._lock:
+            return sum(1 for r in self.runs.values() if r["status"] not in FINISHED)
 
     def __contains__(self, run_id: object) -> bool:
         with self._lock:

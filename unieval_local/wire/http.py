@@ -145,9 +145,9 @@ class PathRedactor:
         if not isinstance(text, str) or ("/" not in text and "\\" not in text):
             return text
         names: dict[str, str] = {}
-        for path, name in self.known().items():
-            for variant in {str(path), os.path.realpath(str(path))}:
-                if len(variant) > 1 and os.path.isabs(variant):
+        for path, name in self.known().items():  # as given (relative too, when it names a folder), and resolved
+            for variant in {str(path), os.path.abspath(str(path)), os.path.realpath(str(path))}:
+                if len(variant) > 1 and (os.path.isabs(variant) or "/" in variant or os.sep in variant):
                     names[variant.rstrip("/")] = name
         for path in sorted(names, key=len, reverse=True):
             text = text.replace(path, names[path])
