@@ -181,6 +181,15 @@ def load(server: Server, recs: list[dict], clients: int) -> dict[str, float]:
     return {"throughput": len(recs) / (time.perf_counter() - started), **latencies(samples)}
 
 
+WARM_UP = [{"target": "The council met on Monday.", "source": "The council met on Monday. It approved a park."}]
+
+
+def warm_up(server: Server) -> None:
+    """One request of text no benchmark uses (the service remembers scored queries: a load must
+    not meet its own queries again)."""
+    server.post("/v1/unieval", {"config": ASPECT, "data": WARM_UP})
+
+
 def worktree(rev: str, tmp: Path) -> Path:
     """A git worktree of ``rev`` (the pass-level scheduler's commit) in ``tmp``."""
     path = tmp / f"baseline-{rev[:10]}"
@@ -204,32 +213,58 @@ def generated(tmp: Path, widths: str) -> str:
 
 
 # ----------------------------------------------------------------------------- scenarios
-def throughput(model: str, recs: list[dict], tmp: Path, flags: list[str], baseline: Path | None) -> list[tuple]:
-    rows = [("offline `unieval-local score`", offline(model, recs, tmp, flags))]
-    server = Server(model, tmp, flags)
+def server_cpu_s(server: Server) -> float:
+    """CPU seconds (user + system) the server process has used so far."""
+    fields = Path(f"/proc/{server.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def served(model: str, recs: list[dict], tmp: Path, flags: list[str], clients: int, root: Path | None) -> dict:
+    """One load on a fresh server (none has scored these queries before), with its CPU seconds per example."""
+    server = Server(model, tmp, flags, root=root)
     try:
-        load(server, recs[:8], 2)  # warm-up
-        for clients in (1, 8, 32):
-            rows.append((f"service, {clients} client(s)", load(server, recs, clients)))
+        warm_up(server)
+        before = server_cpu_s(server)
+        row = load(server, recs, clients)
+        row["cpu_per_record"] = (server_cpu_s(server) - before) / len(recs)
     finally:
         server.close()
+    return row
+
+
+def throughput(model: str, recs: list[dict], tmp: Path, flags: list[str], baseline: Path | None,
+               repeats: int = 2) -> list[tuple]:
+    """Offline, the service (1, 8, 32 clients) and the pass-level scheduler (32 clients); the
+    offline, 32-client and baseline runs repeated ``repeats`` times, interleaved (a shared machine's
+    speed drifts: the ratios are of the medians, each pair measured close in time)."""
+    rows = [(f"service, {c} client(s)", served(model, recs, tmp, flags, c, None)) for c in (1, 8)]
+    reps: dict[str, list[dict]] = {"offline": [], "service": [], "baseline": []}
+    for _ in range(repeats):
+        reps["offline"].append(offline(model, recs, tmp, flags))
+        reps["service"].append(served(model, recs, tmp, flags, 32, None))
+        if baseline is not None:
+            reps["baseline"].append(served(model, recs, tmp, flags, 32, baseline))
+
+    def median(runs: list[dict]) -> dict:
+        return {k: float(np.median([r[k] for r in runs])) for k in runs[0]} if runs else {}
+
+    off = median(reps["offline"])
+    rows = [("offline `unieval-local score`", off)] + rows + [("service, 32 clients", median(reps["service"]))]
     if baseline is not None:
-        old = Server(model, tmp, flags, root=baseline)
-        try:
-            load(old, recs[:8], 2)
-            rows.append(("pass-level scheduler (baseline), 32 clients", load(old, recs, 32)))
-        finally:
-            old.close()
-    base = rows[0][1]["throughput"]
+        rows.append(("pass-level scheduler (baseline), 32 clients", median(reps["baseline"])))
     print(f"\n### throughput: {len(recs)} SummEval records, {ASPECT['task']}/{ASPECT['evaluation_aspect']}, "
-          "4-example requests\n")
-    print("| run | examples/s | x offline | p50 s | p99 s | requests |")
-    print("|---|---:|---:|---:|---:|---:|")
+          f"4-example requests (medians of {repeats} interleaved runs for offline, 32 clients and the baseline)\n")
+    print("| run | examples/s | x offline | CPU s / example | p50 s | p99 s | requests |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, r in rows:
-        lat = f"{r['p50']:.2f} | {r['p99']:.2f} | {r['requests']}" if "p50" in r else "- | - | -"
-        print(f"| {name} | {r['throughput']:.2f} | {r['throughput'] / base:.2f} | {lat} |")
+        lat = f"{r['p50']:.2f} | {r['p99']:.2f} | {int(r['requests'])}" if "p50" in r else "- | - | -"
+        print(f"| {name} | {r['throughput']:.2f} | {r['throughput'] / off['throughput']:.2f} | "
+              f"{r['cpu_per_record']:.2f} | {lat} |")
+    for name, runs in reps.items():
+        if runs:
+            print(f"{name} runs, examples/s: " + ", ".join(f"{r['throughput']:.2f}" for r in runs))
     if baseline is not None:
-        new, old = rows[3][1], rows[4][1]
+        new, old = median(reps["service"]), median(reps["baseline"])
         print(f"\np50 of 32 clients, micro-batches over the pass-level scheduler: {new['p50'] / old['p50']:.2f}x "
               f"(target <= 0.5); throughput {new['throughput'] / old['throughput']:.2f}x")
     return rows
@@ -237,7 +272,8 @@ def throughput(model: str, recs: list[dict], tmp: Path, flags: list[str], baseli
 
 def head_of_line(model: str, recs: list[dict], tmp: Path, flags: list[str], baseline: Path | None) -> list[tuple]:
     """p99 of 1-example requests alone and while a 250-example and a 6,000-reference request run."""
-    small = [{"target": r["target"], "source": r["source"]} for r in recs[:20]]
+    smalls = ([{"target": r["target"], "source": r["source"]} for r in recs[:20]],  # alone, then loaded:
+              [{"target": r["target"], "source": r["source"]} for r in recs[20:40]])  # no query met twice
     big = {"config": ASPECT, "data": [{"target": r["target"], "source": r["source"]}
                                       for r in (recs * (250 // max(1, len(recs)) + 1))[:250]]}
     refs = [r for rec in recs for r in rec["references"]] or [recs[0]["target"]]
@@ -249,7 +285,7 @@ def head_of_line(model: str, recs: list[dict], tmp: Path, flags: list[str], base
             continue
         server = Server(model, tmp, flags, root=root)
         try:
-            def one_by_one() -> list[float]:
+            def one_by_one(small: list[dict]) -> list[float]:
                 out = []
                 for ex in small:
                     started = time.perf_counter()
@@ -258,13 +294,13 @@ def head_of_line(model: str, recs: list[dict], tmp: Path, flags: list[str], base
                     out.append(time.perf_counter() - started)
                 return out
 
-            one_by_one()  # warm-up
-            alone = latencies(one_by_one())
+            warm_up(server)
+            alone = latencies(one_by_one(smalls[0]))
             threads = [threading.Thread(target=server.post, args=("/v1/unieval", body)) for body in (big, many)]
             for t in threads:
                 t.start()
             time.sleep(1.0)  # both admitted and running
-            loaded = latencies(one_by_one())
+            loaded = latencies(one_by_one(smalls[1]))
             for t in threads:
                 t.join()
             rows.append((label, alone, loaded))
@@ -567,8 +603,9 @@ def slow_connections(model: str, recs: list[dict], tmp: Path, engine_flags: list
             if time.monotonic() > deadline or proc.poll() is not None:
                 raise RuntimeError(f"the service did not come up: {log_path.read_text()[-2000:]}")
             time.sleep(0.3)
-        _keyed_load(url, recs[:8], 2)  # warm-up
-        baseline = _keyed_load(url, recs, clients)
+        _keyed_load(url, [{"id": "w", **WARM_UP[0]}] * 4, 1)  # warm-up, on text no load uses
+        baseline = _keyed_load(url, recs[0::2], clients)  # the service remembers scored queries: the two
+        # loads take alternate records, so neither meets the other's
         mark = len(log_path.read_text(errors="replace"))
         slow = _SlowClients(port, n_slow).start()
         started = time.monotonic()
@@ -580,7 +617,7 @@ def slow_connections(model: str, recs: list[dict], tmp: Path, engine_flags: list
         except requests.RequestException:
             health_ok = False
         health_s = time.perf_counter() - asked if health_ok else float("nan")
-        under = _keyed_load(url, recs, clients)
+        under = _keyed_load(url, recs[1::2], clients)
         time.sleep(max(0.0, hold_s - (time.monotonic() - started)))
         slow.stop()
         time.sleep(1.0)

@@ -424,3 +424,30 @@ def test_service_reads_languages_and_warns_once_in_its_log(models, tmp_path):
         assert "the report's 'adherence' query" in log
     finally:
         assert server.stop() == 0, server.stderr()
+
+
+def test_script_counts_equal_a_plain_loop_over_the_letters():
+    import random
+
+    from unieval_local.text.language import _script_counts
+
+    def plain(text):
+        letters = han = other = 0
+        for c in text:
+            if not c.isalpha():
+                continue
+            letters += 1
+            if "\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" or "\uf900" <= c <= "\ufaff" \
+                    or 0x20000 <= ord(c) <= 0x3134F:
+                han += 1
+            elif "\u3040" <= c <= "\u30ff" or "\uac00" <= c <= "\ud7af" or "\u1100" <= c <= "\u11ff":
+                other += 1
+        return letters, han, other
+
+    rng = random.Random(0)
+    pool = [chr(c) for c in [*range(32, 0x2FF), *range(0x3040, 0x3100), *range(0x4E00, 0x4E40), *range(0xAC00, 0xAC20),
+                             *range(0x1100, 0x1110), *range(0xF900, 0xF910), 0x20000, 0x3134A, 0x0660, 0x0966, 0x00B2,
+                             0x2160, 0x30FB, 0x3005, 0x0E01, 0x0E31]]
+    for _ in range(2000):
+        text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 120)))
+        assert _script_counts(text) == plain(text), text

@@ -164,3 +164,30 @@ def test_a_bad_request_fails_alone_and_an_empty_one_is_answered(fake_ckpt):
     with pytest.raises(InvalidExampleError, match="target"):
         futures[0].result()
     assert len(futures[1].result().values["coherence"]) == 2
+
+
+def test_a_small_requests_micro_batch_is_not_filled_with_a_large_ones_queries(fake_ckpt):
+    scheduler, runner = make(fake_ckpt, batch_tokens=400)
+    big = scheduler.submit(ScoreRequest(examples(60, "B"), "summarization", ["consistency"]))
+    scheduler.step()
+    small = scheduler.submit(ScoreRequest(examples(1, "s"), "summarization", ["coherence"]))
+    scheduler.step()
+    assert small.done() and not big.done()
+    assert all("Summary s0" in p for p in runner.calls[-1])  # its batch held its own query alone
+
+
+def test_micro_batches_are_cut_to_the_target_step_duration(fake_ckpt):
+    import time as clock
+
+    class Slow(FakeRunner):  # 2 ms per prompt word: the model's pace is measured, not told
+        def score(self, prompts, *, max_length, on_batch=None):
+            clock.sleep(0.002 * sum(len(p.split()) + 1 for p in prompts))
+            return super().score(prompts, max_length=max_length, on_batch=on_batch)
+
+    sizes = {}
+    for target in (None, 0.05):
+        scheduler, runner = make(fake_ckpt, Slow(value), batch_tokens=400, step_seconds=target)
+        scheduler.run([ScoreRequest(examples(12, "t"), "summarization", ["coherence"])])
+        sizes[target] = [sum(len(p.split()) + 1 for p in call) for call in runner.calls]
+    assert max(sizes[None]) > 200  # full batches of the token budget
+    assert max(sizes[0.05][1:]) <= 0.05 / 0.002 * 1.5  # about 25 words' worth once the pace is known

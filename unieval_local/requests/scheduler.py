@@ -21,12 +21,16 @@ Which prompts a micro-batch holds (the fairness rule):
 * The first request of that order leads the micro-batch, except that a request that led the
   previous micro-batch gives the lead to a smaller request that is waiting: a large request never
   holds the worker for more than one micro-batch while smaller ones wait (interleaving).
-* A window of up to :attr:`Scheduler.window` prompts is taken from the requests in that order,
-  the leader's first, sorted by token length (:meth:`Runner.count`), and cut into batches of at
-  most ``batch_tokens`` padded tokens (:func:`~unieval_local.models.batching.next_batch_end`);
-  the batch holding the leader's first prompt runs. Padding stays as low as a global length
-  sort gives (every batch is of prompts of similar length), and the next step's window sees the
-  requests that arrived meanwhile.
+* A window of the waiting prompts is taken in that order, the leader's first and then those of
+  the requests of its size class (waiting for at most :data:`SIZE_CLASS` times the leader's
+  remaining queries: a small request's batch is not filled up with a large one's), until it holds
+  :attr:`Scheduler.window` forward batches' worth of tokens (2 by default); it is sorted by token
+  length (:meth:`Runner.count`) and cut into batches of at most ``batch_tokens`` padded tokens
+  (:func:`~unieval_local.models.batching.next_batch_end`); the batch holding the leader's first
+  prompt runs. A small window keeps requests finishing in the order above (a window of every
+  waiting prompt would advance all of them a little each time, and finish them all at the end);
+  sorting inside it keeps each batch of prompts of similar length, and the next step's window
+  sees the requests that arrived meanwhile.
 
 Nothing here depends on the clock: the same submissions give the same micro-batches, so
 repeated offline runs are byte-identical. A micro-batch shares its batch with other prompts than
@@ -46,6 +50,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, InvalidStateError
@@ -57,7 +62,11 @@ from ..config import MAX_EXAMPLES_PER_REQUEST
 from ..engine import Engine, JobResult, RunStats
 from .base import Request, Stage, StageGenerator, StageResult
 
-__all__ = ["Prepared", "RequestPolicy", "Scheduler"]
+__all__ = ["Prepared", "RequestPolicy", "SIZE_CLASS", "Scheduler"]
+
+#: A micro-batch led by a request holds the queries of the requests waiting for at most this many
+#: times the leader's remaining queries (and the leader's own).
+SIZE_CLASS = 4
 
 T = TypeVar("T")
 
@@ -132,30 +141,43 @@ class Scheduler:
     Args:
         engine: the :class:`~unieval_local.engine.Engine` it runs on.
         policy: the :class:`RequestPolicy` entry points split their input with (default 250).
-        window: prompts considered for one micro-batch (sorted by length inside it).
+        window: forward batches' worth of tokens (``batch_tokens`` each) of the waiting prompts, in
+            priority order, that one micro-batch is chosen from (sorted by length inside it): 2 keeps
+            requests finishing in order while batches stay of prompts of similar length.
         mix: micro-batches may hold several requests' prompts (False: the leader's only, the
             service's ``--max-wait-ms 0``).
         memo: scored prompts remembered per checkpoint (by SHA-256), so a prompt that comes back
             after its first request finished is not scored again (0: none).
         ageing: micro-batches after which a waiting request's size counts half.
+        step_seconds: a micro-batch's target duration (None: none): where the model is slow
+            (a CPU), its token budget is cut to what it scores in about this long (the measured
+            seconds per padded token), so a request that arrives waits at most about this long for
+            the micro-batch in progress (the HTTP service: ``--max-step-ms``). A batch run sets
+            none: it has no one waiting, and full batches are its fastest.
 
     Attributes:
         stats: the counters of the model's work: distinct queries scored, those truncated (by
             checkpoint and field), cache hits and misses, model loads
             (:class:`~unieval_local.engine.RunStats`).
         batches: micro-batches run so far.
+        real_tokens, padded_tokens: the tokens of the prompts of those micro-batches, and the
+            padded tokens (rows x longest) they took: ``real / padded`` is the padding efficiency.
 
     Thread safety: :meth:`prepare` and :meth:`submit` may be called from any thread;
     :meth:`step` from one thread at a time (it holds a lock while it runs).
     """
 
-    def __init__(self, engine: Engine, policy: RequestPolicy | None = None, *, window: int = 256, mix: bool = True,
-                 memo: int = 65536, ageing: float = 32.0):
+    def __init__(self, engine: Engine, policy: RequestPolicy | None = None, *, window: float = 2.0, mix: bool = True,
+                 memo: int = 65536, ageing: float = 32.0, step_seconds: float | None = None):
         self.engine = engine
         self.policy = policy or RequestPolicy()
-        self.window, self.mix, self.memo_size, self.ageing = max(1, int(window)), bool(mix), max(0, int(memo)), ageing
+        self.window, self.mix, self.memo_size, self.ageing = max(1.0, float(window)), bool(mix), max(0, int(memo)), ageing
+        self.step_seconds = step_seconds
         self.stats = RunStats()
         self.batches = 0
+        self.real_tokens = self.padded_tokens = 0
+        self._per_token: dict[str, float] = {}  # seconds per padded token of each checkpoint (moving average)
+        self._last_padded = 0
         self._lock = threading.RLock()
         self._work = threading.Condition(self._lock)
         self._step_lock = threading.Lock()
@@ -413,43 +435,65 @@ class Scheduler:
                     leader = smaller[0]
             self._last_leader = leader
             ckpt = next(c for c, prompts in leader.todo.items() if prompts)
-            window: dict[str, None] = {}
-            for p in [leader] + ([q for q in order if q is not leader] if self.mix else []):
-                for prompt in p.todo.get(ckpt, ()):
-                    window[prompt] = None
-                    if len(window) >= self.window:
-                        break
-                if len(window) >= self.window:
-                    break
-            window_prompts = list(window)
-            entries = [self._pool[ckpt][prompt] for prompt in window_prompts]
-        return ckpt, self._batch_of(ckpt, window_prompts, entries)
-
-    def _batch_of(self, ckpt: str, window: list[str], entries: list[_Entry]) -> list[str]:
-        """The length-sorted batch of ``window`` that holds its first prompt (the leader's)."""
-        from ..models.batching import next_batch_end, sort_by_length
-
+            # the leader's batch is shared with requests of its size class only: a small request's
+            # batch is not filled up with a large one's queries (its latency would be the large
+            # batch's); a large leader takes the smaller ones along
+            others = [q for q in order if q is not leader and q.remaining <= SIZE_CLASS * leader.remaining]
+            queue = [list(p.todo.get(ckpt, ())) for p in [leader] + (others if self.mix else [])]
         try:
             runner = self.engine.runner(ckpt)
         except Exception:  # noqa: BLE001  reported to the requests that need it by _run_batch
-            return window
-        max_length = self.engine.max_length(ckpt)
-        unknown = [k for k, e in enumerate(entries) if e.length is None]
-        if unknown:
-            counts = runner.count([window[k] for k in unknown])
-            for k, n in zip(unknown, counts):
-                entries[k].length = min(int(n), max_length)
-        lengths = [e.length for e in entries]
-        order = sort_by_length(lengths)
+            return ckpt, queue[0][:1]
+        return ckpt, self._batch_of(ckpt, runner, queue)
+
+    def _batch_of(self, ckpt: str, runner: Any, queue: list[list[str]]) -> list[str]:
+        """The next micro-batch of ``ckpt``: a window of the waiting prompts in priority order
+        (``queue``: each request's, the leader's first) holding :attr:`window` batches' worth of
+        tokens, sorted by length and cut into batches under the runner's budgets; the batch that
+        holds the leader's first prompt."""
+        from ..models.batching import next_batch_end, sort_by_length
+
         budget = int(runner.batch_tokens or self.engine.settings.batch_tokens)
-        cells = runner.max_cells
+        if self.step_seconds and ckpt in self._per_token:  # what the model scores in step_seconds
+            budget = max(1, min(budget, int(self.step_seconds / self._per_token[ckpt])))
+        cells, max_length = runner.max_cells, self.engine.max_length(ckpt)
+        window: dict[str, int] = {}
+        tokens = 0
+        for prompts in queue:
+            for at in range(0, len(prompts), 64):  # counted as they are needed (64 at a time)
+                part = [q for q in prompts[at:at + 64] if q not in window]
+                for q, n in zip(part, self._lengths(ckpt, runner, part, max_length)):
+                    window[q] = n
+                    tokens += n
+                    if tokens >= self.window * budget:
+                        break
+                if tokens >= self.window * budget:
+                    break
+            if tokens >= self.window * budget:
+                break
+        prompts, lengths = list(window), list(window.values())
+        order = sort_by_length(lengths)
         start = 0
         while start < len(order):
             end = next_batch_end(order, lengths, start, budget, max_cells=cells)
             if 0 in order[start:end]:
-                return [window[k] for k in order[start:end]]
+                batch = order[start:end]
+                self._last_padded = len(batch) * max(lengths[k] for k in batch)
+                self.real_tokens += sum(lengths[k] for k in batch)
+                self.padded_tokens += self._last_padded
+                return [prompts[k] for k in batch]
             start = end
-        return window[:1]
+        return prompts[:1]
+
+    def _lengths(self, ckpt: str, runner: Any, prompts: list[str], max_length: int) -> list[int]:
+        """Each pooled prompt's token length (cut at ``max_length``), counted once (on its pool entry)."""
+        with self._lock:
+            entries = [self._pool[ckpt][q] for q in prompts]
+        unknown = [k for k, e in enumerate(entries) if e.length is None]
+        if unknown:
+            for k, n in zip(unknown, runner.count([prompts[k] for k in unknown])):
+                entries[k].length = min(int(n), max_length)
+        return [e.length for e in entries]
 
     def _run_batch(self, ckpt: str, prompts: list[str]) -> int:
         """Score one micro-batch and deliver it; the number of requests finished."""
@@ -459,7 +503,12 @@ class Scheduler:
             with self._lock:
                 waiting = list(dict.fromkeys(w for e in self._pool.get(ckpt, {}).values() for w in e.waiters))
             return sum(self._fail(p, exc) for p in waiting)
+        started = time.perf_counter()
         finished = self._score(ckpt, runner, prompts)
+        if self._last_padded:  # the model's pace, for step_seconds (a moving average over ~8 batches)
+            pace = (time.perf_counter() - started) / self._last_padded
+            self._per_token[ckpt] = pace if ckpt not in self._per_token else 0.875 * self._per_token[ckpt] + 0.125 * pace
+            self._last_padded = 0
         self.batches += 1
         return finished
 

@@ -76,6 +76,10 @@ class ServiceLimits:
     Attributes:
         max_wait_ms: how long an idle worker waits for more requests before its first
             micro-batch, in milliseconds (0: no wait, and no micro-batch mixes requests).
+        max_step_ms: a micro-batch's target duration in milliseconds: where the model is slow (a
+            CPU), micro-batches are cut to what it scores in about this long, so a request that
+            arrives waits at most about this long for the one in progress (0: full batches,
+            ``batch_tokens`` each, whatever they take).
         max_request_queries: the most model queries one HTTP request may cost (an upper bound
             before deduplication); more gets HTTP 413. The default 8,192 holds a 250-example,
             4-aspect request of 10-sentence summaries (250 x (2 + 2 x 10) = 5,500).
@@ -94,6 +98,7 @@ class ServiceLimits:
     """
 
     max_wait_ms: float = 10.0
+    max_step_ms: float = 100.0
     max_request_queries: int = 8192
     max_queued_queries: int = 32768
     max_body_mb: float = 16.0
@@ -102,8 +107,10 @@ class ServiceLimits:
     max_batch_tokens: int = 65536
 
     def __post_init__(self) -> None:
-        if self.max_wait_ms < 0 or not math.isfinite(self.max_wait_ms):
-            raise ValueError(f"max_wait_ms must be >= 0, got {self.max_wait_ms!r}")
+        for name in ("max_wait_ms", "max_step_ms"):
+            value = getattr(self, name)
+            if value < 0 or not math.isfinite(value):
+                raise ValueError(f"{name} must be >= 0, got {value!r}")
         for name in ("max_request_queries", "max_queued_queries", "max_body_mb", "request_timeout_s", "max_runs",
                      "max_batch_tokens"):
             value = getattr(self, name)
@@ -124,6 +131,10 @@ SERVICE_FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("max_wait_ms", "--max-wait-ms", float, "how long an idle worker waits for more requests before its first "
                                             "micro-batch, in ms (0: no wait, no micro-batch mixes requests; "
                                             "default {default:g})"),
+    ("max_step_ms", "--max-step-ms", float, "a micro-batch's target duration in ms: on a slow device (a CPU) "
+                                            "micro-batches are cut to what the model scores in about this long, so a "
+                                            "new request waits at most about this long for the one in progress (0: "
+                                            "full --batch-tokens batches; default {default:g})"),
     ("max_request_queries", "--max-request-queries", int,
      "most model queries one HTTP request may cost (examples x aspects x sentences, references and document "
      "windows, before deduplication); more gets 413 (default {default})"),
@@ -281,8 +292,7 @@ class BatchingWorker:
                 self._cond.wait(0.5)
             if self._incoming and not self.scheduler.pending() and limits.max_wait_ms > 0:
                 deadline = time.monotonic() + limits.max_wait_ms / 1000.0
-                while not self._stopping and self._tokens < limits.max_batch_tokens and \
-                        sum(p.cost for p in self._incoming) < self.scheduler.window:
+                while not self._stopping and self._tokens < limits.max_batch_tokens:
                     left = deadline - time.monotonic()
                     if left <= 0:
                         break

@@ -85,7 +85,8 @@ class Service(CustomRuns):
         self.engine = engine
         self.limits = limits or ServiceLimits()
         self.report_long_input = report_long_input or engine.config.long_input
-        self.scheduler = Scheduler(engine, mix=self.limits.max_wait_ms > 0)
+        self.scheduler = Scheduler(engine, mix=self.limits.max_wait_ms > 0,
+                                   step_seconds=self.limits.max_step_ms / 1000 or None)
         self.metrics = ServiceMetrics(self._queued)
         self.worker = BatchingWorker(self.scheduler, self.limits, self._ticked)
         self.preload = list(preload)

@@ -33,6 +33,7 @@ characters of each). A ``language`` field of the record, then the run's ``langua
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -71,20 +72,18 @@ def language_name(code: str) -> str:
     return _NAMES.get(code, code)
 
 
+#: Han characters (CJK unified ideographs, extension A, compatibility ideographs, extensions
+#: B-G), and kana or hangul (syllables and jamo), counted among the letters by the regex engine
+#: (not a Python loop per character: detection runs on every record).
+_HAN = re.compile("[\u4e00-\u9fff\u3400-\u4dbf\uf900-\ufaff\U00020000-\U0003134f]")
+_KANA_HANGUL = re.compile("[\u3040-\u30ff\uac00-\ud7af\u1100-\u11ff]")
+
+
 def _script_counts(text: str) -> tuple[int, int, int]:
-    """(letters, Han characters, kana or hangul characters) of ``text``."""
-    letters = han = other_cjk = 0
-    for c in text:
-        if not c.isalpha():
-            continue
-        letters += 1
-        if "\u4e00" <= c <= "\u9fff" or "\u3400" <= c <= "\u4dbf" or "\uf900" <= c <= "\ufaff":
-            han += 1
-        elif "\u3040" <= c <= "\u30ff" or "\uac00" <= c <= "\ud7af" or "\u1100" <= c <= "\u11ff":
-            other_cjk += 1
-        elif 0x20000 <= ord(c) <= 0x3134F:  # CJK extensions B-G
-            han += 1
-    return letters, han, other_cjk
+    """(letters, Han characters, kana or hangul characters) of ``text``: of its letters only
+    (the katakana middle dot is in the kana block but is no letter)."""
+    letters = "".join(filter(str.isalpha, text))
+    return len(letters), len(_HAN.findall(letters)), len(_KANA_HANGUL.findall(letters))
 
 
 def _load_identifier():
