@@ -15,6 +15,7 @@ import time
 import pytest
 
 from test_batch import args, by_key, read, same_scores, small_records, write_jsonl
+from unieval_local.batch import run_batch
 from unieval_local.cli import main
 
 CLI = [sys.executable, "-c", "import sys; from unieval_local.cli import main; sys.exit(main())"]
@@ -63,3 +64,24 @@ def test_repeated_runs_with_the_same_settings_are_byte_identical(tmp_path, tiny_
     assert outs[0] == outs[1]
     lines = [json.loads(x) for x in outs[0].decode().splitlines()]
     assert [x["index"] for x in lines] == list(range(300))  # in input order
+
+
+@pytest.mark.parametrize("output_format", ["records", "hosted"])
+def test_records_answered_at_once_never_end_the_run_early(tmp_path, tiny_ckpt, summeval_records, output_format):
+    # the first 600 records are refused when they are planned (an empty target): every record in
+    # flight is answered without a model query, and the run must go on to the rest
+    rows = [{"id": f"bad{i}", "target": ""} for i in range(600)]
+    rows += [dict(r, id=f"ok{i}") for i, r in enumerate(summeval_records[:12])]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "out.jsonl"
+    summary = run_batch(src, out, aspects=["fluency"], output_format=output_format,
+                        settings={"model": str(tiny_ckpt), "max_length": 48}, progress=False)
+    lines = [json.loads(x) for x in out.read_text().splitlines()]
+    assert summary.n_records == 612
+    if output_format == "hosted":  # requests of 250, 250 and 112 examples; each holds a refused one
+        assert [x["error"]["n_examples"] for x in lines] == [250, 250, 112]
+    else:
+        assert summary.n_failed == 600
+        assert len(lines) == 612 and sum("scores" in x for x in lines) == 12
+        assert {x["key"] for x in lines if "scores" in x} == {f"ok{i}" for i in range(12)}

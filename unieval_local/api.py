@@ -78,7 +78,7 @@ class Scorer:
         device: str | None = default("device"),
         dtype: str = default("dtype"),
         max_length: int | None = default("max_length"),
-        batch_tokens: int = default("batch_tokens"),
+        batch_tokens: int | None = default("batch_tokens"),
         attention_mib: float = default("attention_mib"),
         reference_reduction: ReferenceReduction = default("reference_reduction"),
         offline: bool | None = default("offline"),

@@ -43,7 +43,7 @@ from .pipeline.planning import Plan, build_plan
 from .registry.evaluators import Evaluator, format_of, get_evaluator
 from .registry.tasks import DEFAULT_REGISTRY, Aspect, Registry
 from .schema import Signature
-from .settings import EngineSettings
+from .settings import EngineSettings, batch_tokens_for
 from .text.language import DETECTOR, UNDETERMINED, language_name, record_language
 from .text.sentences import DEFAULT_SPLITTER, MergePunctuation, SentenceSplitter, as_splitter, splitter_for_language
 
@@ -120,6 +120,8 @@ class Engine:
             from .models.devices import resolve_device
 
             self.device = resolve_device(settings.device)
+        #: padded tokens per forward pass: the setting, else the device's default (settings.BATCH_TOKENS)
+        self.batch_tokens: int = settings.batch_tokens or batch_tokens_for(self.device)
         self.config = RunConfig(max_length=settings.max_length, reference_reduction=settings.reference_reduction,
                                 long_input=settings.long_input, window_overlap=settings.window_overlap,
                                 chunk_words=settings.chunk_words, splitter=self.splitter.name,
@@ -317,7 +319,7 @@ class Engine:
             set_threads(self.settings.threads)
         factory = backend_factory(evaluator.backend)  # t5, seq-classifier (models/backends.py)
         return factory(checkpoint, fingerprint, evaluator, device=self.device, dtype=self.config.dtype,
-                       batch_tokens=self.settings.batch_tokens, attention_mib=self.settings.attention_mib,
+                       batch_tokens=self.batch_tokens, attention_mib=self.settings.attention_mib,
                        fast_forward=self.config.fast_forward, progress=False)  # the scheduler shows the queries
 
     def max_length(self, name: str) -> int:

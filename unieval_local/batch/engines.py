@@ -120,7 +120,9 @@ class LocalBatchEngine:
             while inflight and inflight[0].done():
                 yield inflight.popleft().result()
             if not inflight:
-                return
+                if exhausted:
+                    return
+                continue  # every record in flight was answered at once (remembered queries): take more
             self.scheduler.step(on_batch)
 
     def completed(self) -> list[ChunkResult]:

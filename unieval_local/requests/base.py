@@ -22,17 +22,20 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Generator, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from ..config import MAX_EXAMPLES_PER_REQUEST
 from ..engine import Job, JobResult, RunStats
 
 if TYPE_CHECKING:
     from ..engine import Engine
 
-__all__ = ["Answer", "Request", "Stage", "StageResult", "StageGenerator"]
+__all__ = ["Answer", "Prepared", "Request", "RequestPolicy", "Stage", "StageResult", "StageGenerator"]
 
 Answer = TypeVar("Answer")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -126,3 +129,58 @@ def joined_values(results: Mapping[str, JobResult]) -> dict[str, Any]:
 def joined_evidence(results: Mapping[str, JobResult]) -> dict[str, Sequence]:
     """``{aspect: evidence list}`` over every job of a stage."""
     return {a: v for r in results.values() for a, v in r.evidence.items()}
+
+
+@dataclass(frozen=True)
+class RequestPolicy:
+    """How an entry point cuts its input into requests (the unit of an answer, of fairness and
+    of a batch run's hosted line).
+
+    Attributes:
+        max_examples: the most examples (records) in one request (default 250, the hosted
+            metric's request cap). It bounds the prompts planned at once; it never changes a score.
+
+    Raises:
+        ValueError: ``max_examples`` < 1.
+    """
+
+    max_examples: int = MAX_EXAMPLES_PER_REQUEST
+
+    def __post_init__(self) -> None:
+        if isinstance(self.max_examples, bool) or not isinstance(self.max_examples, int) or self.max_examples < 1:
+            raise ValueError(f"max_examples must be a positive integer, got {self.max_examples!r}")
+
+    def split(self, items: Sequence[T]) -> list[tuple[int, Sequence[T]]]:
+        """``items`` cut into consecutive parts of at most :attr:`max_examples`, each with the
+        index of its first item: ``[(0, items[0:250]), (250, items[250:500]), ...]``."""
+        n = self.max_examples
+        return [(at, items[at:at + n]) for at in range(0, len(items), n)]
+
+
+@dataclass(eq=False)
+class Prepared:
+    """A request whose first stage is planned (:meth:`Scheduler.prepare`), with its cost.
+
+    Attributes:
+        request: the request. cost: an upper bound of the model queries it will ask for, before
+            deduplication: its first stage's queries (chunk windows and references included) plus
+            :attr:`~unieval_local.requests.base.Request.later_queries`.
+        future: its answer (or error), once submitted.
+    """
+
+    request: Request
+    cost: int = 0
+    future: Future = field(default_factory=Future)
+    generator: StageGenerator | None = None
+    stage: Stage | None = None
+    planned: dict | None = None
+    answer: Any = None
+    answered: bool = False
+    # --- while it waits in the scheduler
+    seq: int = 0
+    entered: int = 0
+    todo: dict[str, dict[str, None]] = field(default_factory=dict)
+    scored: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
+    remaining: int = 0
+    pooled: int = 0
+    done: bool = False

@@ -55,12 +55,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from .. import notes
-from ..config import MAX_EXAMPLES_PER_REQUEST
 from ..engine import Engine, JobResult, RunStats
-from .base import Request, Stage, StageGenerator, StageResult
+from .base import Prepared, Request, RequestPolicy, Stage, StageResult
 
 __all__ = ["Prepared", "RequestPolicy", "SIZE_CLASS", "Scheduler"]
 
@@ -68,62 +67,6 @@ __all__ = ["Prepared", "RequestPolicy", "SIZE_CLASS", "Scheduler"]
 #: times the leader's remaining queries (and the leader's own).
 SIZE_CLASS = 4
 
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class RequestPolicy:
-    """How an entry point cuts its input into requests (the unit of an answer, of fairness and
-    of a batch run's hosted line).
-
-    Attributes:
-        max_examples: the most examples (records) in one request (default 250, the hosted
-            metric's request cap). It bounds the prompts planned at once; it never changes a score.
-
-    Raises:
-        ValueError: ``max_examples`` < 1.
-    """
-
-    max_examples: int = MAX_EXAMPLES_PER_REQUEST
-
-    def __post_init__(self) -> None:
-        if isinstance(self.max_examples, bool) or not isinstance(self.max_examples, int) or self.max_examples < 1:
-            raise ValueError(f"max_examples must be a positive integer, got {self.max_examples!r}")
-
-    def split(self, items: Sequence[T]) -> list[tuple[int, Sequence[T]]]:
-        """``items`` cut into consecutive parts of at most :attr:`max_examples`, each with the
-        index of its first item: ``[(0, items[0:250]), (250, items[250:500]), ...]``."""
-        n = self.max_examples
-        return [(at, items[at:at + n]) for at in range(0, len(items), n)]
-
-
-@dataclass(eq=False)
-class Prepared:
-    """A request whose first stage is planned (:meth:`Scheduler.prepare`), with its cost.
-
-    Attributes:
-        request: the request. cost: an upper bound of the model queries it will ask for, before
-            deduplication: its first stage's queries (chunk windows and references included) plus
-            :attr:`~unieval_local.requests.base.Request.later_queries`.
-        future: its answer (or error), once submitted.
-    """
-
-    request: Request
-    cost: int = 0
-    future: Future = field(default_factory=Future)
-    generator: StageGenerator | None = None
-    stage: Stage | None = None
-    planned: dict | None = None
-    answer: Any = None
-    answered: bool = False
-    # --- while it waits in the scheduler
-    seq: int = 0
-    entered: int = 0
-    todo: dict[str, dict[str, None]] = field(default_factory=dict)
-    scored: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
-    remaining: int = 0
-    pooled: int = 0
-    done: bool = False
 
 
 @dataclass(eq=False)
@@ -453,7 +396,7 @@ class Scheduler:
         holds the leader's first prompt."""
         from ..models.batching import next_batch_end, sort_by_length
 
-        budget = int(runner.batch_tokens or self.engine.settings.batch_tokens)
+        budget = int(runner.batch_tokens or self.engine.batch_tokens)
         if self.step_seconds and ckpt in self._per_token:  # what the model scores in step_seconds
             budget = max(1, min(budget, int(self.step_seconds / self._per_token[ckpt])))
         cells, max_length = runner.max_cells, self.engine.max_length(ckpt)

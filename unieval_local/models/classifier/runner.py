@@ -19,7 +19,7 @@ import numpy as np
 
 from ...errors import CheckpointError
 from ...registry.evaluators import Evaluator
-from ...settings import check_dtype, default
+from ...settings import BATCH_TOKENS, check_dtype
 from ...text.prompts import split_pair
 from .. import tokens
 from ..base import Runner
@@ -142,7 +142,7 @@ class ClassifierRunner(Runner):
     :class:`~unieval_local.errors.ModelRuntimeError`)."""
 
     def __init__(self, model: ClassifierModel, *, evaluator: Evaluator, fingerprint: str,
-                 batch_tokens: int = default("batch_tokens")):
+                 batch_tokens: int = BATCH_TOKENS["gpu"]):
         self.model = model
         self.evaluator = evaluator
         self.name = str(getattr(model, "path", None) or evaluator.hub_id or evaluator.name)
@@ -222,7 +222,7 @@ def shared_classifier_runner(model_class, checkpoint: ResolvedCheckpoint, finger
 
 
 def classifier_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator, *, device: str,
-                              dtype: str, batch_tokens: int = default("batch_tokens"), **_: object) -> ClassifierRunner:
+                              dtype: str, batch_tokens: int = BATCH_TOKENS["gpu"], **_: object) -> ClassifierRunner:
     """The ``seq-classifier`` backend's :data:`~unieval_local.models.base.RunnerFactory` (one model per
     folder, device and dtype per process; the T5-only settings, ``fast_forward``, ``attention_mib``
     and ``progress``, do not apply).

@@ -26,7 +26,7 @@ from typing import Any
 
 from ...errors import CheckpointError, CheckpointNotFoundError
 from ...registry.evaluators import Evaluator
-from ...settings import check_dtype, default
+from ...settings import BATCH_TOKENS, check_dtype
 from .. import tokens
 from ..batching import first_line
 from ..checkpoints import ResolvedCheckpoint
@@ -162,7 +162,7 @@ class HHEMModel:
 
 
 def hhem_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator, *, device: str,
-                        dtype: str, batch_tokens: int = default("batch_tokens"), **_: object) -> ClassifierRunner:
+                        dtype: str, batch_tokens: int = BATCH_TOKENS["gpu"], **_: object) -> ClassifierRunner:
     """The ``hhem`` backend's runner factory: the shared classifier runner over an :class:`HHEMModel`
     (one per folder, device and dtype per process).
 

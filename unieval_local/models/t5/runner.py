@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from ...settings import DTYPES as _DTYPES
-from ...settings import check_dtype, default
+from ...settings import BATCH_TOKENS, check_dtype, default
 from .. import tokens
 from ..base import Runner
 from ..batching import attention_cells, run_batches, sort_by_length
@@ -321,7 +321,7 @@ class T5Runner(Runner):
         CheckpointError: the answer words have no distinct first tokens in this vocabulary.
     """
 
-    def __init__(self, model: T5Model, *, evaluator: Evaluator, fingerprint: str, batch_tokens: int = default("batch_tokens"),
+    def __init__(self, model: T5Model, *, evaluator: Evaluator, fingerprint: str, batch_tokens: int = BATCH_TOKENS["gpu"],
                  attention_mib: float = default("attention_mib"), fast_forward: bool = True,
                  progress: bool | None = False):
         if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, int) or batch_tokens < 1:
@@ -454,7 +454,7 @@ def load_t5_model(checkpoint: ResolvedCheckpoint, device: str, dtype: str) -> T5
 
 
 def t5_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator, *, device: str,
-                      dtype: str, batch_tokens: int = default("batch_tokens"),
+                      dtype: str, batch_tokens: int = BATCH_TOKENS["gpu"],
                       attention_mib: float = default("attention_mib"),
                       fast_forward: bool = True, progress: bool | None = False) -> T5Runner:
     """The default :data:`~unieval_local.engine.RunnerFactory`: a :class:`T5Runner` over the
