@@ -102,3 +102,42 @@ def test_an_llm_name_is_not_a_checkpoint(monkeypatch, tmp_path):
     ev = SummarizationEvaluator(model="gpt-4o", enabled_metrics=["coherence"], offline=True)
     with pytest.raises(CheckpointNotFoundError, match="looks like an LLM name"):
         run(ev.evaluate({"input": SOURCE, "summary": SUMMARY}))
+
+
+def test_any_object_with_the_summary_data_fields_is_rated_as_the_dict(engine):
+    """Seed 000's client code imports SummaryData from the evaluator's own package (only the
+    evaluator's import changes): a class of the same name that is not ours, rated as the dict."""
+    import dataclasses
+    import types
+
+    import pydantic
+
+    class SummaryData(pydantic.BaseModel):  # the evaluator's own class: same name, another model
+        input: str
+        summary: str
+
+    @dataclasses.dataclass
+    class Row:
+        input: str
+        summary: str
+        references: list[str] | None = None
+
+    class Slotted:
+        __slots__ = ("input", "summary")
+
+        def __init__(self, input, summary):
+            self.input, self.summary = input, summary
+
+    ev = SummarizationEvaluator(enabled_metrics=["coherence", "fluency"], engine=engine)
+    want = run(ev.evaluate({"input": SOURCE, "summary": SUMMARY}))
+    items = [SummaryData(input=SOURCE, summary=SUMMARY), Row(SOURCE, SUMMARY), Slotted(SOURCE, SUMMARY),
+             types.SimpleNamespace(input=SOURCE, summary=SUMMARY, references=None)]
+    for item in items:
+        assert run(ev.evaluate(item)) == want, type(item).__name__
+    assert run(ev.evaluate_batch(items)) == [want] * 4
+    # a look-alike with an empty summary is named as a dict's would be; an object without the fields says so
+    with pytest.raises(InvalidExampleError, match="'summary'"):
+        run(ev.evaluate(Row(SOURCE, " ")))
+    (bad,) = run(ev.evaluate_batch([types.SimpleNamespace(text=SUMMARY)]))
+    assert bad["error"]["field"] == "record"
+    assert "SimpleNamespace" in bad["error"]["message"] and "'input' and 'summary'" in bad["error"]["message"]

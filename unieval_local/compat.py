@@ -24,6 +24,7 @@ example dataset (a meeting transcript and its summary) as :class:`SummaryData` r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import threading
 import warnings
@@ -31,14 +32,65 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, StrictStr
+from pydantic import BaseModel
 
 from .errors import CheckpointNotFoundError, ExampleProblem, InvalidExampleError
 from .extras import require
 from .reports.base import BadRecord
 from .wire.rating_evaluator import SummaryData, evaluator_error, evaluator_result
 
-__all__ = ["SimpleSummarizationDataset", "SummarizationEvaluator", "SummaryData", "load_simple_summarization_dataset"]
+__all__ = ["SimpleSummarizationDataset", "SummarizationEvaluator", "SummaryData", "load_simple_summarization_dataset",
+           "summary_record"]
+
+#: The fields an item to rate is read from (the rating evaluator's ``SummaryData``), in order.
+ITEM_FIELDS: tuple[str, ...] = ("input", "summary", "references")
+
+
+def summary_record(item: Any) -> dict[str, Any] | BadRecord:
+    """The record of one item to rate, read the way the evaluator's users hand it in: any object
+    with the ``SummaryData`` fields (duck typing), not only this package's class.
+
+    Args:
+        item: a mapping (its keys as they are: ``input``/``summary``, or ``source``/``target``,
+            checked later with every other record); or an object whose attributes hold the fields:
+            our :class:`SummaryData`, the evaluator's own ``SummaryData`` (another pydantic model
+            of the same name), a pydantic model, a dataclass, or any object with ``input`` and
+            ``summary`` attributes (``references`` optional).
+
+    Returns:
+        ``{"input", "summary"[, "references"]}`` with the attributes present (a None
+        ``references`` left out), or a dict copy of a mapping; a :class:`BadRecord` for an
+        object with neither ``input`` nor ``summary`` (its message names the type and the fields
+        looked for). A missing or empty field is not refused here: the rating report names it
+        (``summary``, ``input``) as for a dict.
+
+    Example:
+        >>> from dataclasses import dataclass
+        >>> @dataclass
+        ... class Item:
+        ...     input: str
+        ...     summary: str
+        >>> summary_record(Item("The council met.", "They met."))
+        {'input': 'The council met.', 'summary': 'They met.'}
+    """
+    if isinstance(item, Mapping):
+        return dict(item)
+    if isinstance(item, BaseModel):  # ours or another package's: its fields, as it declares them
+        fields = item.model_dump(exclude_none=True)
+    elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+        fields = {f.name: getattr(item, f.name) for f in dataclasses.fields(item)}
+    else:
+        fields = {name: getattr(item, name, _MISSING) for name in ITEM_FIELDS}
+    record = {name: value for name in ITEM_FIELDS
+              if (value := fields.get(name, _MISSING)) is not _MISSING and value is not None}
+    if not {"input", "summary"} & set(record):
+        return BadRecord(f"expected SummaryData, a dict, or an object with 'input' and 'summary' attributes; got "
+                         f"{type(item).__name__}, which has neither")
+    return record
+
+
+#: An attribute the item does not have.
+_MISSING = object()
 
 
 class SimpleSummarizationDataset:
@@ -163,8 +215,10 @@ class SummarizationEvaluator:
         """Rate one summary (or, given a list, each of them: :meth:`evaluate_batch`).
 
         Args:
-            data: :class:`SummaryData`, or a dict with ``input`` and ``summary`` (also
-                ``source``/``target``; optional ``references``); or a list of them.
+            data: :class:`SummaryData`, any object with its ``input`` and ``summary`` fields
+                (the evaluator's own ``SummaryData``, a dataclass: :func:`summary_record`), or a
+                dict with ``input`` and ``summary`` (also ``source``/``target``; optional
+                ``references``); or a list of them.
 
         Returns:
             ``{"summary": {...}}`` (module docstring): ``score`` 1 / 0.5 / 0 for good /
@@ -227,11 +281,7 @@ class SummarizationEvaluator:
                 warnings.warn(note, UserWarning, stacklevel=3)
 
     def _record(self, i: int, item: Any) -> Any:
-        if isinstance(item, SummaryData):
-            return item.model_dump(exclude_none=True)
-        if isinstance(item, Mapping):
-            return dict(item)
-        return BadRecord(f"expected SummaryData or a dict, got {type(item).__name__}")
+        return summary_record(item)
 
     def _rate(self, records: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
         from .reports import make_report
