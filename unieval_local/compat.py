@@ -182,7 +182,8 @@ class SummarizationEvaluator:
             enabled_metrics = [m.strip() for m in enabled_metrics.split(",") if m.strip()]
         overrides = {"enabled_metrics": list(enabled_metrics)} if enabled_metrics is not None else {}
         if isinstance(config, RatingConfig):
-            self.config = RatingConfig.model_validate({**config.model_dump(), **overrides}) if overrides else config
+            self.config = RatingConfig.model_validate({**config.model_dump(exclude_unset=True), **overrides}) \
+                if overrides else config  # exclude_unset: an unset language stays the record's
         elif isinstance(config, (str, os.PathLike)):
             self.config = load_options(RatingConfig, config, overrides)
         elif config is None or isinstance(config, Mapping):

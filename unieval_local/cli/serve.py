@@ -3,7 +3,8 @@
 Exit status: 0 after SIGTERM or Ctrl-C once every accepted request is answered; 2 for a usage
 error (a non-loopback ``--host`` without an API key and without ``--no-auth``, an unreadable
 ``--api-key-file``, a blank API key or one with surrounding whitespace, a port in use, a missing
-``serve`` extra, an invalid setting, a ``--max-connections`` over the file limit); 3 when a preloaded
+``serve`` extra, an invalid setting, a ``--max-connections`` over the file limit, a ``--rating-config``
+that cannot be read or holds an invalid option: checked before the model loads); 3 when a preloaded
 checkpoint cannot be found or loaded (the server stops; ``/health`` said 503 ``failed``
 meanwhile); 5 when loading failed otherwise.
 
@@ -66,6 +67,10 @@ def add_parser(sub) -> None:
     for name, flag, kind, help_text in SERVICE_FLAGS:
         p.add_argument(flag, dest=name, type=kind, default=getattr(defaults, name),
                        help=help_text.format(default=getattr(defaults, name)))
+    p.add_argument("--rating-config", default=None, metavar="FILE.yaml",
+                   help="the rating options of /v1/summarization-evaluator (templates, fitted cut points, rules), "
+                        "as `report --format rating --config FILE` reads them (see configs/rating.yaml); a bad "
+                        "file stops the server at start (exit 2); /info gives its file name and SHA-256")
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local (default: one process) or ray (a Ray Serve deployment of --replicas replicas)")
     p.add_argument("--replicas", type=int, default=1, help="Ray Serve replicas, each with its own model (default 1)")
@@ -210,6 +215,15 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import CheckpointError, CheckpointNotFoundError
     from ..service.core import SERVICE_FLAGS, ServiceLimits
 
+    if args.engine == "ray" and args.rating_config is not None:
+        return usage_error("--rating-config: for --engine local only (the Ray Serve replicas rate with the "
+                           "defaults)")
+    from ..service.work import RatingConfigFile
+
+    try:  # read before the model loads: a bad file costs no load
+        rating = RatingConfigFile.load(args.rating_config) if args.rating_config is not None else None
+    except ValueError as exc:  # the message names the file and the key
+        return usage_error(f"--rating-config {exc}")
     try:
         limits = ServiceLimits(**{name: getattr(args, name) for name, *_ in SERVICE_FLAGS})
         connections = _connection_limits(args) if args.engine == "local" else None
@@ -238,6 +252,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         return usage_error(exc)
     service = Service(engine, limits, preload, report_long_input)
+    service.rating_config = rating
     return _serve(create_app(service, key), service, args, (CheckpointNotFoundError, CheckpointError), key is not None,
                   connections)
 

@@ -510,8 +510,9 @@ def _routes(app: Any, service: Service, secured: list, has_key: bool) -> None:
         return JSONResponse(answer, status_code=status)
 
     @app.get("/info", dependencies=secured, responses=ERRORS, summary="version, signature, evaluators, limits")
-    async def info():
-        return {**service.info(), "auth": has_key}
+    async def info():  # rating_config: serve --rating-config's file name and SHA-256 (null: the defaults)
+        rating = service.rating_config
+        return {**service.info(), "auth": has_key, "rating_config": rating.public() if rating is not None else None}
 
     @app.get("/metrics", dependencies=secured, responses=ERRORS, summary="Prometheus metrics (text exposition)")
     async def metrics():

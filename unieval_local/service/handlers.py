@@ -49,7 +49,7 @@ from .errors import ServiceError, error_body, service_error
 from .metrics import ServiceMetrics
 from .custom_runs import RUNS_RETRY_AFTER_S, CustomRuns
 from .runs import RunStore
-from .work import Answer, Reader, Work
+from .work import Answer, RatingConfigFile, Reader, Work
 
 __all__ = ["PREP_THREADS", "RUNS_RETRY_AFTER_S", "Answer", "Reader", "Service", "ServiceError", "error_body",
            "service_error"]
@@ -396,9 +396,14 @@ class Service(CustomRuns):
 
         return self._work(plan.requests, estimate_tokens(records), finish, mode)
 
+    #: ``serve --rating-config FILE``: the templates, cut points and rules of
+    #: /v1/summarization-evaluator (None: the defaults, ``configs/rating.yaml``).
+    rating_config: RatingConfigFile | None = None
+
     async def summarization_evaluator(self, read: Reader) -> Answer:
         """``POST /v1/summarization-evaluator``: the rating evaluator's ``{"summary": {...}}``
-        (:class:`~unieval_local.compat.SummarizationEvaluator`'s answer for one summary); the
+        (:class:`~unieval_local.compat.SummarizationEvaluator`'s answer for one summary, rated
+        with :attr:`rating_config`; the body's ``enabled_metrics`` overrides its own); the
         record's own notes are among the answer's notes.
 
         Args:
@@ -416,7 +421,9 @@ class Service(CustomRuns):
             if isinstance(enabled_metrics, str):
                 enabled_metrics = [m.strip() for m in enabled_metrics.split(",") if m.strip()]
             overrides = {"enabled_metrics": list(enabled_metrics)} if enabled_metrics is not None else {}
-            config = load_options(RatingConfig, None, overrides)
+            # exclude_unset: what the file left unset stays unset (the record's language picks the templates)
+            base = self.rating_config.config.model_dump(exclude_unset=True) if self.rating_config else {}
+            config = load_options(RatingConfig, None, {**base, **overrides})
 
             def answer(out: Any) -> dict[str, Any]:
                 row = out.reports[0]

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..requests.base import Request
 
-__all__ = ["Answer", "Reader", "Work"]
+__all__ = ["Answer", "RatingConfigFile", "Reader", "Work"]
 
 #: A request body reader: parses and validates the body (in a preparation thread) and returns
 #: what the endpoint reads (its arguments); raises ServiceError (422) or BodyError.
@@ -45,3 +45,44 @@ class Work:
     tokens: int
     finish: Callable[[list[Any]], Any]
     long_input: str = "truncate"
+
+
+@dataclass(frozen=True)
+class RatingConfigFile:
+    """The rating config a service rates with (``serve --rating-config FILE``): templates, fitted
+    cut points, rules, read once at start as ``report --format rating --config FILE`` reads it.
+
+    Attributes:
+        config: the :class:`~unieval_local.reports.RatingConfig`.
+        name: the file's name alone (its folder is a server path, never shown).
+        sha256: the SHA-256 of the file's bytes as read (64 hex digits), so a client can tell
+            which copy of a config rated its summaries.
+    """
+
+    config: Any
+    name: str
+    sha256: str
+
+    @classmethod
+    def load(cls, path: str) -> "RatingConfigFile":
+        """Read and validate ``path`` (:func:`~unieval_local.reports.options.load_options` with
+        :class:`~unieval_local.reports.RatingConfig`, the loader of ``report --config``).
+
+        Raises:
+            ValueError: unreadable file, YAML syntax, not a mapping, an invalid setting (the
+                message names the file and the key).
+        """
+        import hashlib
+        import os
+
+        from ..reports.options import load_options
+        from ..reports.rating import RatingConfig
+
+        config = load_options(RatingConfig, path)
+        with open(path, "rb") as fh:
+            digest = hashlib.sha256(fh.read()).hexdigest()
+        return cls(config, os.path.basename(os.fspath(path)), digest)
+
+    def public(self) -> dict[str, str]:
+        """What ``/info`` says of it: ``{"file": name, "sha256": hex}`` (no folder)."""
+        return {"file": self.name, "sha256": self.sha256}
