@@ -44,6 +44,64 @@ def server(tiny_ckpt, tmp_path_factory):
     assert s.stop() == 0, s.stderr()
 
 
+# ----------------------------------------------------------------------------- item 1: fields as the client wrote them
+def problems(r) -> list[tuple]:
+    """``(index, field)`` of each problem of a 422 answer."""
+    assert r.status_code == 422, r.text
+    return [(e["index"], e["field"]) for e in r.json()["error"]["examples"]]
+
+
+def test_a_missing_a_misspelt_and_an_empty_summary_are_all_named_summary(server):
+    for body, hint in (({"input": SOURCE}, None), ({"input": SOURCE, "sumary": SUMMARY}, "sumary"),
+                       ({"input": SOURCE, "summary": "   "}, None)):
+        r = server.post("/v1/summarization-evaluator", body)
+        assert [f for _, f in problems(r)] == ["summary"], body
+        assert "target" not in r.text, r.text  # our name for it, never shown to this client
+        message = r.json()["error"]["examples"][0]["message"]
+        assert (f"the body has {hint!r}: did you mean 'summary'?" in message) == (hint is not None), message
+    r = server.post("/v1/summarization-evaluator", {"inptu": SOURCE, "summary": SUMMARY})
+    assert problems(r) == [(None, "input")] and "did you mean 'input'?" in r.text and "source" not in r.text
+
+
+def test_an_unknown_metric_is_named_by_its_place_in_enabled_metrics(server):
+    record = {"input": SOURCE, "summary": SUMMARY}
+    r = server.post("/v1/summarization-evaluator", {**record, "enabled_metrics": ["coherence", "fluensy", "wit"]})
+    assert problems(r) == [(None, "enabled_metrics[1]"), (None, "enabled_metrics[2]")]
+    first, second = (e["message"] for e in r.json()["error"]["examples"])
+    assert "'fluensy' (did you mean 'fluency'?)" in first and "'wit';" in second
+    assert all("coherence, consistency, relevance, fluency" in m for m in (first, second))
+    assert problems(server.post("/v1/summarization-evaluator", {**record, "enabled_metrics": "coherence,wit"})) == \
+        [(None, "enabled_metrics")]
+    assert problems(server.post("/v1/summarization-evaluator", {**record, "enabled_metrics": ["coherence", 3]})) == \
+        [(None, "enabled_metrics[1]")]  # the list's item, not the union's other member (a string)
+    assert problems(server.post("/v1/summarization-evaluator", {**record, "enabled_metrics": []})) == \
+        [(None, "enabled_metrics")]
+
+
+def test_examples_tasks_and_aspects_are_named_as_the_body_wrote_them(server):
+    ok = {"target": SUMMARY, "source": SOURCE}
+    data = [ok, {"taget": SUMMARY, "source": SOURCE}, {"system_output": " ", "source": SOURCE}]
+    r = server.post("/v1/unieval", {"config": {"task": "summarization", "evaluation_aspect": "coherence"},
+                                    "data": data})
+    assert sorted(problems(r)) == [(1, "target"), (2, "system_output")]  # system_output, as sent
+    assert "did you mean 'target'?" in r.json()["error"]["examples"][0]["message"]
+    r = server.post("/v1/unieval", {"config": {"evaluation_aspect": "coherence"}, "data": [ok, ok, ok, "text"]})
+    assert problems(r) == [(3, "data[3]")]
+    for config, field in (({"aspect": "coherense"}, "config.aspect"),
+                          ({"evaluation_aspect": "coherense"}, "config.evaluation_aspect"),
+                          ({"task": "sumarization", "evaluation_aspect": "coherence"}, "config.task")):
+        r = server.post("/v1/unieval", {"config": config, "data": [ok]})
+        assert problems(r) == [(None, field)] and "did you mean" in r.text, config
+    for body, field in (({"aspects": ["coherence", "fluensy"]}, "aspects[1]"), ({"aspects": "fluensy"}, "aspects"),
+                        ({"task": "sumarization", "aspects": ["coherence"]}, "task")):
+        r = server.post("/v1/score", {**body, "data": [ok]})
+        assert problems(r) == [(None, field)] and "did you mean" in r.text, body
+    r = server.post("/v1/autoeval", {"instruction": "Summarize.", "input": SOURCE, "output": "  "})
+    assert problems(r) == [(0, "output")] and "target" not in r.text
+    r = server.post("/runs/custom", {"evaluations": [{"metrics": [{"metric": "summ"}], "data": [5]}]})
+    assert problems(r) == [(None, "evaluations[0].data[0]")]
+
+
 # ----------------------------------------------------------------------------- item 3: serve --rating-config
 def in_process(tiny_ckpt: Path, record: dict, config) -> dict:
     """The evaluator's answer for ``record`` computed in process (make_report with ``config``)."""

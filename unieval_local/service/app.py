@@ -36,11 +36,14 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from .. import notes
 from ..schema import EvaluationResult
+from ..fields import RATING_EVALUATOR_NAMES
 from ..wire.autoeval import AutoevalReport
+from ..wire.client_fields import name_problems, score_name_problems, unieval_name_problems
 from ..wire.hosted import DEFAULT_ASPECT, DEFAULT_TASK
+from ..wire.rating_evaluator import METRICS
 from ..wire.http import NOTES_COUNT_HEADER, NOTES_HEADER, NOTES_HEADER_BYTES, ignored_keys_note, notes_headers, \
     parse_json_body
-from .errors import ServiceError, error_body
+from .errors import ServiceError, error_body, in_client_words, validation_error
 from .handlers import Answer, Service
 
 __all__ = ["BODIES", "ERRORS", "AutoevalAnswer", "CustomRunBody", "ErrorBody", "EvaluatorBody", "RunObject",
@@ -210,18 +213,6 @@ BODIES: dict[str, type[BaseModel] | None] = {
 }
 
 
-def _from_validation(exc: Any) -> ServiceError:
-    """A 422 naming every problem of a body that does not fit its model (``data[3].target`` ->
-    index 3, field ``data.3.target``)."""
-    examples = []
-    for err in exc.errors():
-        loc = [p for p in err.get("loc", ()) if p != "body"]
-        index = next((p for p in loc if isinstance(p, int)), None)
-        field = ".".join(str(p) for p in loc) or "body"
-        examples.append({"index": index, "field": field, "message": err.get("msg", "invalid")})
-    return ServiceError(422, "InvalidRequest", f"{len(examples)} problem(s) in the request body", examples)
-
-
 def _record_keys() -> set[str]:
     """The keys a report record is read from (:class:`~unieval_local.reports.records.ReportRecord`'s
     fields, the other evaluators' names for them, and the ids a report keeps)."""
@@ -245,7 +236,8 @@ def _ignored(value: dict[str, Any], known: Collection[str], parts: dict[str, Col
 
 
 def reader(raw: bytes, model: type[BaseModel] | None, unpack: Callable[[Any], Any],
-           known: Callable[[], tuple[Collection[str], dict[str, Collection[str]]]] | None = None) -> Callable[[], Any]:
+           known: Callable[[], tuple[Collection[str], dict[str, Collection[str]]]] | None = None,
+           check: Callable[[Any, dict[str, Any]], list[dict[str, Any]]] | None = None) -> Callable[[], Any]:
     """A body reader for the service (:data:`~unieval_local.service.handlers.Reader`), run off the loop.
 
     Args:
@@ -254,9 +246,12 @@ def reader(raw: bytes, model: type[BaseModel] | None, unpack: Callable[[Any], An
         unpack: the validated body (the model instance, or the dict) -> what the endpoint reads.
         known: ``(top-level keys, {part: its keys})`` the endpoint reads: other keys get a note
             (with a did-you-mean), as the Python API would refuse an unknown keyword.
+        check: ``(validated body, parsed JSON) -> problems`` the model cannot see (names the
+            registry or a metric list must know), each naming its field as the body wrote it.
 
     Returns:
-        A function that parses, validates, notes ignored keys and returns ``unpack(body)``.
+        A function that parses, validates, notes ignored keys and returns ``unpack(body)``; once
+        called, its ``body`` attribute is the parsed JSON (errors raised later name fields in its words).
 
     Raises (from the function):
         BodyError: the bytes are not usable JSON (:func:`~unieval_local.wire.http.parse_json_body`).
@@ -270,16 +265,21 @@ def reader(raw: bytes, model: type[BaseModel] | None, unpack: Callable[[Any], An
             raise ServiceError(422, "InvalidRequest", "the request body cannot be read",
                                [{"index": None, "field": "body", "message": f"the body must be a JSON object "
                                                                             f"({{...}}), got {kind}"}])
+        read.body = value  # type: ignore[attr-defined]
         body: Any = value
         if model is not None:
             try:
                 body = model.model_validate(value)
             except ValidationError as exc:
-                raise _from_validation(exc) from None
+                raise validation_error(exc, value) from None
         if known is not None:
             _ignored(value, *known())
+        if check is not None and (problems := check(body, value)):
+            raise ServiceError(422, "InvalidRequest", problems[0]["message"] if len(problems) == 1 else
+                               f"{len(problems)} problem(s) in the request body", problems)
         return unpack(body)
 
+    read.body = None  # type: ignore[attr-defined]
     return read
 
 
@@ -432,7 +432,7 @@ def _error_handlers(app: Any, service: Service) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError):
-        err = _from_validation(exc)
+        err = validation_error(exc)
         return JSONResponse(err.body(), status_code=422)
 
     @app.exception_handler(StarletteHTTPException)
@@ -471,9 +471,11 @@ def _routes(app: Any, service: Service, secured: list, has_key: bool) -> None:
         except ClientDisconnect:  # the body limit refused it (413 sent), or the client went away
             raise ServiceError(400, "ClientDisconnected", "the client went away before the body was read") from None
 
-    async def until_gone(request: Request, call: Any) -> Answer:
-        """The service call's answer; when the client goes away first, the call is cancelled (its
-        queued work is dropped: :meth:`Service._wait`) and nobody is answered."""
+    async def until_gone(request: Request, call: Any, read: Any, where: str = "score",
+                         canonical: dict[str, str] | None = None) -> Answer:
+        """The service call's answer (an error names the fields in the words of ``read``'s body:
+        :func:`~unieval_local.service.errors.in_client_words`); when the client goes away first,
+        the call is cancelled (its queued work is dropped: :meth:`Service._wait`) and nobody is answered."""
         import asyncio
 
         async def disconnected() -> None:
@@ -486,7 +488,10 @@ def _routes(app: Any, service: Service, secured: list, has_key: bool) -> None:
         finally:
             gone.cancel()
         if work in done:
-            return work.result()
+            try:
+                return work.result()
+            except ServiceError as exc:
+                raise in_client_words(exc, read.body, where, canonical) from None
         work.cancel()
         raise ServiceError(400, "ClientDisconnected", "the client went away before its answer was ready")
 
@@ -524,16 +529,17 @@ def _routes(app: Any, service: Service, secured: list, has_key: bool) -> None:
                                          "headers": NOTES_HEADERS}},
               summary="the hosted UniEval metric: one query, <= 250 examples")
     async def unieval(request: Request):
-        read = reader(await body(request), UniEvalBody, lambda b: (b.config.model_dump(), b.data), lambda: unieval_keys)
-        return await respond(await until_gone(request, service.unieval(read)), "header")
+        read = reader(await body(request), UniEvalBody, lambda b: (b.config.model_dump(), b.data), lambda: unieval_keys,
+                      lambda _, raw: unieval_name_problems(service.engine.registry, raw))
+        return await respond(await until_gone(request, service.unieval(read), read), "header")
 
     @app.post("/v1/score", dependencies=secured, openapi_extra=_body_doc("/v1/score"),
               responses={**ERRORS, 200: {"model": ScoreResult, "description": "Scorer.evaluate's result, with notes"}},
               summary="several aspects of one task (Scorer.evaluate as JSON)")
     async def score(request: Request):
         read = reader(await body(request), ScoreBody, lambda b: (b.task, b.aspects, b.data, b.evidence),
-                      lambda: score_keys)
-        return await respond(await until_gone(request, service.score(read)), "body")
+                      lambda: score_keys, lambda _, raw: score_name_problems(service.engine.registry, raw))
+        return await respond(await until_gone(request, service.score(read), read), "body")
 
     @app.post("/v1/summarization-evaluator", dependencies=secured,
               openapi_extra=_body_doc("/v1/summarization-evaluator"),
@@ -542,15 +548,17 @@ def _routes(app: Any, service: Service, secured: list, has_key: bool) -> None:
     async def summarization_evaluator(request: Request):
         read = reader(await body(request), EvaluatorBody,
                       lambda b: (b.model_dump(exclude={"enabled_metrics"}, exclude_none=True), b.enabled_metrics),
-                      lambda: (_record_keys() | {"enabled_metrics"}, {}))
-        return await respond(await until_gone(request, service.summarization_evaluator(read)), "header")
+                      lambda: (_record_keys() | {"enabled_metrics"}, {}),
+                      lambda b, _: name_problems(b.enabled_metrics, "enabled_metrics", METRICS, "metric"))
+        return await respond(await until_gone(request, service.summarization_evaluator(read), read, "reports",
+                                              RATING_EVALUATOR_NAMES), "header")
 
     @app.post("/v1/autoeval", dependencies=secured, openapi_extra=_body_doc("/v1/autoeval"),
               responses={**ERRORS, 200: {"model": AutoevalAnswer, "description": "the record's autoeval report"}},
               summary="the autoeval report of one record")
     async def autoeval(request: Request):
         read = reader(await body(request), None, lambda b: b, lambda: (_record_keys(), {}))
-        return await respond(await until_gone(request, service.autoeval(read)), "body")
+        return await respond(await until_gone(request, service.autoeval(read), read, "reports"), "body")
 
     @app.post("/runs/custom", dependencies=secured, openapi_extra=_body_doc("/runs/custom"),
               summary="a hosted custom run (summ metric)", status_code=200,

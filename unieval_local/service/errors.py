@@ -17,10 +17,11 @@ from ..errors import (
     UniEvalError,
     UnknownTaskError,
 )
+from ..wire.client_fields import body_path, client_loc, client_problems, missing_key_hint
 from ..wire.http import BodyError
 from .core import DrainingError, QueueFullError, RequestTooCostlyError
 
-__all__ = ["ServiceError", "error_body", "service_error"]
+__all__ = ["ServiceError", "error_body", "in_client_words", "service_error", "validation_error"]
 
 
 class ServiceError(Exception):
@@ -49,6 +50,51 @@ class ServiceError(Exception):
 def error_body(type: str, message: str, examples: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """``{"error": {"type", "message", "examples"}}``: every error answer's shape."""
     return {"error": {"type": type, "message": message, "examples": [dict(e) for e in examples]}}
+
+
+def validation_error(exc: Any, body: Any = None) -> ServiceError:
+    """A 422 naming every problem of a body that does not fit its model (a pydantic
+    ``ValidationError`` or FastAPI's ``RequestValidationError``) by its path in the body the
+    client sent (:func:`~unieval_local.wire.client_fields.body_path`: ``data[3]``,
+    ``enabled_metrics[1]``, ``evaluations[0].data[2].input``); ``index`` is the example's
+    position for a problem under ``data``, else None. A required key that is missing gets a
+    did-you-mean for a misspelt key of ``body`` (the parsed JSON; ``sumary`` -> ``summary``)."""
+    errors = [(err, [p for p in err.get("loc", ()) if p != "body"]) for err in exc.errors()]
+    fitting = errors if body is None else \
+        [(err, loc) for err, loc in ((e, client_loc(body, loc)) for e, loc in errors) if loc is not None]
+    examples = []  # another union member's complaint is left out, unless no member fits the value
+    for err, loc in fitting or [(err, client_loc(body, loc, drop=False)) for err, loc in errors]:
+        index = loc[1] if len(loc) > 1 and loc[0] == "data" and isinstance(loc[1], int) else None
+        hint = missing_key_hint(body, loc) if err.get("type") == "missing" else ""
+        examples.append({"index": index, "field": body_path(loc), "message": err.get("msg", "invalid") + hint})
+    return ServiceError(422, "InvalidRequest", f"{len(examples)} problem(s) in the request body", examples)
+
+
+def in_client_words(err: ServiceError, body: Any, where: str, canonical: Mapping[str, str] | None = None
+                    ) -> ServiceError:
+    """``err`` with its per-example problems' fields in the words of ``body``, the parsed body
+    the client sent (:func:`~unieval_local.wire.client_fields.client_problems`): an example's
+    ``system_output`` is named ``system_output``, not ``target``.
+
+    Args:
+        where: ``score`` (the examples are ``body["data"]``) or ``reports`` (the body is the one
+            record, index 0).
+        canonical: our field -> the endpoint's name for a field the example did not give at all.
+    """
+    if not err.examples or not isinstance(body, Mapping):
+        return err
+
+    def record(index: Any) -> Any:
+        if where == "reports":
+            return body if index == 0 else None
+        data = body.get("data")
+        return data[index] if isinstance(data, list) and isinstance(index, int) and 0 <= index < len(data) else None
+
+    examples = client_problems(err.examples, record, where, canonical)
+    message = err.message
+    if len(examples) == 1 and err.message == err.examples[0].get("message"):  # a one-problem message: renamed too
+        message = examples[0]["message"]
+    return ServiceError(err.status, err.type, message, examples, err.headers)
 
 
 def _problems(problems: Sequence[ExampleProblem]) -> list[dict[str, Any]]:

@@ -56,12 +56,13 @@ class ClaimWindow(BaseModel):
 
 def rename_fields(error: RowError, names: Mapping[str, str]) -> RowError:
     """``error`` with the fields in ``names`` (ours -> theirs) renamed in its field and message
-    (quoted ``'source'`` and a leading ``source:`` of each part)."""
+    (quoted ``'source'`` and a leading ``source:`` of each part; our name in parentheses, as in
+    ``the summary (target)``, is dropped)."""
     if not names:
         return error
     field_names = [names.get(f.strip(), f.strip()) for f in error.field.split(",")]
     message = error.message
     for ours, theirs in names.items():
         message = re.sub(rf"(^|; ){re.escape(ours)}(?=[:.])", rf"\g<1>{theirs}", message)
-        message = message.replace(f"'{ours}'", f"'{theirs}'")
+        message = message.replace(f"'{ours}'", f"'{theirs}'").replace(f" ({ours})", "")  # "the summary (target)"
     return RowError(field=", ".join(field_names), message=message)
