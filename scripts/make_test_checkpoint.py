@@ -452,6 +452,90 @@ def build_mt5_checkpoint(out_dir: str | os.PathLike, *, vocab_size: int = 2000, 
     return out
 
 
+#: Stand-in chat templates of the causal-lm layouts (``--layout llama|qwen2|granite``): the real
+#: ones' token structure, written here. The granite one takes the variables Granite Guardian 3.3's
+#: own template takes (``guardian_config``, ``documents``, ``think``) and ends, like it, with the
+#: judge's generation prompt; qwen2's has Qwen's ``enable_thinking`` switch.
+CHAT_TEMPLATES = {
+    "llama": ("{{- '<|begin_of_text|>' }}{%- for m in messages %}{{- '<|start_header_id|>' + m['role'] + "
+              "'<|end_header_id|>\\n\\n' + m['content'] + '<|eot_id|>' }}{%- endfor %}{%- if add_generation_prompt %}"
+              "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"),
+    "qwen2": ("{%- for m in messages %}{{- '<|im_start|>' + m['role'] + '\\n' }}{%- if m['role'] == 'assistant' and "
+              "enable_thinking is defined and not enable_thinking %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"
+              "{{- m['content'] + '<|im_end|>\\n' }}{%- endfor %}{%- if add_generation_prompt %}"
+              "{{- '<|im_start|>assistant\\n' }}{%- if enable_thinking is defined and not enable_thinking %}"
+              "{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}{%- endif %}"),
+    "granite": ("{{- '<|start_of_role|>user<|end_of_role|>You judge whether the last assistant text meets the risk '"
+                " + (guardian_config['criteria_id'] if guardian_config is defined else 'harm') + '.\\n' }}"
+                "{%- if documents %}{%- for d in documents %}{{- '<document id=' + d['doc_id'] + '>' + d['text'] + "
+                "'</document>\\n' }}{%- endfor %}{%- endif %}{%- for m in messages %}{{- '<' + m['role'] + '>' + "
+                "m['content'] + '</' + m['role'] + '>\\n' }}{%- endfor %}{%- if think is defined and think %}"
+                "{{- 'Reason in <think> first.' }}{%- else %}{{- 'Answer in <score> yes </score> or <score> no </score>.' }}"
+                "{%- endif %}{{- '<|end_of_text|>\\n' }}{%- if add_generation_prompt %}"
+                "{{- '<|start_of_role|>assistant<|end_of_role|>' }}{%- endif %}"),
+}
+_CAUSAL_SPECIAL = {"llama": ["<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"],
+                   "qwen2": ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                   "granite": ["<|end_of_text|>", "<|start_of_role|>", "<|end_of_role|>"]}
+
+
+def build_causal_lm_checkpoint(out_dir: str | os.PathLike, *, layout: str = "qwen2",
+                               data_dir: str | os.PathLike | None = None, vocab_size: int = 1000,
+                               hidden_size: int = 32, num_layers: int = 2, num_heads: int = 4, kv_heads: int = 2,
+                               intermediate_size: int = 64, seed: int = 0, init_range: float = 0.2,
+                               evaluator: str | None = None, chat_template: bool = True, manifest: bool = True) -> Path:
+    """Write a random decoder in a causal-lm layout (``--layout llama|qwen2|granite``) to ``out_dir``:
+    ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` / ``GraniteForCausalLM`` (``model.safetensors``,
+    head untied for llama and granite, tied for qwen2 as Qwen2-0.5B), a byte-level BPE tokenizer
+    trained here on :func:`training_sentences` (``yes``/``no`` with and without a leading space
+    and the digits are single tokens), the layout's special tokens and its stand-in chat template
+    (:data:`CHAT_TEMPLATES`) in ``tokenizer_config.json`` (``chat_template=False``: none).
+    ``init_range`` (0.2) spreads the random logits so that readouts differ between prompts."""
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+
+    if layout not in CHAT_TEMPLATES:
+        raise ValueError(f"layout must be one of {', '.join(CHAT_TEMPLATES)}, got {layout!r}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    special = _CAUSAL_SPECIAL[layout]
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=special, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    lines = training_sentences(Path(data_dir) if data_dir else shared_data_dir(must_exist=False))
+    lines += ["yes no yes no Yes No: yes, no. Coherence (1-5): 3 Score: 4 <score> yes </score> <score> no </score>"] * 200
+    bpe.train_from_iterator(lines, trainer)
+    end = special[-1] if layout != "granite" else special[0]
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token=end, pad_token=end,
+                                        additional_special_tokens=special)
+    tokenizer.save_pretrained(out)
+    (out / "chat_template.jinja").unlink(missing_ok=True)
+    config_path = out / "tokenizer_config.json"
+    tok_config = json.loads(config_path.read_text(encoding="utf-8"))
+    tok_config.pop("chat_template", None)
+    if chat_template:
+        tok_config["chat_template"] = CHAT_TEMPLATES[layout]
+    config_path.write_text(json.dumps(tok_config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    _without_load_options(config_path)
+    torch.manual_seed(seed)
+    config = AutoConfig.for_model(layout, vocab_size=len(tokenizer), hidden_size=hidden_size,
+                                  num_hidden_layers=num_layers, num_attention_heads=num_heads,
+                                  num_key_value_heads=kv_heads, intermediate_size=intermediate_size,
+                                  max_position_embeddings=4096, initializer_range=init_range,
+                                  tie_word_embeddings=layout == "qwen2", eos_token_id=tokenizer.eos_token_id,
+                                  pad_token_id=tokenizer.pad_token_id, bos_token_id=None)
+    model = AutoModelForCausalLM.from_config(config).eval()
+    model.save_pretrained(out)
+    if evaluator:
+        _set_config_keys(out / "config.json", {"unieval_local_evaluator": evaluator})
+    if manifest:
+        write_test_manifest(out)
+    return out
+
+
 def _set_config_keys(path: Path, keys: dict) -> None:
     """Add ``keys`` to the ``config.json`` at ``path`` (rewritten sorted, as transformers writes it)."""
     config = json.loads(path.read_text(encoding="utf-8"))
@@ -492,7 +576,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--init-factor", type=float, default=1.5)
     parser.add_argument("--model-vocab-size", type=int, default=None, help="embedding rows (default: tokenizer size)")
     parser.add_argument("--docs", type=int, default=40, help="SummEval documents that train the tokenizer")
-    parser.add_argument("--layout", default="t5", choices=["t5", "v1.1", "mt5", "deberta-nli", "hhem"],
+    parser.add_argument("--layout", default="t5", choices=["t5", "v1.1", "mt5", "deberta-nli", "hhem",
+                                                           "llama", "qwen2", "granite"],
                         help="t5 (tied head, ReLU), v1.1 (the official UniEval layout: gated-GELU, untied head) or "
                              "deberta-nli (a DeBERTa-v3 NLI cross-encoder, spm.model tokenizer: for mdeberta-nli; "
                              "--d-model, --layers, --heads, --vocab-size, --seed, --evaluator apply) or hhem "
@@ -514,6 +599,13 @@ def main(argv: list[str] | None = None) -> int:
                                     hidden_size=args.d_model, num_layers=args.layers, num_heads=args.heads,
                                     seed=args.seed, evaluator=args.evaluator or "mdeberta-nli")
         print(f"wrote {path} (a DeBERTa NLI cross-encoder)", file=sys.stderr)
+        return 0
+    if args.layout in CHAT_TEMPLATES:
+        path = build_causal_lm_checkpoint(args.out_dir, layout=args.layout, data_dir=args.data_dir,
+                                          vocab_size=min(args.vocab_size, 1000), hidden_size=args.d_model,
+                                          intermediate_size=args.d_ff, num_layers=args.layers, num_heads=args.heads,
+                                          seed=args.seed, evaluator=args.evaluator, manifest=args.manifest)
+        print(f"wrote {path} (a {args.layout} causal LM with a stand-in chat template)", file=sys.stderr)
         return 0
     if args.layout == "mt5":
         path = build_mt5_checkpoint(args.out_dir, vocab_size=args.vocab_size, d_model=args.d_model, d_ff=args.d_ff,

@@ -9,6 +9,8 @@ imported only when a checkpoint of that backend is first loaded (torch stays out
   P(label) by softmax over the head's labels (:mod:`unieval_local.models.classifier.runner`).
 * ``hhem``: HHEM-2.1-Open natively (a T5 encoder, a 2-label head read at the first position;
   :mod:`unieval_local.models.hhem.model`), batched by the same classifier runner.
+* ``causal-lm``: decoder LLM judges (Llama, Qwen2, Granite) through their own chat template, one
+  forward pass per prompt, a label or rating readout (:mod:`unieval_local.models.causal_lm.runner`).
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ BACKENDS: dict[str, Backend] = {b.name: b for b in (
             "unieval_local.models.classifier.runner:verify_classifier", ("spm.model", "tokenizer.json")),
     Backend("hhem", "unieval_local.models.hhem.model:hhem_runner_factory",
             "unieval_local.models.hhem.model:verify_hhem", ()),
+    Backend("causal-lm", "unieval_local.models.causal_lm.runner:causal_lm_runner_factory",
+            "unieval_local.models.causal_lm.runner:verify_causal_lm", ("tokenizer.json",)),
 )}
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from ..text.prompts import BOOLEAN_QA, HHEM, MINICHECK, NLI_PAIR, SEAHORSE, PromptFormat
+from ..text.chat import GEVAL, GRANITE_GROUNDEDNESS
 
 if TYPE_CHECKING:
     from .tasks import Aspect
@@ -146,6 +147,20 @@ EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
                 model_types=("mt5",), languages=SEAHORSE_LANGUAGES, readout="vocab",
                 description=f"SEAHORSE Q{n} (mT5-large, Clark et al., 2023): {question}")
       for n, question in enumerate(_SEAHORSE_QUESTIONS, 1)),
+    # Granite Guardian 3.3 8B (IBM, Apache-2.0; causal-lm backend): the groundedness risk of its
+    # model card (guardian_config criteria_id "groundedness", think off), read as 1 - P(yes) after a
+    # teacher-forced "<score>"; the source in 500-word chunks, max over them. Parity with IBM's
+    # own scoring is not verified here (no weights on the build machines).
+    Evaluator("granite-guardian-3.3-8b", "ibm-granite/granite-guardian-3.3-8b", GRANITE_GROUNDEDNESS,
+              answers=("no", "yes"), max_length=8192, model_types=("granite",), backend="causal-lm",
+              description="Granite Guardian 3.3 8B (IBM, Apache-2.0): 1 - P(groundedness risk) of the target "
+              "given the source, max over chunks"),
+    # G-Eval (Liu et al., 2023) with a local instruct model the user names (no default weights):
+    # the expected rating over the score tokens; answers: the scale's top and bottom digits (every
+    # digit 1..9 must be one token, checked at load).
+    Evaluator("g-eval", None, GEVAL, answers=("5", "1"), max_length=4096, model_types=("llama", "qwen2", "granite"),
+              backend="causal-lm", description="G-Eval (Liu et al., 2023) with a local instruct model: "
+              "probability-weighted rating over the score tokens"),
 ]}
 
 

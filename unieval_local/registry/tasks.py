@@ -65,6 +65,10 @@ class Aspect:
             supports it), ``mean`` otherwise.
         chunk_unit: windows hold whole ``sentence`` s, or whole ``line`` s
             (dialogue turns).
+        scale: for a rating aspect (G-Eval), K: ratings run 1..K. Its scores are the expected
+            rating mapped onto [0, 1], ``(E - 1) / (K - 1)``, so that aspect means, the overall,
+            meta-evaluation and the HTML report never mix a 1-K scale with probabilities;
+            ``rating = 1 + (K - 1) * score`` reads one back. None: a probability.
     """
 
     task: str
@@ -78,6 +82,7 @@ class Aspect:
     chunk_field: str | None = None
     window_reduction: Literal["max", "mean"] = "mean"
     chunk_unit: Literal["sentence", "line"] = "sentence"
+    scale: int | None = None
 
     @property
     def evaluator(self) -> str:
@@ -99,6 +104,8 @@ class Aspect:
         """Human-readable range of one example's score."""
         if self.granularity == "sentence" and self.reduction == "sum":
             return "[0, n_sentences]"
+        if self.scale:
+            return f"[0, 1] = rating 1-{self.scale}"
         return "[0, 1]"
 
 
@@ -139,6 +146,40 @@ _SEAHORSE_ASPECTS = (
      "SEAHORSE Q6: the summary says it without unneeded words (P('1'), mT5-large)"),
 )
 
+#: G-Eval's aspects (Liu et al., 2023, Sec. 2: a task introduction, the criteria, evaluation steps
+#: an LLM wrote once for them as the automatic chain of thought, form-filling): name, scale K,
+#: fields, and the instructions (written for this package, following that method).
+_GEVAL_INTRO = ("You will be given one summary written for a source text. Your task is to rate the summary on "
+                "one metric. Read these instructions carefully and refer to them while you rate.\n\n")
+_GEVAL_ASPECTS = (
+    ("geval_coherence", 5, ("source", "target"),
+     "Coherence (1-5): the collective quality of all sentences. The summary should be well structured and "
+     "well organised: it builds from sentence to sentence a coherent body of information about the topic, "
+     "not a heap of related facts.",
+     "1. Read the source text and identify its main topic and key points.\n2. Read the summary and compare it "
+     "with the source text: does it cover the topic, and does it present the points in a clear, logical order?\n"
+     "3. Assign a coherence score from 1 to 5."),
+    ("geval_consistency", 5, ("source", "target"),
+     "Consistency (1-5): the factual alignment between the summary and the source text. A consistent summary "
+     "states only facts the source supports; penalise summaries that contain invented or contradicted facts.",
+     "1. Read the source text carefully and note the main facts and details it gives.\n2. Read the summary and "
+     "check every statement against the source: is it supported, contradicted or absent?\n3. Assign a "
+     "consistency score from 1 to 5."),
+    ("geval_relevance", 5, ("source", "target"),
+     "Relevance (1-5): the selection of important content from the source. The summary should include only "
+     "the source's important information; penalise redundancy and excess detail.",
+     "1. Read the source text and list its most important points.\n2. Read the summary: how many of those "
+     "points does it hold, and how much space goes to unimportant or repeated content?\n3. Assign a relevance "
+     "score from 1 to 5."),
+    ("geval_fluency", 3, ("target",),
+     "Fluency (1-3): the quality of the summary's sentences: grammar, spelling, punctuation, word choice and "
+     "sentence structure. 1: many errors make it hard to read; 2: some errors, but still readable; 3: few or "
+     "no errors, easy to read.",
+     "1. Read the summary sentence by sentence.\n2. Note grammatical, spelling and punctuation errors and "
+     "awkward phrasing.\n3. Assign a fluency score from 1 to 3."),
+)
+_GEVAL_LABELS = {"source": "Source Text", "target": "Summary"}
+
 #: The built-in tasks: UniEval's templates (``utils.add_question``) and reductions (``evaluator.py``).
 TASKS: dict[str, Task] = {
     _SUM: _task(_SUM, "unieval-sum", "Summaries of a source document (SummEval-trained).", [
@@ -160,6 +201,12 @@ TASKS: dict[str, Task] = {
                  checkpoint=f"seahorse-large-q{n}", chunk_field="source",
                  window_reduction="max" if name == "attribution" else "mean", description=description)
           for n, (name, question, description) in enumerate(_SEAHORSE_ASPECTS, 1)),
+        # G-Eval (Liu et al., 2023) with a local instruct model (--model g-eval=DIR): the expected rating
+        *(Aspect(_SUM, name, f"{_GEVAL_INTRO}Evaluation Criteria:\n\n{criteria}\n\nEvaluation Steps:\n\n{steps}",
+                 _fields(*((_GEVAL_LABELS[f], f) for f in fields)), checkpoint="g-eval", scale=k,
+                 description=f"G-Eval {name[6:]} rating 1-{k} (expected over the score tokens; a local LLM), "
+                 f"as (rating - 1) / {k - 1}")
+          for name, k, fields, criteria, steps in _GEVAL_ASPECTS),
     ]),
     _DIA: _task(_DIA, "unieval-dialog", "Responses in a knowledge-grounded dialogue (Topical-Chat-trained).", [
         Aspect(_DIA, "naturalness", "Is this a natural response in the dialogue?", _fields(("response", "target")),
@@ -216,6 +263,12 @@ TASKS: dict[str, Task] = {
                _fields(("", "source"), ("", "target")), checkpoint="hhem-2.1-open",
                chunk_field="source", window_reduction="max",
                description="HHEM-2.1-Open: P(consistent) of the whole target given the source"),
+        # Granite Guardian 3.3's groundedness: 1 - P(yes, the risk) after "<score>"; the source in
+        # chunks of 500 words (its format chunks), max over them
+        Aspect(_FACT, "groundedness", "(Granite Guardian) is the response grounded in the documents?",
+               _fields(("", "source"), ("", "target")), checkpoint="granite-guardian-3.3-8b",
+               chunk_field="source", window_reduction="max",
+               description="Granite Guardian 3.3: 1 - P(groundedness risk) of the whole target, max over chunks"),
     ]),
 }
 

@@ -1,0 +1,265 @@
+"""The ``causal-lm`` backend's runner: chat prompts (:mod:`unieval_local.text.chat`) through the
+checkpoint's own chat template, one forward pass per prompt, a readout at the last prompt
+position.
+
+Rendering: ``tokenizer.apply_chat_template(messages, documents=..., tokenize=False,
+continue_final_message=True | add_generation_prompt=True, **template variables)`` (the prefix
+either continues the final assistant message or follows the generation prompt, as the query
+says), then the text's token ids without added special tokens (the template writes them).
+
+Readout (:func:`readout`): softmax over the whole vocabulary at the last real position in
+float64, then ``labels`` (P(first word) over the two words) or ``rating`` (the expected rating
+over 1..K renormalised, mapped to [0, 1]); each word's probability sums its single-token forms
+with and without a leading space. Rows are padded on the left (default) or the right; the
+position ids follow the attention mask and only the read positions' logits are computed
+(``logits_to_keep``), so a prompt's value does not depend on its batch (tests: to 1e-5).
+
+Long prompts: a prompt over ``max_length`` tokens loses the end of its ``cut`` part (the
+source), never the answer slot; ``n_tokens`` is the untruncated count, so the engine notes it.
+Batching is the shared core's (:func:`~unieval_local.models.batching.run_batches`).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ...errors import CheckpointError
+from ...registry.evaluators import Evaluator
+from ...settings import BATCH_TOKENS, check_dtype, default
+from ...text.chat import ChatQuery, is_chat_prompt
+from .. import tokens
+from ..base import Runner
+from ..batching import attention_cells, first_line, run_batches, sort_by_length
+from ..checkpoints import ResolvedCheckpoint
+from .model import BFLOAT16_ABOVE, CausalLMModel, parameter_count
+
+__all__ = ["CausalLMRunner", "causal_lm_runner_factory", "readout", "render", "verify_causal_lm"]
+
+
+def render(model: CausalLMModel, query: ChatQuery) -> str:
+    """The text of one query through the checkpoint's chat template, ending with the prefix."""
+    messages, documents = query.messages()
+    kwargs = dict(query.template)
+    if query.continue_final:
+        kwargs["continue_final_message"] = True
+    else:
+        kwargs["add_generation_prompt"] = True
+    text = model.tokenizer.apply_chat_template(messages, documents=documents or None, tokenize=False, **kwargs)
+    return text if query.continue_final else text + query.prefix
+
+
+def _ids(model: CausalLMModel, text: str) -> list[int]:
+    return tokens.encode(model.tokenizer, text, add_special_tokens=False)["input_ids"]
+
+
+def encode(model: CausalLMModel, prompt: str, max_length: int | None = None) -> tuple[list[int], int]:
+    """``(ids, untruncated count)`` of one chat prompt, its ``cut`` part shortened from its end
+    until the ids fit ``max_length`` (None: untruncated). A query without a ``cut`` part, or
+    whose other parts alone exceed ``max_length``, keeps what is left of it (the answer slot is
+    never cut)."""
+    query = ChatQuery.decode(prompt)
+    ids = _ids(model, render(model, query))
+    full = len(ids)
+    if max_length is None or full <= max_length or query.cut is None:
+        return ids, full
+    text = query.parts[query.cut][1]
+    n = tokens.count_plain(model.tokenizer, [text])[0]
+    keep = n - (full - max_length)
+    for _ in range(4):  # token boundaries may merge differently at the cut: shorten until it fits
+        shorter = query.with_cut(text[:tokens.cut(model.tokenizer, text, max(0, keep))])
+        ids = _ids(model, render(model, shorter))
+        if len(ids) <= max_length or keep <= 0:
+            break
+        keep -= len(ids) - max_length
+    return ids, full
+
+
+def readout(probs: np.ndarray, query: ChatQuery, model: CausalLMModel) -> tuple[float, dict[str, float]]:
+    """The value of one query from its next-token distribution.
+
+    Args:
+        probs: float64 softmax over the whole vocabulary at the read position, shape ``(V,)``.
+        query: which readout (``labels``: its ``words``; ``rating``: its ``scale`` K).
+        model: the loaded model (each word's single-token forms).
+
+    Returns:
+        ``(value, distribution)``: ``labels``: P(words[0]) / (P(words[0]) + P(words[1])) and both
+        renormalised; ``rating`` (G-Eval, Liu et al., 2023, Sec. 2.3): ``(E - 1) / (K - 1)`` with
+        ``E = sum_k k p(k)`` over ``p(k)`` renormalised over 1..K, and ``{"1": p(1), ...}``.
+        NaN (and an empty distribution) when the words have no probability at all.
+    """
+    words = list(query.words) if query.readout == "labels" else [str(k) for k in range(1, query.scale + 1)]
+    mass = np.array([probs[list(model.forms_of(w))].sum() for w in words], dtype=np.float64)
+    total = mass.sum()
+    if not np.isfinite(total) or total <= 0:
+        return float("nan"), {}
+    p = mass / total
+    dist = dict(zip(words, p.tolist()))
+    if query.readout == "labels":
+        return float(p[0]), dist
+    expected = float(np.dot(np.arange(1, query.scale + 1), p))
+    return (expected - 1.0) / (query.scale - 1), dist
+
+
+class CausalLMRunner(Runner):
+    """The :class:`~unieval_local.models.base.Runner` of a :class:`CausalLMModel` (module docstring).
+
+    Args:
+        model: the loaded model. evaluator: its spec. fingerprint: the checkpoint's content hash.
+        batch_tokens: padded tokens per forward batch. attention_mib: the attention budget.
+        padding: ``left`` (default) or ``right``; the values do not depend on it.
+    """
+
+    def __init__(self, model: CausalLMModel, *, evaluator: Evaluator, fingerprint: str,
+                 batch_tokens: int = BATCH_TOKENS["gpu"], attention_mib: float = default("attention_mib"),
+                 padding: str = "left"):
+        if padding not in ("left", "right"):
+            raise ValueError(f"padding must be 'left' or 'right', got {padding!r}")
+        self.model = model
+        self.evaluator = evaluator
+        self.name = str(model.path)
+        self.fingerprint = fingerprint
+        self.batch_tokens = batch_tokens
+        self.max_cells = attention_cells(attention_mib, model.n_heads, 4 if model.dtype == "float32" else 2)
+        self.padding = padding
+        self.forward = "plain"
+        self.tokenizer_class = model.tokenizer_class
+        self.tokenizer_doubt = model.tokenizer_doubt
+
+    # token arithmetic (TokenCounter)
+    def count(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text: a chat prompt as its template renders it, a plain text as is."""
+        return [encode(self.model, t)[1] if is_chat_prompt(t) else len(_ids(self.model, t)) for t in texts]
+
+    def count_plain(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text without special tokens."""
+        return tokens.count_plain(self.model.tokenizer, texts)
+
+    def cut(self, text: str, n_tokens: int) -> int:
+        """How many leading characters of ``text`` its first ``n_tokens`` tokens cover."""
+        return tokens.cut(self.model.tokenizer, text, n_tokens)
+
+    def cut_points(self, text: str, n_tokens: int) -> list[int]:
+        """Offsets cutting ``text`` into parts of ``n_tokens`` tokens."""
+        return tokens.cut_points(self.model.tokenizer, text, n_tokens)
+
+    def probabilities(self, ids: list[list[int]]):
+        """float64 next-token distributions at each row's last token, shape ``(len(ids), V)``
+        (one forward pass over the padded batch)."""
+        import torch
+
+        width = max(len(r) for r in ids)
+        input_ids = torch.full((len(ids), width), self.model.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(ids), width), dtype=torch.long)
+        last = []
+        for k, r in enumerate(ids):
+            start = width - len(r) if self.padding == "left" else 0
+            input_ids[k, start:start + len(r)] = torch.tensor(r)
+            mask[k, start:start + len(r)] = 1
+            last.append(start + len(r) - 1)
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        keep = sorted(set(last))
+        at = torch.tensor([keep.index(p) for p in last])
+        device = self.model.device
+        with torch.inference_mode():
+            logits = self.model.model(input_ids=input_ids.to(device), attention_mask=mask.to(device),
+                                      position_ids=positions.to(device), use_cache=False,
+                                      logits_to_keep=torch.tensor(keep, device=device)).logits
+            rows = logits[torch.arange(len(ids), device=device), at.to(device)]
+            return torch.softmax(rows.double(), dim=-1).cpu().numpy()
+
+    def evaluate(self, prompts: Sequence[str], *, max_length: int,
+                 on_batch: Callable[[int, int], None] | None = None):
+        """``(values, n_tokens, distributions)`` per prompt, in order (see :meth:`score`; the
+        distributions are :func:`readout`'s, each readout word -> its renormalised probability)."""
+        distinct = list(dict.fromkeys(prompts))
+        queries = [ChatQuery.decode(p) for p in distinct]
+        encoded = [encode(self.model, p, max_length) for p in distinct]
+        ids = [e[0] for e in encoded]
+        lengths = [len(x) for x in ids]
+        values = np.full(len(distinct), np.nan)
+        dists: list[dict[str, float]] = [{} for _ in distinct]
+
+        def forward(batch: list[int]) -> None:
+            probs = self.probabilities([ids[i] for i in batch])
+            for row, i in enumerate(batch):
+                values[i], dists[i] = readout(probs[row], queries[i], self.model)
+
+        def done(batch: list[int], end: int) -> None:
+            if on_batch is not None:
+                on_batch(end, len(distinct))
+
+        with self.model.lock:
+            run_batches(sort_by_length(lengths), lengths, batch_tokens=self.batch_tokens, holder=self.model,
+                        device=self.model.device, forward=forward, max_cells=self.max_cells, on_batch=done)
+        index = {p: k for k, p in enumerate(distinct)}
+        at = [index[p] for p in prompts]
+        return values[at], np.array([encoded[k][1] for k in at], dtype=np.int64), [dists[k] for k in at]
+
+    def score(self, prompts: Sequence[str], *, max_length: int,
+              on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """``(value, n_tokens)`` per chat prompt, in order: float64 in [0, 1] (a rating mapped
+        onto [0, 1], :func:`readout`), NaN where the readout words got no probability; each
+        prompt's untruncated token count.
+
+        Raises:
+            ValueError: a prompt that is not a chat prompt.
+            ModelRuntimeError: the model failed (out of memory on a single prompt included).
+        """
+        values, n_tokens, _ = self.evaluate(prompts, max_length=max_length, on_batch=on_batch)
+        return values, n_tokens
+
+
+_MODELS: dict[tuple[str, str, str], CausalLMModel] = {}
+_LOCK = threading.Lock()
+
+
+def causal_lm_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator, *, device: str,
+                             dtype: str, batch_tokens: int = BATCH_TOKENS["gpu"],
+                             attention_mib: float = default("attention_mib"), **_: object) -> CausalLMRunner:
+    """The ``causal-lm`` backend's :data:`~unieval_local.models.base.RunnerFactory`: one model per
+    folder, device and dtype per process (``fast_forward`` and ``progress`` do not apply).
+
+    Raises:
+        CheckpointError: the checkpoint does not load strictly or does not fit the device's
+            memory (:class:`~unieval_local.models.causal_lm.model.CausalLMModel`).
+    """
+    key = (str(Path(checkpoint.path).resolve()), device, check_dtype(dtype))
+    with _LOCK:
+        if key not in _MODELS:
+            _MODELS[key] = CausalLMModel(checkpoint, evaluator, device, dtype)
+        model = _MODELS[key]
+    return CausalLMRunner(model, evaluator=evaluator, fingerprint=fingerprint, batch_tokens=batch_tokens,
+                          attention_mib=attention_mib)
+
+
+def verify_causal_lm(report, folder, spec):
+    """``unieval-local verify`` for the ``causal-lm`` backend: the config loads as one of the
+    layouts, its parameter count, then the strict load the backend does (bfloat16 above
+    :data:`~unieval_local.models.causal_lm.model.BFLOAT16_ABOVE` parameters) with the chat template
+    and the readout words' single-token forms. ``report``: a
+    :class:`~unieval_local.models.verify.VerifyReport`; returned."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(folder, trust_remote_code=False)
+        n = parameter_count(config)
+    except Exception as exc:  # noqa: BLE001
+        report.fail(f"config does not load as a decoder: {first_line(exc)}")
+        return report
+    dtype = "bfloat16" if n > BFLOAT16_ABOVE else "float32"
+    report.info(f"config loads ({config.model_type}, {n / 1e9:.2f}B parameters; checked in {dtype})")
+    try:
+        model = CausalLMModel(ResolvedCheckpoint(spec.name, Path(folder), "local"), spec, "cpu", dtype)
+    except CheckpointError as exc:
+        report.fail(str(exc))
+        return report
+    if model.tokenizer_doubt:
+        report.warn(model.tokenizer_doubt)
+    forms = ", ".join(f"{w!r}: {len(ids)}" for w, ids in model.forms.items())
+    report.info(f"model loads strictly; chat template present; single-token forms per readout word: {forms}")
+    return report
