@@ -45,7 +45,8 @@ from .registry.tasks import DEFAULT_REGISTRY, Aspect, Registry
 from .schema import Signature
 from .settings import EngineSettings, batch_tokens_for
 from .text.language import DETECTOR, UNDETERMINED, language_name, record_language
-from .text.sentences import DEFAULT_SPLITTER, MergePunctuation, SentenceSplitter, as_splitter, splitter_for_language
+from .text.sentences import (DEFAULT_SPLITTER, MergePunctuation, SentenceSplitter, as_splitter,
+                             missing_splitter_note, splitter_for_language)
 
 __all__ = ["Engine", "Job", "JobResult", "PassResult", "PlannedJob", "RunStats", "Runner", "RunnerFactory",
            "jobs_by_checkpoint", "truncation_message"]
@@ -162,19 +163,26 @@ class Engine:
     def splitter_for(self, language: str | None) -> SentenceSplitter:
         """The sentence splitter of text in ``language``: the ``splitter=`` the engine was given
         (for every language), else the language's built-in one
-        (:func:`~unieval_local.text.sentences.splitter_for_language`: Chinese rules for zh/ja,
-        Punkt with Indonesian abbreviations for id/ms, NLTK's English Punkt otherwise), under
-        ``MergePunctuation`` with ``merge_punctuation``."""
+        (:func:`~unieval_local.text.sentences.splitter_for_language`: NLTK's English Punkt for en,
+        Chinese rules for zh/ja and Chinese varieties, Punkt with Indonesian abbreviations for id/ms,
+        sentencex for the rest), under ``MergePunctuation`` with ``merge_punctuation``. A language
+        without a splitter of its own (generic terminators) is noted for the request, and warned
+        once per engine (:func:`~unieval_local.text.sentences.missing_splitter_note`)."""
         if self.settings.splitter or language in (None, "en", UNDETERMINED):
             return self.splitter
-        key = language
-        if key not in self._splitters:
+        split = self._splitters.get(language)
+        if split is None:
             base = splitter_for_language(language)
-            if base is DEFAULT_SPLITTER:
-                self._splitters[key] = self.splitter
-            else:
-                self._splitters[key] = MergePunctuation(base) if self.settings.merge_punctuation else base
-        return self._splitters[key]
+            made = (self.splitter if base is DEFAULT_SPLITTER
+                    else MergePunctuation(base) if self.settings.merge_punctuation else base)
+            split = self._splitters.setdefault(language, made)  # atomic: one thread's is kept
+            first = split is made
+        else:
+            first = False
+        missing = missing_splitter_note(language)
+        if missing:
+            notes.note(missing, warn=first, stacklevel=3)
+        return split
 
     def language_problems(self, checkpoint: str, aspects: Sequence[Aspect], languages: Sequence[str | None]
                           ) -> list[ExampleProblem]:

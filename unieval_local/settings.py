@@ -11,16 +11,15 @@ values it takes. :class:`EngineSettings` is the frozen value an engine is made f
 
 from __future__ import annotations
 
-import re
-
+import functools
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, make_dataclass, replace
 from typing import Any
 
-__all__ = ["BATCH_TOKENS", "DTYPES", "LONG_INPUT_MODES", "REFERENCE_REDUCTIONS", "SETTINGS", "EngineSettings",
-           "Setting", "batch_tokens_for", "check_dtype", "cli_settings", "default", "number_type", "parse_model_spec",
-           "setting"]
+__all__ = ["BATCH_TOKENS", "DTYPES", "LANGUAGE_NAMES", "LONG_INPUT_MODES", "REFERENCE_REDUCTIONS", "SETTINGS",
+           "EngineSettings", "Setting", "batch_tokens_for", "check_dtype", "check_language", "cli_settings", "default",
+           "number_type", "parse_model_spec", "setting"]
 
 LONG_INPUT_MODES: tuple[str, ...] = ("truncate", "fit", "chunk")
 REFERENCE_REDUCTIONS: tuple[str, ...] = ("mean", "max")
@@ -131,26 +130,99 @@ def _dtype_problem(v: Any) -> str | None:
     return None
 
 
-_LANGUAGE_CODE = re.compile(r"^[a-z]{2,3}$")
-#: What may follow a BCP 47 tag's language subtag: script, region, variants (``Hant-TW``).
-_BCP47_REST = re.compile(r"[a-z0-9]{2,8}(-[a-z0-9]{1,8})*")
+#: English names of the languages the package has rules, evaluators or detection for (messages,
+#: the README's table, and the did-you-mean of a name given as a code: "chinese" -> zh).
+LANGUAGE_NAMES: dict[str, str] = {
+    "af": "Afrikaans", "am": "Amharic", "ar": "Arabic", "bg": "Bulgarian", "bn": "Bengali", "ca": "Catalan",
+    "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek", "en": "English", "es": "Spanish",
+    "et": "Estonian", "fa": "Persian", "fi": "Finnish", "fil": "Filipino", "fr": "French", "gu": "Gujarati",
+    "he": "Hebrew", "hi": "Hindi", "hr": "Croatian", "hu": "Hungarian", "hy": "Armenian", "id": "Indonesian",
+    "it": "Italian", "ja": "Japanese", "kk": "Kazakh", "kn": "Kannada", "ko": "Korean", "lt": "Lithuanian",
+    "lv": "Latvian", "ml": "Malayalam", "mr": "Marathi", "ms": "Malay", "my": "Burmese", "nb": "Norwegian Bokmal",
+    "nl": "Dutch", "no": "Norwegian", "pa": "Punjabi", "pl": "Polish", "ps": "Pashto", "pt": "Portuguese",
+    "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sr": "Serbian", "sv": "Swedish",
+    "sw": "Swahili", "ta": "Tamil", "te": "Telugu", "th": "Thai", "tl": "Tagalog", "tr": "Turkish",
+    "uk": "Ukrainian", "ur": "Urdu", "vi": "Vietnamese", "yue": "Cantonese", "zh": "Chinese", "und": "undetermined"}
+#: Other names people write for a language (did-you-mean only).
+_NAME_ALIASES = {"mandarin": "zh", "putonghua": "zh", "farsi": "fa", "bahasa": "id", "bahasa indonesia": "id",
+                 "castilian": "es", "flemish": "nl", "bangla": "bn", "deutsch": "de", "espanol": "es",
+                 "español": "es", "francais": "fr", "français": "fr", "italiano": "it", "nederlands": "nl",
+                 "português": "pt", "русский": "ru", "中文": "zh", "汉语": "zh", "日本語": "ja", "한국어": "ko"}
+
+
+def _did_you_mean(text: str) -> str:
+    """``; did you mean 'zh' (Chinese)?`` for a refused language code, or ``""``: a language name
+    (``chinese``, ``Mandarin``) or a near miss of one or of a code, else the language subtag of a
+    tag whose other subtags are wrong (``en-EN`` -> ``en``)."""
+    import difflib
+
+    import langcodes
+
+    key = " ".join(text.lower().replace("_", " ").replace("-", " ").split())
+    by_name = {name.lower(): code for code, name in LANGUAGE_NAMES.items() if code != "und"} | _NAME_ALIASES
+    code = by_name.get(key)
+    if code is None:
+        close = difflib.get_close_matches(key, list(by_name), n=1, cutoff=0.85)
+        code = by_name[close[0]] if close else None
+    if code is None:
+        try:
+            primary = langcodes.Language.get(langcodes.standardize_tag(text.split("-")[0].split("_")[0],
+                                                                        macro=True)).language
+        except (langcodes.LanguageTagError, ValueError):
+            primary = None
+        if primary and primary != text and langcodes.tag_is_valid(primary):
+            code = primary
+    if code is None:
+        return ""
+    return f"; did you mean {code!r}" + (f" ({LANGUAGE_NAMES[code]})?" if code in LANGUAGE_NAMES else "?")
+
+
+@functools.lru_cache(maxsize=4096)
+def _standard_language(text: str) -> str | None:
+    """The language subtag of BCP 47 tag ``text`` (already stripped, ``_`` read as ``-``), or None."""
+    import langcodes
+
+    try:
+        tag = langcodes.standardize_tag(text, macro=True)
+    except (langcodes.LanguageTagError, ValueError):
+        return None
+    if not langcodes.tag_is_valid(tag):
+        return None
+    language = langcodes.Language.get(tag).language or "und"  # "und-Hant": a script, no language
+    return language if language.isascii() and language.isalpha() and 2 <= len(language) <= 3 else None
 
 
 def check_language(code: Any, where: str = "language") -> str:
-    """``code`` lower-cased when it is an ISO 639-1/639-3 code (two or three letters, e.g.
-    ``zh``, ``id``, ``en``) or ``und``; a BCP 47 tag with a region or script (``zh-CN``,
-    ``zh_Hant``, ``id-ID``, ``en-US``) gives its language subtag (``zh``, ``id``, ``en``):
-    sentence splitting, templates and the evaluators' languages are per language, not per region.
+    """The language of BCP 47 tag or ISO 639 code ``code``: its primary language subtag, in one
+    spelling per language, so that sentence splitting, templates and the evaluators' languages
+    (all per language, not per region or script) see one code. Read by langcodes (Speer; the
+    IANA language subtag registry and CLDR's aliases, offline: no names needed): case and ``_``
+    do not matter, scripts, regions, variants and extensions are dropped, deprecated and
+    three-letter codes give their two-letter code, and a macrolanguage's dominant language
+    gives the macrolanguage (BCP 47 / CLDR). For example ``zh-CN``, ``ZH``, ``zh_Hant``,
+    ``Zh-Hans``, ``zho`` and ``cmn`` (Mandarin) -> ``zh``; ``en-US``, ``EN_us``, ``en_UK`` (CLDR's
+    alias of en-GB) -> ``en``; ``iw`` -> ``he``; ``in`` -> ``id``; ``arb`` -> ``ar``; ``und`` ->
+    ``und``. Other members of a macrolanguage keep their code: ``yue`` and ``zh-yue`` ->
+    ``yue`` (Cantonese; split as Chinese: :func:`~unieval_local.text.sentences.splitter_for_language`).
+
+    Returns:
+        the language subtag: two letters (ISO 639-1) where the language has them, else three.
 
     Raises:
-        ValueError: anything else (naming ``where``).
+        ValueError: not a string, a malformed tag, or one the registry does not know (``xx``,
+            ``chinese``, ``en-EN``), naming ``where`` and, where one is close, the code meant
+            (``chinese`` -> did you mean 'zh' (Chinese)?).
+
+    >>> check_language("zh_Hant-TW"), check_language("yue"), check_language("cmn")
+    ('zh', 'yue', 'zh')
     """
     if isinstance(code, str):
-        primary, sep, rest = code.strip().lower().replace("_", "-").partition("-")
-        if _LANGUAGE_CODE.match(primary) and (not sep or _BCP47_REST.fullmatch(rest)):
-            return primary
-    raise ValueError(f"{where} must be a language code such as en, zh or id (ISO 639-1; zh-CN reads as zh), "
-                     f"got {code!r}")
+        language = _standard_language(code.strip().replace("_", "-"))
+        if language is not None:
+            return language
+    hint = _did_you_mean(code.strip()) if isinstance(code, str) and code.strip() else ""
+    raise ValueError(f"{where} must be a language code (BCP 47 / ISO 639) such as en, zh, zh-CN or id, "
+                     f"got {code!r}{hint}")
 
 
 def _language_problem(v: Any) -> str | None:
@@ -332,6 +404,8 @@ class _EngineSettingsMethods:
             if isinstance(value, os.PathLike) and s.name in ("cache_dir", "aspects_config"):
                 value = os.fspath(value)
             s.validate(value)
+        if self.language is not None:  # one code per language: zh-CN, ZH, zh_Hant, cmn -> zh
+            object.__setattr__(self, "language", check_language(self.language))
 
     @classmethod
     def of(cls, values: Mapping[str, Any] | None = None, **more: Any) -> "EngineSettings":

@@ -38,7 +38,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from ..settings import check_language
+from ..settings import LANGUAGE_NAMES, check_language
 
 __all__ = ["CANDIDATES", "DETECTOR", "ENGLISH_PRIOR", "LanguageDetector", "MIN_CONFIDENCE", "MIN_LETTERS", "PROBE_CHARS", "UNDETERMINED",
            "check_language", "detect_language", "language_name", "record_language"]
@@ -61,15 +61,10 @@ CANDIDATES = tuple("ar bn de en es fa fr he hi id it ja ko mr nl pl ps pt ru sv 
                    "da fi hu no ro sk sl hr sr ca et lt lv tl af".split())
 
 
-#: Names of the languages the README and messages mention.
-_NAMES = {"en": "English", "zh": "Chinese", "id": "Indonesian", "ms": "Malay", "fr": "French", "de": "German",
-          "es": "Spanish", "ru": "Russian", "tr": "Turkish", "vi": "Vietnamese", "ja": "Japanese", "ko": "Korean",
-          UNDETERMINED: "undetermined"}
-
-
 def language_name(code: str) -> str:
-    """``"zh"`` -> ``"Chinese"`` for the languages the package has rules for; else the code."""
-    return _NAMES.get(code, code)
+    """``"zh"`` -> ``"Chinese"`` for the languages of :data:`~unieval_local.settings.LANGUAGE_NAMES`;
+    else the code."""
+    return LANGUAGE_NAMES.get(code, code)
 
 
 #: Han characters (CJK unified ideographs, extension A, compatibility ideographs, extensions

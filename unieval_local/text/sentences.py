@@ -1,4 +1,5 @@
-"""Sentence splitting: NLTK's English Punkt, offline, exactly as ``nltk.sent_tokenize``.
+"""Sentence splitting: NLTK's English Punkt, offline, exactly as ``nltk.sent_tokenize``, and a
+splitter for every language an evaluator declares.
 
 UniEval splits the target with ``nltk.sent_tokenize(text)`` (Punkt, Kiss &
 Strunk 2006, English parameters). NLTK >= 3.9 needs the ``punkt_tab`` data for
@@ -7,17 +8,29 @@ ships the same English parameters as Python literals; we load them into NLTK's
 own :class:`nltk.tokenize.punkt.PunktSentenceTokenizer`, which reproduced
 ``nltk.sent_tokenize`` on all 1,700 SummEval texts (contract, "Sentence
 splitting"). We never call ``nltk.download``.
+
+Other languages (:func:`splitter_for_language`): Chinese and Japanese by our CJK rules over
+Punkt, Indonesian and Malay by Punkt with Indonesian abbreviations, and the rest by sentencex
+(Wikimedia's rule-based segmenter, Thottingal; offline, in its wheel): its own rules (abbreviations,
+terminators) for the languages in :data:`SENTENCEX_RULES` (Hindi and Marathi ``।``, Arabic ``؟``,
+Greek ``;``, Armenian ``։`` ...), its generic rules (the terminators of every script, ``۔ ؟ । 。``
+among them) for the declared languages it has none for (:data:`GENERIC_CHECKED`: each checked
+on a hand-written fixture), and the generic rules with a warning for any other language
+(:func:`missing_splitter_note`). :func:`splitter_table` gives the README's table.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-__all__ = ["CJKSplitter", "DEFAULT_SPLITTER", "INDONESIAN_ABBREVIATIONS", "IndonesianSplitter", "MergePunctuation",
-           "PunktEnglishSplitter", "SearchedSpans", "SentenceSplitter", "as_splitter", "field_spans", "has_letter",
-           "splitter_for_language"]
+__all__ = ["CJKSplitter", "DEFAULT_SPLITTER", "GENERIC_CHECKED", "INDONESIAN_ABBREVIATIONS", "IndonesianSplitter",
+           "MergePunctuation", "PunktEnglishSplitter", "SENTENCEX_RULES", "SearchedSpans", "SentenceSplitter",
+           "SentencexSplitter", "as_splitter", "field_spans", "has_letter", "missing_splitter_note",
+           "splitter_for_language", "splitter_table", "splitter_table_markdown"]
 
 
 @runtime_checkable
@@ -211,20 +224,182 @@ class CJKSplitter:
         return f"{type(self).__name__}({self.inner!r})"
 
 
+class SentencexSplitter:
+    """sentencex (Wikimedia's rule-based multilingual segmenter) for one language's rules, or its
+    generic ones.
+
+    ``splitter(text)`` gives the sentences as substrings of ``text`` without the whitespace around
+    them (as Punkt does); whitespace-only pieces (paragraph breaks) are dropped, an empty text
+    gives ``[]``. ``spans`` gives their character offsets (sentencex's own boundaries, trimmed).
+
+    ``name``: ``sentencex-<language>@sentencex-<version>`` (``sentencex-hi@sentencex-1.0.32``), or
+    ``sentencex-generic@...`` for the generic rules (sentencex's English class: the sentence
+    terminators of every script it knows, English abbreviations).
+
+    Args:
+        language: a code of :data:`SENTENCEX_RULES`, or None for the generic rules.
+
+    Raises:
+        ValueError: a language sentencex has no rules of its own for.
+    """
+
+    def __init__(self, language: str | None = None):
+        if language is not None and language not in SENTENCEX_RULES:
+            raise ValueError(f"sentencex has no rules of its own for {language!r}; it has {', '.join(SENTENCEX_RULES)} "
+                             "(None: its generic rules)")
+        self.language = language
+        self._code = language or "en"  # sentencex's fallback for a language without rules is its English class
+
+    @property
+    def name(self) -> str:
+        """``sentencex-<language or generic>@sentencex-<version>``."""
+        return f"sentencex-{self.language or 'generic'}@sentencex-{_sentencex_version()}"
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """``(start, end)`` character offsets of each sentence of ``text``."""
+        import sentencex
+
+        out = []
+        for b in sentencex.get_sentence_boundaries(self._code, text):
+            a, e = b["start_index"], b["end_index"]
+            while a < e and text[a].isspace():
+                a += 1
+            while e > a and text[e - 1].isspace():
+                e -= 1
+            if a < e:
+                out.append((a, e))
+        return out
+
+    def __call__(self, text: str) -> list[str]:
+        return [text[a:b] for a, b in self.spans(text)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.language!r})"
+
+
+@functools.lru_cache(maxsize=1)
+def _sentencex_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("sentencex")
+    except PackageNotFoundError:  # pragma: no cover - a declared dependency
+        return "absent"
+
+
+#: The languages sentencex (>= 1.0) has rules of its own for (its ``language_factory``):
+#: abbreviations and terminators per language.
+SENTENCEX_RULES: tuple[str, ...] = tuple(
+    "am ar bg bn ca da de el es fi fr gu hi hy it kk kn ml mr my nl pa pl pt ru sk ta te uk".split())
+#: Languages an evaluator declares that sentencex has no rules for, whose sentences end with marks
+#: its generic rules know (. ? ! and Arabic-script ؟ ۔): split by them, each checked on a
+#: hand-written three-sentence fixture (tests/test_sentences.py), so no warning.
+GENERIC_CHECKED: tuple[str, ...] = tuple("fa he ko ps sv sw tr ur vi".split())
+
 _INDONESIAN = IndonesianSplitter()
 _CJK = CJKSplitter()
+_GENERIC = SentencexSplitter(None)
+_SENTENCEX = {code: SentencexSplitter(code) for code in SENTENCEX_RULES}
+#: language -> its splitter, for the languages that have one (English and undetermined: Punkt).
+_BY_LANGUAGE: dict[str, SentenceSplitter] = {
+    "en": DEFAULT_SPLITTER, "und": DEFAULT_SPLITTER, "zh": _CJK, "ja": _CJK, "id": _INDONESIAN, "ms": _INDONESIAN,
+    **_SENTENCEX, **{code: _GENERIC for code in GENERIC_CHECKED}}
+
+
+def _macrolanguage(language: str) -> str | None:
+    """The macrolanguage ``language`` belongs to (IANA registry, via langcodes): ``yue`` -> ``zh``,
+    ``arz`` -> ``ar``, ``zsm`` -> ``ms``; None for a language in none."""
+    from langcodes.data_dicts import MACROLANGUAGES
+
+    return MACROLANGUAGES.get(language)
+
+
+def _split_as(language: str) -> str | None:
+    """The language whose splitter ``language`` uses: itself, else its macrolanguage when that has
+    a splitter (Chinese varieties such as ``yue``, ``wuu``, ``nan`` split as ``zh``); None when
+    neither has one."""
+    if language in _BY_LANGUAGE:
+        return language
+    macro = _macrolanguage(language)
+    return macro if macro in _BY_LANGUAGE else None
 
 
 def splitter_for_language(language: str) -> SentenceSplitter:
-    """The built-in sentence splitter of a language: :class:`CJKSplitter` for Chinese and
-    Japanese (``zh``, ``ja``), :class:`IndonesianSplitter` for Indonesian and Malay (``id``,
-    ``ms``), and NLTK's English Punkt for English, undetermined text and every other language
-    (the fallback: it splits at ``.``, ``?`` and ``!``)."""
-    if language in ("zh", "ja"):
-        return _CJK
-    if language in ("id", "ms"):
-        return _INDONESIAN
-    return DEFAULT_SPLITTER
+    """The built-in sentence splitter of a language (a code as
+    :func:`~unieval_local.settings.check_language` gives it):
+
+    * English and undetermined text (``en``, ``und``): NLTK's English Punkt (UniEval's);
+    * Chinese and Japanese (``zh``, ``ja``) and the other members of the Chinese macrolanguage
+      (``yue``, ``wuu``, ``nan`` ...): :class:`CJKSplitter`;
+    * Indonesian and Malay (``id``, ``ms``): :class:`IndonesianSplitter`;
+    * :data:`SENTENCEX_RULES`: sentencex's rules for the language;
+    * :data:`GENERIC_CHECKED`, and any other language: sentencex's generic rules (for the latter
+      :func:`missing_splitter_note` says so; the engine warns once per run).
+
+    A member of a macrolanguage without a splitter of its own is split as its macrolanguage
+    (Egyptian Arabic ``arz`` as ``ar``).
+    """
+    return _BY_LANGUAGE.get(_split_as(language) or "", _GENERIC)
+
+
+@functools.lru_cache(maxsize=1024)
+def missing_splitter_note(language: str | None) -> str | None:
+    """What is done with text in ``language`` when it has no splitter (:func:`splitter_for_language`
+    falls back to the generic rules), for a warning; None when it has one.
+
+    >>> missing_splitter_note("hi") is None, missing_splitter_note("th")[:31]
+    (True, 'no sentence splitter for Thai (')
+    """
+    if language is None or _split_as(language) is not None:
+        return None
+    from ..settings import LANGUAGE_NAMES
+
+    return (f"no sentence splitter for {LANGUAGE_NAMES.get(language, language)} ({language}): its text is split at the "
+            f"sentence terminators of every script ({_GENERIC.name}: . ? ! ؟ ۔ । 。 ...), and text without them is "
+            "one sentence; pass splitter= to split it yourself (README, Languages)")
+
+
+def _short_names(names: list[str]) -> str:
+    """Names joined by commas, a run of names that differ only in a final number written once
+    (``seahorse-large-q1`` ... ``seahorse-large-q6`` -> ``seahorse-large-q1..6``)."""
+    out: list[list[str]] = []  # [prefix, first number, last number] or [name]
+    for name in names:
+        m = re.fullmatch(r"(.*?)(\d+)", name)
+        if m and out and len(out[-1]) == 3 and out[-1][0] == m.group(1):
+            out[-1][2] = m.group(2)
+        else:
+            out.append([m.group(1), m.group(2), m.group(2)] if m else [name])
+    return ", ".join(x[0] if len(x) == 1 else f"{x[0]}{x[1]}" + (f"..{x[2]}" if x[2] != x[1] else "") for x in out)
+
+
+def splitter_table(declared: Mapping[str, Sequence[str] | None]) -> list[tuple[str, str, str]]:
+    """The README's table of sentence splitters: ``(language, splitter, evaluators)`` rows, one per
+    language an evaluator declares (``declared``: evaluator name -> its languages, None for
+    none), English first, then the rules for every other language. The splitter is its
+    :func:`splitter_for_language` name without versions.
+    """
+    from ..settings import LANGUAGE_NAMES
+
+    by_language: dict[str, list[str]] = {}
+    for evaluator, languages in declared.items():
+        for code in languages or ():
+            by_language.setdefault(code, []).append(evaluator)
+    kind = lambda code: splitter_for_language(code).name.split("@")[0]  # noqa: E731
+    rows = [(f"{code} ({LANGUAGE_NAMES.get(code, code)})", kind(code), _short_names(by_language[code]))
+            for code in sorted(by_language, key=lambda c: (c != "en", c))]
+    rest = [code for code in SENTENCEX_RULES if code not in by_language]
+    rows += [("other members of a macrolanguage (yue, wuu, nan ...; arz ...)", "their macrolanguage's", "-"),
+             (f"with sentencex rules: {', '.join(rest)}", "sentencex-<code>", "-"),
+             ("any other language (th ...): warned once per run", kind("th"), "-")]
+    return rows
+
+
+def splitter_table_markdown(rows: Sequence[tuple[str, str, str]]) -> str:
+    """``rows`` (:func:`splitter_table`) as a Markdown table."""
+    lines = ["| language | splitter | evaluators that declare it |", "|---|---|---|"]
+    lines += [f"| {a} | `{b}` | {c} |" if b.startswith(("nltk", "cjk", "sentencex")) else f"| {a} | {b} | {c} |"
+              for a, b, c in rows]
+    return "\n".join(lines)
 
 
 def has_letter(text: str) -> bool:
