@@ -289,3 +289,35 @@ def test_a_ray_run_loads_the_model_once_per_actor_and_never_in_the_driver(tmp_pa
                       settings={"model": str(ckpt), "max_length": 48}, progress=False)
     assert local.stats.model_loads == 1
     same_scores(by_key(read(tmp_path / "ray.jsonl")), by_key(read(tmp_path / "local.jsonl")))
+
+
+def test_one_signature_per_run_and_the_sidecar_says_what_ran(tmp_path, fake_ckpt):
+    """Issue 29: the signature printed, the sidecar's and the HTML report's are one string (the
+    languages the records were read in, not lang:auto), while --resume still compares the run
+    identity; the sidecar's run_info counts the micro-batches and distinct queries that ran."""
+    from conftest import FakeRunner, fake_factory
+    from unieval_local.analysis.html_report import build_report
+
+    runner = FakeRunner(lambda p: (len(p) % 89) / 89)
+    settings = dict(model=fake_ckpt, runner_factory=fake_factory(runner))
+    rows = [{"id": i, "target": f"The cat number {i} sat.", "source": "The cat sat on the mat."} for i in range(7)]
+    rows.append(dict(rows[0], id="again"))  # its queries repeat record 0's: scored once
+    src = write_jsonl(tmp_path / "in.jsonl", rows)
+    out = tmp_path / "o.jsonl"
+    summary = run_batch(src, out, aspects=["coherence", "fluency"], settings=settings, progress=False)
+    meta = json.loads(sidecar_path(out).read_text())
+    assert summary.signature == meta["signature"] and "|lang:en|" in meta["signature"]
+    assert "lang:auto" not in meta["signature"]
+    assert meta["signature"] in build_report(out)  # the HTML report shows the one the run printed
+    info = meta["run_info"]
+    assert info["forward_passes"] == len(runner.calls) >= 1 and summary.run_info == info
+    assert info["distinct_queries"] == len(set(runner.prompts)) == len(runner.prompts) == 14  # 7 records x 2
+    assert info["wall_s"] > 0 and info["cpu_s"] > 0
+    more = write_jsonl(tmp_path / "more.jsonl", rows + [{"id": 99, "target": "A dog.", "source": "A dog ran."}])
+    shutil.copy(out, tmp_path / "m.jsonl")
+    shutil.copy(sidecar_path(out), sidecar_path(tmp_path / "m.jsonl"))
+    with pytest.raises(ResumeError, match="input file changed"):  # the identity is compared, not the signature
+        run_batch(more, tmp_path / "m.jsonl", aspects=["coherence", "fluency"], settings=settings, resume=True,
+                  progress=False)
+    again = run_batch(src, out, aspects=["coherence", "fluency"], settings=settings, resume=True, progress=False)
+    assert again.signature == meta["signature"] and again.run_info["forward_passes"] == 0

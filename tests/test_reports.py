@@ -1069,3 +1069,26 @@ def test_fit_script_refuses_a_report_of_other_records(tmp_path, capsys):
     (tmp_path / "rep.json").write_text(json.dumps({"format": "summ", "reports": rows}))
     assert fit_main([str(tmp_path / "r.json"), "--report", str(tmp_path / "rep.json"), "-o", str(tmp_path / "o")]) == 2
     assert "is not a `unieval-local report --format rating` output" in capsys.readouterr().err
+
+
+def test_autoeval_long_instruction_cutting_relatedness_queries_is_a_note_on_its_record(tiny_ckpt):
+    """Issue 29: a 3,000-word section instruction makes every relatedness query of its
+    completeness question longer than max_length; the record's notes say so (they were empty)."""
+    import warnings
+
+    from unieval_local.engine import Engine
+    from unieval_local.reports import make_report
+
+    engine = Engine(model=tiny_ckpt, long_input="chunk")
+    long_instruction = " ".join(["Describe the budget decisions and the votes"] * 430)  # 3,010 words
+    source = " ".join(f"The council member number {k} spoke about the annual budget of the city." for k in range(8))
+    rec = {"target": "Budget: The council approved the budget. The vote was five to two.", "source": source,
+           "section_definitions": [{"name": "Budget", "instruction": long_instruction}]}
+    short_one = dict(rec, section_definitions=[{"name": "Budget", "instruction": "Describe the budget."}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = make_report([rec, short_one], "autoeval", engine=engine, warn=False)
+    assert out.n_truncated == 8  # one relatedness query per informative source sentence
+    notes = [n for n in out.reports[0].notes if "relatedness queries" in n]
+    assert len(notes) == 1 and notes[0].startswith("8 of the 8 relatedness queries of the completeness question")
+    assert not [n for n in out.reports[1].notes if "relatedness queries" in n]

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,7 +24,8 @@ import numpy as np
 from .config import MAX_EXAMPLES_PER_REQUEST, RunConfig
 from .engine import Engine, RunStats, truncation_message
 from .pipeline.jobs import shortened_message
-from .errors import ExampleProblem, InvalidExampleError, RequestTooLargeError
+from .errors import CheckpointError, CheckpointNotFoundError, ExampleProblem, InvalidExampleError, \
+    RequestTooLargeError, UniEvalError
 from .models.base import Runner, RunnerFactory
 from .models.checkpoints import ModelSpec, ResolvedCheckpoint
 from .pipeline.fold import ReferenceReduction
@@ -30,8 +33,8 @@ from .pipeline.planning import LongInput
 from .pipeline.validate import validate_examples, warn_input_hints
 from .registry.tasks import Registry
 from .requests.scheduler import Scheduler
-from .requests.score import answer_languages, evaluation_result, joined_answers, score_requests
-from .schema import EvaluationResult, Signature, UniEvalData, UniEvalResult
+from .requests.score import answer_languages, available_aspects, evaluation_result, joined_answers, score_requests
+from .schema import EvaluationResult, RunInfo, Signature, UniEvalData, UniEvalResult
 from .settings import SETTINGS, EngineSettings, default
 from .text.sentences import SentenceSplitter
 from .wire.hosted import DEFAULT_ASPECT, DEFAULT_TASK, UniEvalConfig, resolve_task_aspect
@@ -167,8 +170,9 @@ class Scorer:
 
     # ------------------------------------------------------------------ scoring
     def _check_request(self, data: Any, task: str, aspects: Sequence[str], columns: Mapping[str, Any],
-                       max_examples: int | None = None) -> list[UniEvalData]:
-        """Validate one call for all its aspects; raise for any problem (nothing scored)."""
+                       max_examples: int | None = None, allow_empty: bool = False) -> list[UniEvalData]:
+        """Validate one call for all its aspects; raise for any problem (nothing scored). No
+        examples: an error, unless ``allow_empty`` (``evaluate``), then an empty list."""
         resolved = [self.registry.get_aspect(task, a) for a in aspects]
         items = as_examples(data, **columns)
         if max_examples is not None and len(items) > max_examples:
@@ -177,6 +181,8 @@ class Scorer:
                 f"{len(items)}; use Scorer().score / Scorer().evaluate (any number) or the CLI "
                 "(`unieval-local score FILE`)"
             )
+        if not items and allow_empty:
+            return []
         if not items:
             raise InvalidExampleError([ExampleProblem(0, "data", "the request holds no examples")])
         examples, problems = validate_examples(items, resolved)
@@ -203,7 +209,8 @@ class Scorer:
                  aspects: Sequence[str] | str | None = None, evidence: bool = False,
                  targets: Sequence[str] | None = None, sources: Sequence[str] | None = None,
                  references: Sequence[Sequence[str] | str] | None = None,
-                 contexts: Sequence[str] | None = None, _max_examples: int | None = None) -> EvaluationResult:
+                 contexts: Sequence[str] | None = None, _max_examples: int | None = None,
+                 _single: bool = False) -> EvaluationResult:
         """Score any number of examples for several aspects of one task at once.
 
         All aspects that share a checkpoint go through the model together: the examples are
@@ -214,9 +221,15 @@ class Scorer:
         Args:
             data: examples as dicts or :class:`UniEvalData`, or a pandas DataFrame
                 (one row per example, columns named as the fields); or None with
-                the parallel lists below.
+                the parallel lists below. No examples (``[]``): an empty result (no
+                model loads), where :meth:`score` raises.
             task: task name.
-            aspects: aspect names; ``None`` or ``"all"``: every aspect of the task.
+            aspects: aspect names; ``None`` or ``"all"``: every aspect of the task whose
+                evaluator is here (found offline, of the right model: checked before any model
+                loads, nothing fetched), the others named in ONE ``UserWarning``
+                (:func:`~unieval_local.requests.score.available_aspects`). An aspect NAMED here
+                whose checkpoint is missing raises (you asked for that number: a NaN beside the
+                others would be a number silently missing from a mean).
             evidence: also return, per example and aspect, the sentences and
                 queries behind the score (:class:`~unieval_local.schema.Evidence`).
             targets, sources, references, contexts: parallel lists, one item per
@@ -227,16 +240,33 @@ class Scorer:
             ``aspect_mean`` (mean over aspects, UniEval's per-sample "overall");
             per aspect a :class:`UniEvalResult` whose ``overall`` is the mean over
             examples. Ranges: [0, 1] except dialogue engagingness ([0, n_sentences]).
+            ``run`` (:class:`~unieval_local.schema.RunInfo`, also on each per-aspect result):
+            the call's forward passes, distinct queries, wall and CPU seconds.
 
         Raises:
-            The errors of :meth:`score`.
+            The errors of :meth:`score`, raised from this call (the scheduler's frames left out
+            of the traceback), in the Python API's names (``model=``, ``aspects=``).
         """
-        names = self.registry.aspect_names(task, aspects)
-        columns = dict(targets=targets, sources=sources, references=references, contexts=contexts)
-        examples = self._check_request(data, task, names, columns, _max_examples)
-        values, ev, stats, languages = self._run_requests(examples, task, names, evidence)
-        self._warn_about(stats)
-        return evaluation_result(task, names, values, ev, self.signature, self.dtype, languages)
+        t0, c0 = time.perf_counter(), time.process_time()
+        batches, queries = self.scheduler.batches, self.scheduler.stats.n_queries
+        try:
+            names = available_aspects(self.engine, task, aspects)
+            columns = dict(targets=targets, sources=sources, references=references, contexts=contexts)
+            examples = self._check_request(data, task, names, columns, _max_examples, allow_empty=not _single)
+            if not examples:
+                return EvaluationResult(task=task, aspects=list(names), examples=[], per_aspect={},
+                                        run=RunInfo(forward_passes=0, distinct_queries=0,
+                                                    wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0))
+            values, ev, stats, languages = self._run_requests(examples, task, names, evidence)
+            self._warn_about(stats)
+            result = evaluation_result(task, names, values, ev, self.signature, self.dtype, languages)
+        except (UniEvalError, ValueError, FileNotFoundError) as exc:
+            raise _in_python_names(exc).with_traceback(None) from None
+        run = RunInfo(forward_passes=self.scheduler.batches - batches,
+                      distinct_queries=self.scheduler.stats.n_queries - queries,
+                      wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0)
+        return result.model_copy(update={"run": run, "per_aspect": {
+            a: r.model_copy(update={"run": run}) for a, r in result.per_aspect.items()}})
 
     def _warn_about(self, stats: RunStats) -> None:
         """The truncation and fit-shortening warnings of one call."""
@@ -307,7 +337,7 @@ class Scorer:
                **columns: Any) -> UniEvalResult:
         self.registry.get_aspect(task, aspect)
         return self.evaluate(data, task=task, aspects=[aspect], evidence=evidence, _max_examples=max_examples,
-                             **columns).per_aspect[aspect]
+                             _single=True, **columns).per_aspect[aspect]
 
 
 Scorer.__doc__ = Scorer.__doc__.replace("    SETTINGS_DOC", settings_doc())
@@ -416,6 +446,28 @@ def as_examples(data: Any = None, *, targets: Sequence[str] | None = None, sourc
     if isinstance(data, (str, bytes, Mapping, UniEvalData)):
         raise ValueError(f"data must be a list of examples, got one {type(data).__name__}; wrap it in a list")
     return list(data)
+
+
+#: CLI flags in the library's messages -> the Python API's arguments (``--model X`` -> ``model='X'``)
+_CLI_NAMES = ((re.compile(r"--model[ =]([\w.-]+)=DIR\b"), lambda m: f"model={{{m.group(1)!r}: DIR}}"),
+              (re.compile(r"--model[ =]([^\s),;]+)"), lambda m: f"model={m.group(1)!r}"),
+              (re.compile(r"--aspect[ =]([^\s),;]+)"), lambda m: f"aspects=[{m.group(1)!r}]"),
+              (re.compile(r"--offline\b"), lambda m: "offline=True"),
+              (re.compile(r"--max-length\b"), lambda m: "max_length="),
+              (re.compile(r"--long-input ([a-z]+)"), lambda m: f"long_input={m.group(1)!r}"),
+              (re.compile(r"--model\b"), lambda m: "model="))
+
+
+def _in_python_names(exc: BaseException) -> BaseException:
+    """``exc`` with a checkpoint error's message in the Python API's names (``model='DIR'`` for
+    ``--model DIR``); other errors as they are (their messages already speak Python)."""
+    if isinstance(exc, (CheckpointNotFoundError, CheckpointError)) and len(exc.args) == 1 \
+            and isinstance(exc.args[0], str):
+        text = exc.args[0]
+        for pattern, repl in _CLI_NAMES:
+            text = pattern.sub(repl, text)
+        exc.args = (text,)
+    return exc
 
 
 def _is_missing(value: Any) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, StrictStr, field_validator, model_validator
 
-__all__ = ["EvaluationResult", "Evidence", "ExampleScores", "QueryEvidence", "SentenceEvidence", "Signature",
+__all__ = ["EvaluationResult", "Evidence", "ExampleScores", "QueryEvidence", "RunInfo", "SentenceEvidence", "Signature",
            "Span", "UniEvalData", "UniEvalResult", "UniEvalStats"]
 
 
@@ -117,6 +117,9 @@ class Signature(BaseModel):
             ``language=`` when it forced one.
         language_detector: the detector (``py3langid-0.4.0``) when languages were detected.
         fast_forward: our single-step forward (True) or the model's own.
+        tokenizer: the loaded tokenizer's class and the flags that change its ids
+            (``T5Tokenizer+extra:100``; :func:`~unieval_local.models.tokenizer_identity.describe_tokenizer`),
+            once the checkpoint's runner is loaded; None before, or for a runner that does not say.
         torch, transformers, tokenizers, sentencepiece: library versions.
 
     ``str(signature)`` gives a compact one-line form for papers and logs.
@@ -149,6 +152,7 @@ class Signature(BaseModel):
     transformers: str
     tokenizers: str | None = None
     sentencepiece: str | None = None
+    tokenizer: str | None = None
 
     @classmethod
     def from_config(cls, config: Any, *, task: str, aspect: str, checkpoint: str, revision: str | None,
@@ -187,6 +191,7 @@ class Signature(BaseModel):
             + f"|split:{self.splitter}|refs:{self.reference_reduction}"
             f"|long:{self.long_input}" + (f"|overlap:{self.window_overlap}" if self.long_input == "chunk" else "")
             + f"|dtype:{self.dtype}|device:{self.device}" + ("" if self.fast_forward else "|ff:off")
+            + (f"|tok:{self.tokenizer}" if self.tokenizer else "")
             + f"|torch:{self.torch}|transformers:{self.transformers}"
             + (f"|tokenizers:{self.tokenizers}" if self.tokenizers else "")
         )
@@ -276,6 +281,28 @@ class UniEvalStats(BaseModel):
     evidence: Evidence | None = None
 
 
+class RunInfo(BaseModel):
+    """What one call did on the model (``Scorer.evaluate`` / ``score``; a batch run's sidecar
+    ``stats`` holds the same counts).
+
+    Attributes:
+        forward_passes: micro-batches the model ran for the call (the scheduler's ``batches``;
+            0 when every query was answered from the score cache or memo).
+        distinct_queries: distinct prompts the model scored (a prompt several examples or
+            aspects share counts once; cache hits not counted).
+        wall_s: wall-clock seconds of the call (``time.perf_counter``), validation included.
+        cpu_s: CPU seconds of this process over the call (``time.process_time``: user + system,
+            every thread of the process, so a multi-threaded forward can exceed ``wall_s``).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    forward_passes: int
+    distinct_queries: int
+    wall_s: float
+    cpu_s: float
+
+
 class UniEvalResult(BaseModel):
     """The result of one (task, aspect) over one request.
 
@@ -283,6 +310,8 @@ class UniEvalResult(BaseModel):
         overall: the mean over examples of ``examples[i].value``.
         examples: one score per input example, in input order.
         signature: how the numbers were made (optional in the schema).
+        run: what the call did on the model (:class:`RunInfo`; ``Scorer`` results only, None
+            elsewhere and left out of the hosted metric's JSON).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -290,6 +319,7 @@ class UniEvalResult(BaseModel):
     overall: UniEvalStats
     examples: list[UniEvalStats]
     signature: Signature | None = None
+    run: RunInfo | None = None
 
 
 class ExampleScores(BaseModel):
@@ -319,7 +349,8 @@ class EvaluationResult(BaseModel):
         examples: per example, in input order: its score per aspect and its
             ``aspect_mean`` (mean over aspects; UniEval's per-sample overall).
         per_aspect: aspect -> :class:`UniEvalResult`, whose ``overall`` is the
-            mean over examples of that aspect.
+            mean over examples of that aspect (empty for a call of no examples: no mean of nothing).
+        run: what the call did on the model (:class:`RunInfo`), or None.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -328,3 +359,4 @@ class EvaluationResult(BaseModel):
     aspects: list[str]
     examples: list[ExampleScores]
     per_aspect: dict[str, UniEvalResult]
+    run: RunInfo | None = None

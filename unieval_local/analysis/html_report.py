@@ -154,7 +154,8 @@ def build_report(output: str | Path, *, input: str | Path | None = None, title: 
     """The HTML text of the report for ``output`` (see the module docstring).
 
     Args:
-        output: a ``score`` output JSONL (its sidecar ``.meta.json`` gives the signature, and,
+        output: a ``score`` output JSONL (its sidecar ``.meta.json`` gives the signature the run
+            printed, its ``signature``, else its run identity's for an older sidecar; and,
             for imported scores such as ``scripts/convert_summeval_unieval.py`` writes, their
             ``origin``, shown under the signature).
         input: the input records, to show target text and source windows by key.
@@ -179,7 +180,8 @@ def build_report(output: str | Path, *, input: str | Path | None = None, title: 
         from ..schema import Signature
 
         meta = json.loads(sidecar.read_text())
-        signature = str(Signature(**meta["run"]["signature"]))
+        # the signature the run printed (written as it ends); an older sidecar: its run identity's
+        signature = meta.get("signature") or str(Signature(**meta["run"]["signature"]))
         origin = meta.get("origin")
     scored = [x for x in lines if "scores" in x]
     overall = []

@@ -52,6 +52,11 @@ class BatchEngine(Protocol):
         records; 0 where the engine cannot tell)."""
         ...
 
+    def forward_passes(self) -> int | None:
+        """Micro-batches the model ran in this process so far (None where the engine cannot
+        tell: Ray's actors count their own)."""
+        ...
+
     def close(self) -> None:
         """Release what the engine holds (a Ray instance it started)."""
         ...
@@ -137,6 +142,11 @@ class LocalBatchEngine:
     def model_stats(self) -> RunStats:
         """What the model did in this process: distinct queries scored, cache hits and misses."""
         return self.scheduler.stats
+
+    def forward_passes(self) -> int:
+        """Micro-batches the scheduler ran (:attr:`Scheduler.batches
+        <unieval_local.requests.scheduler.Scheduler.batches>`)."""
+        return self.scheduler.batches
 
     def close(self) -> None:
         pass
@@ -253,6 +263,10 @@ class RayBatchEngine:
     def partial(self) -> float:
         """Nothing known between requests."""
         return 0.0
+
+    def forward_passes(self) -> None:
+        """Unknown here: each actor runs its own scheduler."""
+        return None
 
     def close(self) -> None:
         if self._started:

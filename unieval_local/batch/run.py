@@ -29,7 +29,8 @@ from ..pipeline.validate import check_example, input_hint_message, parse_example
 from ..records import AlignedInput, InputSpec, Record, input_fingerprint, iter_records
 from ..registry.user_aspects import registry_with
 from ..settings import EngineSettings
-from ..requests.score import ChunkResult
+from .. import notes
+from ..requests.score import ChunkResult, left_out_message, unavailable_aspects
 from ..wire.hosted import hosted_line
 from .engines import BatchEngine, make_batch_engine
 from .output import OutputWriter, read_output, sort_by_index, write_failed, write_sidecar
@@ -114,7 +115,8 @@ def run_batch(
             ``summary.skipped_aspects``); for stdin, which is read once, both mean the aspects
             the first record has the fields for. Both leave out the aspects of an evaluator other
             than the task's own (SEAHORSE's, MiniCheck's ...) whose checkpoint is not found
-            offline or is of another family (named in ``summary.skipped_aspects``; never fetched).
+            offline or is of another family (never fetched), named in ONE ``UserWarning`` (the CLI's
+            one ``warning:`` line) before any model loads.
         settings: keyword arguments of :class:`~unieval_local.engine.Engine` (the same as
             :class:`~unieval_local.Scorer`'s: model, device, dtype, max_length ...).
         resume: keep the records already in ``output`` and score the rest.
@@ -159,7 +161,7 @@ def run_batch(
     atomically, and one warning logged with how many were dropped. A score cache that fails
     is disabled with one warning and the run goes on (``summary.cache_disabled``).
     """
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     shard = parse_shard(shard) if isinstance(shard, str) else shard
     output = None if output is not None and str(output) == "-" else output
     if output_format not in OUTPUT_FORMATS:
@@ -179,11 +181,15 @@ def run_batch(
     first = next(records, None)
     if first is None:
         raise InputFileError(f"{input_path} holds no records")
+    if input_path == "-" and first.error is not None and not first.error.startswith("duplicate"):
+        # stdin is read once: its first line decides, before any model loads (not read to its end)
+        raise InputFileError("stdin is not JSONL records (one JSON object per line): "
+                             + first.error.replace(" of the file", " of stdin"))
     names, skipped_aspects, survey = _choose_aspects(registry, task, aspects, input_path, first, shard,
                                                      model=settings.model)
     run = _open_run(settings.replace(progress=False), engine, engine_options, registry, task, names, evidence,
                     input_path, output, stream, resume, shard, hosted)
-    run.survey, run.skipped_aspects, run.t0 = survey, skipped_aspects, t0
+    run.survey, run.skipped_aspects, run.t0, run.c0 = survey, skipped_aspects, t0, c0
     bar = Progress(survey.n_in_shard if survey is not None else None, initial=len(run.written), enabled=progress)
     _STOP.clear()
     try:
@@ -224,6 +230,7 @@ class _Run:
     survey: Survey | None = None
     skipped_aspects: dict[str, str] = field(default_factory=dict)
     t0: float = 0.0
+    c0: float = 0.0
 
     def close(self) -> None:
         """Close the writer and the batch engine (a Ray instance it started)."""
@@ -233,11 +240,16 @@ class _Run:
 
 
 def _check_output(output: str | os.PathLike | None, *, hosted: bool, resume: bool, input_path: Any) -> None:
-    """Refuse what cannot be written or resumed, before anything is read.
+    """Refuse what cannot be written or resumed, before anything is read (and before any
+    checkpoint is looked up: these exit 2 even where the checkpoint is missing).
 
     Raises:
-        ResumeError: a hosted output that exists; ``resume`` without an output, or from stdin.
+        ResumeError: an output (a regular file, not empty) that exists without ``resume`` (or
+            at all, hosted); ``resume`` without an output, or from stdin.
     """
+    regular = output is not None and not is_stream_path(Path(output))
+    if (regular and not hosted and not resume and Path(output).exists() and Path(output).stat().st_size > 0):
+        raise ResumeError(f"{output} already exists; pass --resume to continue it, or remove it")
     if (hosted and output is not None and not is_stream_path(Path(output)) and Path(output).exists()
             and Path(output).stat().st_size > 0):
         raise ResumeError(f"{output} already exists; remove it or write to a new output (--output-format hosted "
@@ -246,37 +258,6 @@ def _check_output(output: str | os.PathLike | None, *, hosted: bool, resume: boo
         raise ResumeError("--resume needs --output")
     if resume and input_path == "-":
         raise ResumeError("--resume cannot check an input read from stdin; give the file")
-
-
-def _unavailable_evaluators(registry, task: str, names: Sequence[str], model: Any) -> dict[str, str]:
-    """aspect -> why, for the aspects of ``names`` whose evaluator is not the task's own
-    (``Task.checkpoint``: unieval-sum for summarization) and has no usable checkpoint here
-    without a download: none found offline (``model``, ``$UNIEVAL_LOCAL_HOME``, the HF cache), or
-    a folder of another family or evaluator (:func:`~unieval_local.models.checkpoints.check_identity`).
-    Expanding ``all`` thus never fetches the other evaluators' weights (SEAHORSE's six mT5-large,
-    MiniCheck ...) nor fails for want of them; named aspects still do both."""
-    from ..errors import CheckpointError, CheckpointNotFoundError
-    from ..models.checkpoints import check_identity, resolve_checkpoint
-    from ..registry.evaluators import get_evaluator
-
-    own = registry.get_task(task).checkpoint
-    why: dict[str, str | None] = {}
-    out: dict[str, str] = {}
-    for a in names:
-        name = registry.get_aspect(task, a).checkpoint
-        if name == own:
-            continue
-        if name not in why:
-            try:
-                check_identity(resolve_checkpoint(name, model, offline=True).path, get_evaluator(name))
-                why[name] = None
-            except (CheckpointError, CheckpointNotFoundError, ValueError) as exc:
-                reason = str(exc).split("\n")[0].split(". ")[0]
-                why[name] = (f"its evaluator {name} has no usable checkpoint here ({reason}); `unieval-local download "
-                             f"--checkpoint {name}` stages it, --model {name}=DIR gives it, --aspect {a} asks for it")
-        if why[name]:
-            out[a] = why[name]
-    return out
 
 
 def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, input_path: Any, first: Record,
@@ -289,7 +270,9 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
     to one aspect it lacks a field for; the others are named, with how to score them). From
     stdin (read once): the aspects the first record has the fields for. With ``"all"`` or None,
     the aspects of another evaluator than the task's own are left out when its checkpoint is not
-    here (:func:`_unavailable_evaluators`; ``model``: the run's model spec).
+    here (:func:`~unieval_local.requests.score.unavailable_aspects`; ``model``: the run's model
+    spec), named in ONE warning (:func:`~unieval_local.requests.score.left_out_message`), not
+    among the aspects returned as left out.
 
     Raises:
         NothingToScoreError: no record of the input can be scored for the aspects.
@@ -297,11 +280,10 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
     expand_all = aspects is None or aspects == "all" or aspects == ["all"]
     names = registry.aspect_names(task, None if expand_all else aspects)
     skipped: dict[str, str] = {}
-    absent = _unavailable_evaluators(registry, task, names, model) if expand_all else {}
-    if len(absent) < len(names):
+    absent = unavailable_aspects(registry, task, names, model) if expand_all else {}
+    if absent and len(absent) < len(names):
         names = [a for a in names if a not in absent]
-    else:
-        absent = {}
+        notes.note(left_out_message(absent, cli=True), warn=True, stacklevel=4)
     if input_path == "-":
         if expand_all and isinstance(first.data, dict):
             ex, _ = parse_example(first.index, first.data)
@@ -309,7 +291,7 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
                    if ex is not None and not check_example(first.index, ex, [registry.get_aspect(task, a)])]
             skipped = {a: "the first record (stdin) lacks its fields" for a in names if a not in can}
             names = can or names
-        return names, {**absent, **skipped}, None
+        return names, skipped, None
     survey = survey_input(input_path, registry, task, list(registry.get_task(task).aspects), shard)
     if expand_all:
         best = max((survey.scorable[a] for a in names), default=0)
@@ -329,7 +311,7 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
             skipped = {}
     if survey.n_in_shard and all(survey.scorable[a] == 0 for a in names):
         raise NothingToScoreError(nothing_to_score_message(survey, registry, task, names, input_path))
-    return names, {**absent, **skipped}, survey
+    return names, skipped, survey
 
 
 def _open_run(settings: EngineSettings, engine: str, engine_options: Mapping[str, Any] | None, registry, task: str,
@@ -423,10 +405,32 @@ def _score_requests(run: _Run, requests: Iterator[list[Record]], bar: Progress) 
             write_sidecar(run.out_path, run.meta)
     run.meta["progress"]["complete"] = True
     run.meta["stats"] = _run_stats(run).to_dict()
+    _finish_meta(run)
     if run.sidecar:
         _sync(run)
         sort_by_index(run.out_path)  # a resumed run's records after a gap go back in input order
         write_sidecar(run.out_path, run.meta)
+
+
+def _final_signature(run: _Run) -> str:
+    """The run's signature as printed, in the sidecar's ``signature`` and the HTML report: the
+    run identity's, with the languages its records were read in (the identity, fixed before
+    scoring for ``--resume`` to compare, keeps the run's language setting)."""
+    languages = [line.get("language") for line in run.written if isinstance(line, dict)]
+    return str(run.core.signature(run.task, run.names[0], languages).model_copy(
+        update={"aspect": run.signature.aspect}))
+
+
+def _finish_meta(run: _Run) -> None:
+    """The sidecar's final ``signature`` (:func:`_final_signature`) and ``run_info``: forward passes
+    (micro-batches; None with Ray), distinct queries scored, wall seconds (``time.perf_counter``)
+    and CPU seconds of this process (``time.process_time``: user + system, all threads) since the
+    run started (a resumed run: its own)."""
+    run.meta["signature"] = _final_signature(run)
+    run.meta["run_info"] = {"forward_passes": run.batch_engine.forward_passes(),
+                            "distinct_queries": _run_stats(run).n_queries,
+                            "wall_s": round(time.perf_counter() - run.t0, 3),
+                            "cpu_s": round(time.process_time() - run.c0, 3)}
 
 
 def _sync(run: _Run) -> None:
@@ -484,6 +488,7 @@ def _interrupted(run: _Run, exc: BaseException) -> RunInterrupted:
             n_done = (sum(len(x["examples"]) if "examples" in x else x["error"]["n_examples"]
                           for x in in_file) if run.hosted else len(in_file))
             run.meta["progress"]["written"] = n_done
+            _finish_meta(run)
             if run.sidecar:
                 write_sidecar(run.out_path, run.meta)
         except (OSError, ResumeError, KeyError, TypeError):
@@ -506,10 +511,8 @@ def _summary(run: _Run) -> BatchSummary:
     summary.cached = core.cache is not None and core.config.dtype != "bfloat16"
     if core.cache is not None and core.cache.disabled is not None:
         summary.cache_disabled = f"{core.cache.path}: {core.cache.disabled}"
-    # the languages the records were read in (the run identity, fixed before scoring, has the run's setting)
-    languages = [line.get("language") for line in run.written if isinstance(line, dict)]
-    summary.signature = str(core.signature(run.task, run.names[0], languages).model_copy(
-        update={"aspect": run.signature.aspect}))
+    summary.signature = run.meta.get("signature") or _final_signature(run)  # the sidecar's
+    summary.run_info = run.meta.get("run_info")
     summary.seconds = time.perf_counter() - run.t0
     summary.skipped_aspects = run.skipped_aspects
     if run.stats.hints:

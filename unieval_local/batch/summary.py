@@ -40,9 +40,12 @@ class BatchSummary:
         hint_message: one sentence about inputs lacking the endings the checkpoint was trained with.
         max_lengths: checkpoint name -> tokens per query it read (for the truncation message).
         skipped_aspects: with ``--aspect all`` (or none named), the aspects left out because no
-            record has their fields, or because their evaluator (not the task's own) has no
-            checkpoint here (aspect -> why).
+            record (or not every record) has their fields (aspect -> why); those left out because
+            their evaluator is not here are named in one warning as the run starts
+            (:func:`~unieval_local.requests.score.left_out_message`).
         failures: ``(reason, keys)`` of the error records, most frequent reason first.
+        run_info: ``{forward_passes, distinct_queries, wall_s, cpu_s}`` of this run (the sidecar's
+            ``run_info``; ``forward_passes`` None with Ray).
         hosted: with ``--output-format hosted``: ``(requests, refused requests, records in them)``;
             ``means``, ``counts`` and ``per_system`` are then over the answered requests' records
             only (a refused request's line holds no value for any of its records).
@@ -65,6 +68,7 @@ class BatchSummary:
     skipped_aspects: dict[str, str] = field(default_factory=dict)
     failures: list[tuple[str, list]] = field(default_factory=list)
     hosted: tuple[int, int, int] | None = None
+    run_info: dict | None = None
 
 
 def summarize(lines: Sequence[dict], aspects: Sequence[str]) -> BatchSummary:

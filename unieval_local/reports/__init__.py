@@ -239,11 +239,38 @@ def _language_requests(fmt: ReportFormat, records: list, options: Any, engine: E
     requests = []
     for lang, indices in groups.items():
         opts, group_notes = language_options(options, lang, engine.registry)
+        if (why := _checker_unavailable(engine, options, opts, lang)) is not None:
+            for i in indices:  # this language's checker is not here: error rows, the others reported
+                if isinstance(records[i], Mapping):
+                    records[i] = BadRecord(why, field="language")
+            opts, group_notes = options, []  # nothing of the group goes to the missing checker
         for at, part in RequestPolicy(request_size).split(indices):
             inner = fmt.request([records[i] for i in part], opts, 0)
             requests.append(LanguageGroup(inner, list(part), lang, opts.consistency_aspect, group_notes,
                                           long_input))
     return requests
+
+
+def _checker_unavailable(engine: Engine, options: Any, opts: Any, language: str | None) -> str | None:
+    """Why records in ``language`` cannot be reported: their consistency checks were routed to
+    another checker than the run's (``opts.consistency_aspect``, chosen by
+    :func:`~unieval_local.reports.language.language_options`) whose evaluator is not here
+    (:func:`~unieval_local.requests.score.evaluator_unavailable`: found offline, of the right
+    model; no model loads); None when it is here or nothing was routed."""
+    from ..requests.score import evaluator_unavailable
+    from ..text.language import language_name
+
+    checker = getattr(opts, "consistency_aspect", None)
+    if checker is None or checker == options.consistency_aspect:
+        return None
+    name = engine.registry.get_aspect(*checker.split("/")).checkpoint
+    why = evaluator_unavailable(name, engine.model)
+    if why is None:
+        return None
+    return (f"the record is in {language_name(language)} ({language}), so its consistency-like checks go to "
+            f"{checker}, whose evaluator {name} is not here ({why}): stage it with `unieval-local download "
+            f"--checkpoint {name} --to DIR` and give it (--model {name}=DIR, model={{{name!r}: DIR}}), or choose the "
+            "checker (--consistency-aspect, consistency_aspect=) or the record's language ('language')")
 
 
 def _mark_duplicate_ids(records: list) -> list:

@@ -94,8 +94,8 @@ from .options import (
     check_texts,
     resolve_consistency_aspect,
 )
-from .queries import (Claims, Flat, derived_aspect, probability_name, problems_to_errors, short, summary_sentence_spans,
-                      support_aspect)
+from .queries import (Claims, Flat, derived_aspect, probability_name, problems_to_errors, relatedness_truncation_notes,
+                      short, summary_sentence_spans, support_aspect)
 from .autoeval_questions import (
     ADHERENCE_QUESTION,
     AUTOEVAL_TEMPLATES,
@@ -413,8 +413,7 @@ def _adherence(plan: _Plan, rubric_result, rec: ReportRecord, options: AutoevalO
                 notes.append(f"the adherence query for the instruction '{short(r['instruction'], 80)}' was longer "
                              f"than max_length and lost its end ({cut.tokens_dropped if cut else '?'} tokens, "
                              f"from the {field_name}): its rubric read only the beginning")
-            ok = v >= options.addressed_threshold
-            lang = options.language
+            ok, lang = v >= options.addressed_threshold, options.language
             where = autoeval_text(lang, "where_section", section=r["section"]) \
                 if r["section"] and r["summary_text"] != rec.target else autoeval_text(lang, "where_summary")
             reasoning = autoeval_text(lang, "rubric_reason", query=ADHERENCE_QUESTION, where=where, value=v,
@@ -484,9 +483,10 @@ def _report(i: int, rec: ReportRecord, work: _Work, results, options: AutoevalOp
                             is_accurate=v >= options.accuracy_threshold) for text, v, w in checked]
     point_details = [PointDetails(point=text, score=v, source_window=w) for text, v, w in checked]
     rubrics, rubric_details, addressed, notes = _adherence(plan, results.get("rubric"), rec, options)
+    notes += relatedness_truncation_notes(i, plan.questions, work.related, results)  # the instruction's other queries
     entries, entry_details, covered_all = _completeness(i, rec, plan, work, options)
-    details = (AutoevalDetails(accuracy=point_details, adherence=rubric_details, completeness=entry_details)
-               if options.details else None)
+    details = AutoevalDetails(accuracy=point_details, adherence=rubric_details,
+                              completeness=entry_details) if options.details else None
     return AutoevalReport(
         accuracy=Accuracy(decomposition=points), accuracy_score=_percent([p.is_accurate for p in points]),
         adherence=Adherence(rubrics=rubrics), adherence_score=_percent(addressed),

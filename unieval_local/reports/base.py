@@ -128,10 +128,12 @@ class ReportFile(BaseModel, Generic[R]):
 
 @dataclass(frozen=True)
 class BadRecord:
-    """An input record that could not be read (e.g. a JSONL line that is not JSON);
-    it becomes an error row with ``message``."""
+    """An input record that could not be read (e.g. a JSONL line that is not JSON), or cannot
+    be reported here (its language's checker is not here); it becomes an error row with
+    ``message`` naming ``field``."""
 
     message: str
+    field: str = "record"
 
 
 @dataclass

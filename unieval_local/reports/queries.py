@@ -16,7 +16,8 @@ from ..wire.shapes import ClaimWindow, RowError
 from .records import ReportRecord
 
 __all__ = ["Claims", "Coverage", "Flat", "best_query_window", "derived_aspect", "key_point_json",
-           "probability_name", "problems_to_errors", "short", "summary_sentence_spans", "support_aspect"]
+           "probability_name", "problems_to_errors", "relatedness_truncation_notes", "short", "summary_sentence_spans",
+           "support_aspect"]
 
 
 def derived_aspect(name: str, question: str, fields: Sequence[tuple[str, str]], checkpoint: str, *,
@@ -188,3 +189,32 @@ def probability_name(cons) -> str:
 
     spec = get_evaluator(cons.checkpoint)
     return f"P({spec.label})" if spec.backend != "t5" and spec.label else "P(Yes)"
+
+
+def relatedness_truncation_notes(record: int, questions: Sequence[Mapping[str, Any]], related: Mapping[int, Flat],
+                                 results: Mapping[str, Any]) -> list[str]:
+    """One note per completeness question of ``record`` whose relatedness queries (its relatedness
+    question, made from the section's instruction or topic, then a transcript sentence) were
+    longer than max_length and lost their end, from their evidence: how many of the record's
+    queries of that question, and the most tokens one lost (a 3,000-word instruction cuts every
+    one of them: each then reads little or nothing of its sentence).
+
+    Args:
+        record: the record's index in the request. questions: its plan's questions (``question``,
+            ``k``). related: question number -> its :class:`Flat` of relatedness examples.
+        results: the first stage's job results (``related_<k>``, with evidence).
+    """
+    notes = []
+    for q in questions:
+        res = results.get(f"related_{q['k']}")
+        per_example = next(iter(res.evidence.values()), None) if res is not None and res.evidence else None
+        if not per_example or q["k"] not in related:
+            continue
+        evs = [per_example[p] for p in related[q["k"]].of(record) if p < len(per_example)]
+        cut = [c for ev in evs if ev is not None and ev.truncated for c in ev.queries if c.truncated]
+        if cut:
+            notes.append(f"{len(cut)} of the {len(evs)} relatedness queries of the completeness question "
+                         f"'{short(q['question'], 80)}' were longer than max_length and lost their end (up to "
+                         f"{max(c.tokens_dropped or 0 for c in cut)} tokens each): the transcript sentences' "
+                         "relatedness to it was read from cut queries; a shorter instruction or topic is read whole")
+    return notes

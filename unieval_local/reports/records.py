@@ -188,7 +188,7 @@ def parse_records(records: Sequence[Any]) -> tuple[list[ReportRecord | None], di
     for i, item in enumerate(records):
         rec = None
         if isinstance(item, BadRecord):
-            errors[i] = RowError(field="record", message=item.message)
+            errors[i] = RowError(field=item.field, message=item.message)
         else:
             if isinstance(item, Mapping) and not isinstance(item, dict):
                 item = dict(item)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import notes
 from ..engine import RunStats, jobs_by_checkpoint
 from ..errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError
 from ..records import Record, record_error_type
@@ -28,8 +29,9 @@ from ..schema import EvaluationResult, ExampleScores, UniEvalResult, UniEvalStat
 from ..pipeline.validate import input_hint_counts, validate_examples
 from .base import Request, Stage, StageGenerator, joined_evidence, joined_values
 
-__all__ = ["ChunkResult", "RecordsRequest", "ScoreAnswer", "ScoreRequest", "answer_languages", "evaluation_result",
-           "joined_answers", "joined_languages", "score_requests"]
+__all__ = ["ChunkResult", "RecordsRequest", "ScoreAnswer", "ScoreRequest", "answer_languages", "available_aspects",
+           "evaluation_result", "evaluator_unavailable", "joined_answers", "joined_languages", "left_out_message",
+           "score_requests", "unavailable_aspects"]
 
 
 @dataclass(frozen=True)
@@ -276,3 +278,97 @@ def joined_answers(answers: Sequence[ScoreAnswer], aspects: Sequence[str],
 def answer_languages(answers: Sequence[ScoreAnswer]) -> list[str | None]:
     """The answers of :func:`score_requests`, in order: each example's language."""
     return [lang for ans in answers for lang in ans.languages]
+
+
+# ---------------------------------------------------------------------------------- availability
+def evaluator_unavailable(name: str, model: Any) -> str | None:
+    """Why checkpoint (evaluator) ``name`` cannot be used here without a download, or None when it
+    can: it resolves offline (``model``, ``$UNIEVAL_LOCAL_HOME``, the HF cache:
+    :func:`~unieval_local.models.checkpoints.resolve_checkpoint`) to a folder whose identity and
+    ``model_type`` fit the evaluator (:func:`~unieval_local.models.checkpoints.check_identity`).
+    Reads at most the folder's ``config.json`` and manifest: no model loads (well under a
+    millisecond per evaluator). Never raises for a missing or unfit folder.
+
+    Returns:
+        None, ``"not found offline"`` or ``"the folder given holds another model"``.
+    """
+    from ..errors import CheckpointError, CheckpointNotFoundError
+    from ..models.checkpoints import check_identity, resolve_checkpoint
+    from ..registry.evaluators import get_evaluator
+
+    try:
+        check_identity(resolve_checkpoint(name, model, offline=True).path, get_evaluator(name))
+    except CheckpointNotFoundError:
+        return "not found offline"
+    except (CheckpointError, ValueError):
+        return "the folder given holds another model"
+    return None
+
+
+def unavailable_aspects(registry: Any, task: str, names: Sequence[str], model: Any) -> dict[str, tuple[str, str]]:
+    """aspect -> ``(evaluator, why)`` for the aspects of ``names`` whose evaluator is not the
+    task's own (``Task.checkpoint``: unieval-sum for summarization, always asked for, and fetched
+    where the run may) and cannot be used here without a download (:func:`evaluator_unavailable`;
+    each evaluator checked once). The one check behind every entry point's default aspects
+    (:func:`available_aspects`, batch runs)."""
+    own = registry.get_task(task).checkpoint
+    why: dict[str, str | None] = {}
+    out: dict[str, tuple[str, str]] = {}
+    for a in names:
+        name = registry.get_aspect(task, a).checkpoint
+        if name == own:
+            continue
+        if name not in why:
+            why[name] = evaluator_unavailable(name, model)
+        if why[name]:
+            out[a] = (name, why[name])
+    return out
+
+
+def _evaluators_named(names: Sequence[str]) -> str:
+    """The evaluators, each run of three or more that differ only after their last ``-`` written
+    as one range (``seahorse-large-q1..q6``), the others as they are, comma-separated."""
+    groups: dict[str, list[str]] = {}
+    for name in dict.fromkeys(names):
+        groups.setdefault(name.rsplit("-", 1)[0], []).append(name)
+    return ", ".join(f"{g[0]}..{g[-1][len(stem) + 1:]}" if len(g) > 2 else ", ".join(g)
+                     for stem, g in groups.items())
+
+
+def left_out_message(absent: Mapping[str, tuple[str, str]], *, cli: bool) -> str:
+    """ONE line naming the aspects left out for want of their evaluator (``absent``, from
+    :func:`unavailable_aspects`), why, and how to get them: the CLI's flags (``cli``) or the
+    Python API's arguments."""
+    evaluators = [e for e, _ in absent.values()]
+    reasons = sorted({why for _, why in absent.values()})
+    first = evaluators[0]
+    give = (f"--model NAME=DIR gives one, --aspect NAME asks for it" if cli else
+            f"model={{{first!r}: DIR, ...}} gives one, aspects=[NAME] asks for it")
+    return (f"left out {len(absent)} aspect{'s' if len(absent) > 1 else ''} whose evaluators are not here: "
+            f"{', '.join(absent)} ({_evaluators_named(evaluators)}: {'; '.join(reasons)}; `unieval-local download "
+            f"--checkpoint {first}{' ...' if len(set(evaluators)) > 1 else ''} --to DIR` stages "
+            f"{'them' if len(set(evaluators)) > 1 else 'it'}, {give})")
+
+
+def available_aspects(engine: Any, task: str, aspects: Sequence[str] | str | None, *, cli: bool = False) -> list[str]:
+    """The aspects a call scores: those named, checked (:meth:`Registry.aspect_names
+    <unieval_local.registry.tasks.Registry.aspect_names>`); when none are named (``None`` or
+    ``"all"``), every aspect of ``task`` whose evaluator is here (:func:`unavailable_aspects`,
+    no model loaded), the others named in ONE note (:func:`left_out_message`; a ``UserWarning``,
+    and in the answer of a request that collects notes). When no aspect's evaluator is here,
+    all of them (the task's own checkpoint then raises why, as a named aspect's does).
+
+    Used by :meth:`Scorer.evaluate <unieval_local.Scorer.evaluate>` and the HTTP service's
+    ``/v1/score``; batch runs use :func:`unavailable_aspects` beside their survey.
+
+    Raises:
+        UnknownTaskError: an unknown task or aspect (with the valid names).
+    """
+    names = engine.registry.aspect_names(task, aspects)
+    if aspects not in (None, "all", ["all"], ("all",)):
+        return names
+    absent = unavailable_aspects(engine.registry, task, names, engine.model)
+    if not absent or len(absent) == len(names):
+        return names
+    notes.note(left_out_message(absent, cli=cli), warn=True, stacklevel=3)
+    return [a for a in names if a not in absent]
