@@ -42,7 +42,7 @@ from ..pipeline.jobs import shortened_message
 from ..errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, RequestTooLargeError
 from ..requests.base import Request
 from ..requests.scheduler import Scheduler
-from ..requests.score import answer_languages, evaluation_result, joined_answers, score_requests
+from ..requests.score import answer_languages, available_aspects, evaluation_result, joined_answers, score_requests
 from ..wire.http import PathRedactor, known_paths, notes_headers, public_checkpoints
 from .core import BatchingWorker, DrainingError, ServiceLimits, estimate_tokens
 from .errors import ServiceError, error_body, service_error
@@ -361,7 +361,7 @@ class Service(CustomRuns):
         """
         def prepare() -> Work:
             task, aspects, data, evidence = read()
-            names = self.engine.registry.aspect_names(task, aspects)
+            names = available_aspects(self.engine, task, aspects)  # none named: those whose evaluator is here
 
             def finish(values: Mapping[str, np.ndarray], ev: Mapping[str, list], languages: Any) -> dict[str, Any]:
                 result = evaluation_result(task, names, values, ev, self.engine.signature, self.engine.config.dtype,
