@@ -105,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             print(out.stderr[-2000:], file=sys.stderr)
             return out.returncode
         rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # each row as it is measured
     print(f"| row ({args.device}) | examples | examples/s | peak MiB |\n|---|---|---|---|")
     for r in rows:
         print(f"| {r['row']} | {r['examples']} | {r['examples_per_s']:.2f} | {r['peak_mib']:.0f} |")
