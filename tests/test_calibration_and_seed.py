@@ -340,3 +340,34 @@ def test_compat_notes_point_at_the_callers_line(official_shape_ckpt):
         asyncio.run(user_code())
     assert got and all(w.filename == __file__ for w in got)
     assert not any("SECRET" in str(w.message) for w in got)
+
+
+def test_cli_rating_report_rounds_as_compat_and_http(tmp_path, tiny_ckpt):
+    """Issue 29: the CLI's rating summary is rounded by the same function as the compat layer and
+    /v1/summarization-evaluator (2 decimals: 0.67, not 0.6666666666666666); details keep full precision."""
+    import json
+    import warnings
+
+    from unieval_local.cli import main
+    from unieval_local.engine import Engine
+    from unieval_local.reports import make_report
+    from unieval_local.wire.rating_evaluator import METRICS, evaluator_result
+
+    recs = [{"id": i, "target": t, "source": "Alpha rose sharply today. Beta fell. Gamma stayed flat all week."}
+            for i, t in enumerate(["Alpha rose.", "Beta fell and Gamma stayed flat.", "Nothing happened at all."])]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out = tmp_path / "out.json"
+    assert main(["report", "--format", "rating", str(src), "--model", str(tiny_ckpt), "--device", "cpu",
+                 "--details", "-o", str(out), "--no-progress"]) in (0, 1)
+    rows = json.loads(out.read_text())["reports"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = make_report(recs, "rating", engine=Engine(model=tiny_ckpt, device="cpu", long_input="chunk"),
+                            options={"details": True}, warn=False)
+    full = [r.model_dump(mode="json")["report"] for r in plain.reports]
+    values = [s["avg_score"] for s in (f["summary"] for f in full)]
+    assert any(v != round(v, 2) for v in values)  # a test that can fail: some value has more digits
+    for row, ref in zip(rows, full):
+        assert row["report"]["summary"] == evaluator_result(ref["summary"], METRICS)["summary"]
+        assert row["report"]["details"] == ref["details"]  # full precision

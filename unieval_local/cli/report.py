@@ -153,7 +153,7 @@ def _report(args: argparse.Namespace, held) -> int:
         return EXIT_CHECKPOINT
     except (InputFileError, ValueError, OSError, OutputLockedError) as exc:
         return usage_error(exc)
-    text = json.dumps(result.model_dump(mode="json"), indent=2, ensure_ascii=False, allow_nan=False)
+    text = json.dumps(_dumped(result), indent=2, ensure_ascii=False, allow_nan=False)
     if args.output:
         try:
             write_text(args.output, text + "\n")
@@ -164,6 +164,20 @@ def _report(args: argparse.Namespace, held) -> int:
         print(text)
     _print_summary(args, result, engine, settings["long_input"])
     return EXIT_ROWS_FAILED if result.n_errors else EXIT_OK
+
+
+def _dumped(result) -> dict:
+    """The report file as JSON; a rating report's ``summary`` rounded as the compat layer and the
+    HTTP service round it (``avg_score`` and each ``normalized_score`` to 2 decimals:
+    :func:`~unieval_local.wire.rating_evaluator.evaluator_result`), its ``details`` at full precision."""
+    from ..wire.rating_evaluator import METRICS, evaluator_result
+
+    out = result.model_dump(mode="json")
+    if out.get("format") == "rating":
+        for row in out.get("reports", []):
+            if isinstance(row.get("report"), dict) and "summary" in row["report"]:
+                row["report"]["summary"] = evaluator_result(row["report"]["summary"], METRICS)["summary"]
+    return out
 
 
 def _print_summary(args: argparse.Namespace, result, engine, long_input: str) -> None:
