@@ -5,7 +5,20 @@ types they return (:class:`UniEvalResult`, :class:`EvaluationResult` ...) and th
 raise are exported here too. Importing this package loads neither torch nor transformers.
 """
 
-from ._version import __version__
+import os as _os
+import sys as _sys
+
+# OpenMP threads (torch's CPU operators) sleep at a barrier instead of spinning. On a machine
+# other jobs share, spinning threads burn the cores they wait for: with torch's default of one
+# thread per core and 4 busy processes on 2 cores, scoring cost several times the CPU seconds of
+# one thread; with PASSIVE, no more than one thread's (scripts/bench_threads.py; README, Threads).
+# OpenMP reads the variable once, when torch is first imported: importing this package before
+# torch is what makes it apply (the CLI, the service and batch workers always do); a value the
+# user set is kept.
+if "torch" not in _sys.modules:
+    _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+from ._version import __version__  # noqa: E402
 from .api import MAX_EXAMPLES_PER_REQUEST, Scorer, score
 from .errors import (
     CheckpointError,
