@@ -32,7 +32,13 @@ Two layouts (``--layout``):
 
 Usage:
     python scripts/make_test_checkpoint.py OUT_DIR [--layout t5|v1.1|mt5] [--weights bin|safetensors]
-        [--d-model 64 --layers 2 ...]
+        [--d-model 64 --layers 2 ...] [--no-manifest]
+
+The folder gets a ``unieval_manifest.json`` in ``unieval-local download``'s format (the Python
+builders write one with ``manifest=True``). The tokenizers are deterministic: SentencePiece is
+trained with one thread and unshuffled input, and the files are written without paths or load
+options, so the same arguments give the same bytes (and token ids) on every run and machine
+(``tests/test_golden_ids.py`` holds their ids).
 
 The folder then works as ``--model OUT_DIR``. Takes a few seconds.
 """
@@ -135,6 +141,7 @@ def build_test_checkpoint(
     weights: str | None = None,
     answers: tuple[str, str] = ("Yes", "No"),
     evaluator: str | None = None,
+    manifest: bool = False,
 ) -> Path:
     """Write a random T5 checkpoint (config, safetensors weights, tokenizer) to ``out_dir``.
 
@@ -153,6 +160,7 @@ def build_test_checkpoint(
     ``answers``: the evaluator's answer words that must be single, distinct pieces besides
     Yes/No (``("1", "0")`` for a MiniCheck-style checkpoint; Flan-T5 itself has "▁1" = 209
     and "0" = "▁" + "0", first token 3).
+    ``manifest``: write a download manifest (:func:`write_test_manifest`; the CLI does by default).
 
     Returns:
         ``out_dir`` as a Path.
@@ -212,6 +220,8 @@ def build_test_checkpoint(
         model.save_pretrained(out, safe_serialization=weights == "safetensors")
         if evaluator:
             _set_config_keys(out / "config.json", {"unieval_local_evaluator": evaluator})
+        if manifest:
+            write_test_manifest(out)
         return out
     # T5 v1.1 as transformers 4.x saved it: an untied head (its own random rows, scaled so
     # that without the d_model^-0.5 rescale the logits spread like the tied layout's).
@@ -234,6 +244,8 @@ def build_test_checkpoint(
         written["unieval_local_evaluator"] = evaluator
     (out / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
     (out / "generation_config.json").unlink(missing_ok=True)
+    if manifest:
+        write_test_manifest(out)
     return out
 
 
@@ -241,14 +253,15 @@ def build_nli_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.PathL
                          vocab_size: int = 2000, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4,
                          seed: int = 0, init_range: float = 0.3,
                          labels: tuple[str, ...] = ("entailment", "neutral", "contradiction"),
-                         evaluator: str | None = None, head: bool = True) -> Path:
+                         evaluator: str | None = None, head: bool = True, manifest: bool = False) -> Path:
     """Write a random DeBERTa-v2/v3 NLI cross-encoder (``--layout deberta-nli``) to ``out_dir``:
     ``config.json`` (``DebertaV2ForSequenceClassification``, mDeBERTa-v3's attention settings,
     ``id2label`` = ``labels``), ``model.safetensors`` and a trained SentencePiece ``spm.model``
     ([PAD]=0, [CLS]=1, [SEP]=2, [UNK]=3, as DeBERTa-v3's) with the tokenizer files
     transformers writes for it. ``init_range`` (std of the initialisation) spreads the
     probabilities so that tests can tell pairs apart; ``head=False`` leaves the classification
-    head out of the weights (a broken checkpoint, for the strict-loading tests).
+    head out of the weights (a broken checkpoint, for the strict-loading tests); ``manifest``: write
+    a download manifest (:func:`write_test_manifest`).
 
     Returns:
         ``out_dir`` as a Path.
@@ -271,7 +284,7 @@ def build_nli_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.PathL
             unk_piece="[UNK]", character_coverage=1.0, num_threads=1, shuffle_input_sentence=False, minloglevel=2)
         staging = Path(tmp) / "tok"
         staging.mkdir()
-        (staging / "spm.model").write_bytes(Path(prefix + ".model").read_bytes())
+        (staging / "spm.model").write_bytes(_without_paths(Path(prefix + ".model").read_bytes()))
         (staging / "tokenizer_config.json").write_text(json.dumps(
             {"tokenizer_class": "DebertaV2Tokenizer", "model_max_length": 512}))
         tokenizer = DebertaV2Tokenizer.from_pretrained(staging)
@@ -295,6 +308,8 @@ def build_nli_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.PathL
         save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
     if evaluator:
         _set_config_keys(out / "config.json", {"unieval_local_evaluator": evaluator})
+    if manifest:
+        write_test_manifest(out)
     return out
 
 
@@ -304,13 +319,15 @@ HHEM_PROMPT = "<pad> Determine if the hypothesis is true given the premise?\n\nP
 
 def build_hhem_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.PathLike | None = None,
                           d_model: int = 64, d_ff: int = 128, num_layers: int = 2, num_heads: int = 4, seed: int = 0,
-                          init_factor: float = 1.5, evaluator: str | None = "hhem-2.1-open", head: bool = True) -> Path:
+                          init_factor: float = 1.5, evaluator: str | None = "hhem-2.1-open", head: bool = True,
+                          manifest: bool = False) -> Path:
     """Write a random HHEM-2.1-Open checkpoint in its real layout (``--layout hhem``): ``out_dir``
     holds ``config.json`` (``model_type`` HHEMv2, ``foundation`` google/flan-t5-base, its
     ``prompt``) and ``model.safetensors`` with a ``T5ForTokenClassification``'s tensors under
     ``t5.`` (2 labels; shared and encoder embeddings both stored), and NO tokenizer, as the hub
     repository; the foundation (a generated T5 v1.1 config and tokenizer, flan-t5's layout)
-    goes beside it in ``flan-t5-base/``. ``head=False`` leaves the classifier out.
+    goes beside it in ``flan-t5-base/``. ``head=False`` leaves the classifier out; ``manifest``:
+    a download manifest in each folder (:func:`write_test_manifest`).
 
     Returns:
         ``out_dir`` as a Path.
@@ -323,7 +340,7 @@ def build_hhem_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.Path
     out.mkdir(parents=True, exist_ok=True)
     base = build_test_checkpoint(out.parent / "flan-t5-base", data_dir=data_dir, d_model=d_model, d_ff=d_ff,
                                  num_layers=num_layers, num_heads=num_heads, seed=seed, layout="v1.1",
-                                 weights="safetensors")
+                                 weights="safetensors", manifest=manifest)
     config = json.loads((base / "config.json").read_text())
     t5 = T5Config(**{k: v for k, v in config.items() if k not in ("architectures", "model_type")})
     t5.num_labels = 2
@@ -338,6 +355,8 @@ def build_hhem_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.Path
     if evaluator:
         written["unieval_local_evaluator"] = evaluator
     (out / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
+    if manifest:
+        write_test_manifest(out)
     return out
 
 
@@ -377,7 +396,7 @@ def hub_tokenizer_json(model: bytes):
 def build_mt5_checkpoint(out_dir: str | os.PathLike, *, vocab_size: int = 2000, d_model: int = 64, d_ff: int = 128,
                          num_layers: int = 2, num_heads: int = 4, seed: int = 0, init_factor: float = 1.5,
                          answer_gain: float = 3.0, normalization: str = "nmt_nfkc", tokenizer_json: bool = True,
-                         evaluator: str | None = None) -> Path:
+                         evaluator: str | None = None, manifest: bool = False) -> Path:
     """Write a random mT5 checkpoint in SEAHORSE's layout (``--layout mt5``; module docstring).
 
     Args:
@@ -396,6 +415,7 @@ def build_mt5_checkpoint(out_dir: str | os.PathLike, *, vocab_size: int = 2000, 
         tokenizer_json: write ``tokenizer.json`` too (the hub repos have it).
         evaluator: the evaluator recorded in ``config.json`` (None: none, usable as every
             SEAHORSE evaluator, with an "identity unverified" warning).
+        manifest: write a download manifest (:func:`write_test_manifest`).
 
     Returns:
         ``out_dir`` as a Path.
@@ -449,7 +469,19 @@ def build_mt5_checkpoint(out_dir: str | os.PathLike, *, vocab_size: int = 2000, 
     if evaluator:
         written["unieval_local_evaluator"] = evaluator
     (out / "config.json").write_text(json.dumps(written, indent=2, sort_keys=True) + "\n")
+    if manifest:
+        write_test_manifest(out)
     return out
+
+
+def write_test_manifest(out: Path) -> Path:
+    """Write ``out``'s ``unieval_manifest.json`` in ``unieval-local download``'s format (every file's
+    SHA-256 and size, the tokenizer fingerprint; no hub id nor revision: the folder's identity
+    stays what its ``config.json`` says), so that the folder is checked against it as a
+    downloaded one is (a changed or added tokenizer, config or weight file is refused)."""
+    from unieval_local.models.manifest import manifest_entries, write_manifest
+
+    return write_manifest(out, manifest_entries(out), checkpoint=out.name, hub_id=None, revision=None)
 
 
 #: Stand-in chat templates of the causal-lm layouts (``--layout llama|qwen2|granite``): the real
@@ -591,33 +623,29 @@ def main(argv: list[str] | None = None) -> int:
                         help="the evaluator this folder stands in for (e.g. unieval-sum), recorded in config.json "
                         "so it is refused as another evaluator; default: none (usable as any, with an "
                         "'identity unverified' warning)")
+    parser.add_argument("--no-manifest", dest="manifest", action="store_false",
+                        help="write no unieval_manifest.json (default: one in download's format, so the folder's "
+                        "files are checked against it as a downloaded folder's are)")
     parser.add_argument("--weights", default=None, choices=["safetensors", "bin"],
                         help="weight file format (default: safetensors for t5, pytorch_model.bin for v1.1)")
     args = parser.parse_args(argv)
     if args.layout == "deberta-nli":
         path = build_nli_checkpoint(args.out_dir, data_dir=args.data_dir, vocab_size=args.vocab_size,
                                     hidden_size=args.d_model, num_layers=args.layers, num_heads=args.heads,
-                                    seed=args.seed, evaluator=args.evaluator or "mdeberta-nli")
+                                    seed=args.seed, evaluator=args.evaluator or "mdeberta-nli", manifest=args.manifest)
         print(f"wrote {path} (a DeBERTa NLI cross-encoder)", file=sys.stderr)
-        return 0
-    if args.layout in CHAT_TEMPLATES:
-        path = build_causal_lm_checkpoint(args.out_dir, layout=args.layout, data_dir=args.data_dir,
-                                          vocab_size=min(args.vocab_size, 1000), hidden_size=args.d_model,
-                                          intermediate_size=args.d_ff, num_layers=args.layers, num_heads=args.heads,
-                                          seed=args.seed, evaluator=args.evaluator, manifest=args.manifest)
-        print(f"wrote {path} (a {args.layout} causal LM with a stand-in chat template)", file=sys.stderr)
         return 0
     if args.layout == "mt5":
         path = build_mt5_checkpoint(args.out_dir, vocab_size=args.vocab_size, d_model=args.d_model, d_ff=args.d_ff,
                                     num_layers=args.layers, num_heads=args.heads, seed=args.seed,
-                                    init_factor=args.init_factor, evaluator=args.evaluator)
+                                    init_factor=args.init_factor, evaluator=args.evaluator, manifest=args.manifest)
         print(f"wrote {path} (SEAHORSE's mT5 layout; tokenizer trained on "
               f"{MULTILINGUAL_CORPUS.relative_to(MULTILINGUAL_CORPUS.parents[2])})", file=sys.stderr)
         return 0
     if args.layout == "hhem":
         path = build_hhem_checkpoint(args.out_dir, data_dir=args.data_dir, d_model=args.d_model, d_ff=args.d_ff,
                                      num_layers=args.layers, num_heads=args.heads, seed=args.seed,
-                                     evaluator=args.evaluator or "hhem-2.1-open")
+                                     evaluator=args.evaluator or "hhem-2.1-open", manifest=args.manifest)
         print(f"wrote {path} (HHEM-2.1-Open's layout) and {path.parent / 'flan-t5-base'} (its foundation)",
               file=sys.stderr)
         return 0
@@ -626,6 +654,7 @@ def main(argv: list[str] | None = None) -> int:
         d_ff=args.d_ff, num_layers=args.layers, num_heads=args.heads, seed=args.seed,
         init_factor=args.init_factor, model_vocab_size=args.model_vocab_size, n_docs=args.docs,
         layout=args.layout, weights=args.weights, answers=tuple(args.answers.split(",")), evaluator=args.evaluator,
+        manifest=args.manifest,
     )
     found = Path(args.data_dir) if args.data_dir else shared_data_dir(must_exist=False)
     corpus = (f"SummEval text of {found}" if (found / "summeval" / "summeval_raw.json").is_file() else

@@ -384,7 +384,9 @@ class Engine:
         this machine, so the signature is the same string wherever the folder lies; revision,
         content fingerprint) and, for a user-defined aspect, its definition's hash. No model is
         loaded; once it is, the forward that actually runs is signed (``ff:off`` when a fast
-        forward fell back to the model's own, and for every non-T5 backend, which has no other).
+        forward fell back to the model's own, and for every non-T5 backend, which has no other),
+        with the tokenizer's class and flags (``|tok:...``), and ``identity:unverified`` when the
+        checks at load doubted the tokenizer (:attr:`Runner.tokenizer_doubt`).
         ``languages``: the scored examples' languages (None entries skipped), most frequent first
         in the signature's ``language``, with each one's splitter where they differ.
         ``long_input``: the mode the jobs were planned with, where it was not the engine's
@@ -404,7 +406,13 @@ class Engine:
         loaded = self._runners.get(a.checkpoint)
         fast = (evaluator.backend == "t5" and self.config.fast_forward
                 and (loaded is None or loaded.forward == "fast"))  # the forward that ran, once loaded
-        return signature if fast == signature.fast_forward else signature.model_copy(update={"fast_forward": fast})
+        update: dict = {} if fast == signature.fast_forward else {"fast_forward": fast}
+        if loaded is not None:  # the tokenizer that ran; a doubtful one signs unverified
+            if loaded.tokenizer_class:
+                update["tokenizer"] = loaded.tokenizer_class
+            if loaded.tokenizer_doubt:
+                update["identity"] = "unverified"
+        return signature.model_copy(update=update) if update else signature
 
     def _languages_signed(self, languages: Sequence[str | None] | None) -> tuple[str | None, str | None]:
         """``(language, splitter)`` of a signature over examples in ``languages`` (None, None

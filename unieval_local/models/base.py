@@ -30,11 +30,21 @@ class Runner(TokenCounter, Protocol):
             forward) or ``plain`` (the model's own ``forward``: asked for, a T5 checkpoint whose
             layout the fast path does not know, or a classifier backend). It enters the signature
             and the cache key, so a fast forward that fell back to plain never signs as fast.
+        tokenizer_class: the loaded tokenizer's class and id-changing flags
+            (:func:`~unieval_local.models.tokenizer_identity.describe_tokenizer`, e.g.
+            ``T5Tokenizer+extra:100``), signed as ``|tok:...``; None: not known (a fake runner).
+            Not part of the cache key: it follows from the tokenizer files (in ``fingerprint``)
+            and the tokenizers/transformers versions (in the key's context).
+        tokenizer_doubt: why the tokenizer may be another model's, when the checks at load found
+            it suspicious but could not tell (:func:`~unieval_local.models.tokenizer_identity.check_tokenizer_fits`);
+            results then sign ``identity:unverified``. None: no doubt.
     """
 
     name: str
     fingerprint: str
     forward: str = "fast"
+    tokenizer_class: str | None = None
+    tokenizer_doubt: str | None = None
     #: padded tokens (rows x longest prompt) per forward batch, and encoder attention cells per
     #: head (:func:`~unieval_local.models.batching.attention_cells`), for a scheduler that forms
     #: batches itself; None: the engine's ``batch_tokens``, no attention budget

@@ -31,6 +31,7 @@ from ..hashing import sha256_file, sha256_text
 from ..registry.evaluators import HUB_ID  # noqa: F401  (re-exported)
 from ..registry.tasks import CHECKPOINTS
 from .files import MANIFEST_NAME, OPTIONAL_FILES, TOKENIZER_FILES
+from .manifest import check_recorded_files, memo_sha256, read_manifest
 
 __all__ = ["CheckpointIdentity", "EVALUATOR_KEY", "HOME_ENV", "ModelSpec", "ResolvedCheckpoint", "check_identity",
            "fingerprint_checkpoint", "is_offline", "read_identity", "resolve_checkpoint", "unverified_message"]
@@ -136,6 +137,13 @@ def check_identity(folder: str | os.PathLike, evaluator) -> tuple[str, Checkpoin
     """Whether checkpoint ``folder`` is a checkpoint of ``evaluator`` (an
     :class:`~unieval_local.registry.evaluators.Evaluator`), as far as the folder says.
 
+    The folder's files are then compared with its record, when it has one (a download
+    manifest, an HF cache snapshot: :func:`~unieval_local.models.manifest.check_recorded_files`;
+    config and tokenizer files hashed, weight files by size): a changed or added tokenizer
+    file is a tokenizer of another model under this one's name. The loaded tokenizer is
+    checked against the model by each backend at load
+    (:mod:`~unieval_local.models.tokenizer_identity`).
+
     Returns:
         ``(status, identity)``: ``verified`` when the folder names ``evaluator`` (its hub id,
         or its name in ``config.json``), ``unverified`` when it names nothing, or a hub
@@ -145,8 +153,17 @@ def check_identity(folder: str | os.PathLike, evaluator) -> tuple[str, Checkpoin
     Raises:
         CheckpointError: the folder names ANOTHER evaluator (e.g. a ``unieval-sum`` folder
             given for MiniCheck), or its ``config.json`` has a ``model_type`` that the
-            evaluator's family does not have; the message names both.
+            evaluator's family does not have; the message names both. Or a file differs
+            from the folder's record (missing, changed, a tokenizer file not in its manifest):
+            the message names each.
     """
+    status, identity = _named_identity(folder, evaluator)
+    check_recorded_files(folder)
+    return status, identity
+
+
+def _named_identity(folder: str | os.PathLike, evaluator) -> tuple[str, CheckpointIdentity]:
+    """:func:`check_identity` before the files are compared with their record."""
     from ..registry.evaluators import EVALUATORS, evaluator_of_hub_id
 
     identity = read_identity(folder)
@@ -205,13 +222,8 @@ def is_offline(offline: bool | None = None) -> bool:
 
 
 def _read_manifest(folder: Path) -> dict[str, Any] | None:
-    path = folder / MANIFEST_NAME
-    if path.is_file():
-        try:
-            return json.loads(path.read_text())
-        except (OSError, ValueError):
-            return None
-    return None
+    """The folder's download manifest (:func:`~unieval_local.models.manifest.read_manifest`)."""
+    return read_manifest(folder)
 
 
 def _local(name: str, folder: Path, origin: str, hub_id: str | None = None) -> ResolvedCheckpoint:
@@ -378,16 +390,9 @@ def fingerprint_checkpoint(folder: str | os.PathLike, file_hash=None) -> str:
 # --------------------------------------------------------------------------- download
 
 
-_FILE_HASHES: dict[tuple[str, int, int], str] = {}
-
-
 # --------------------------------------------------------------------------- verify
 
 
 def _memo_sha256(path: Path) -> str:
     """:func:`sha256_file`, memoised per process on (resolved path, size, mtime)."""
-    st = path.stat()
-    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-    if key not in _FILE_HASHES:
-        _FILE_HASHES[key] = sha256_file(path)
-    return _FILE_HASHES[key]
+    return memo_sha256(path)

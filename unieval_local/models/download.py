@@ -3,7 +3,6 @@ tokenizer) from the Hugging Face hub, with a SHA-256 manifest (``unieval-local d
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from pathlib import Path
@@ -12,7 +11,8 @@ from typing import Protocol
 from ..errors import CheckpointError
 from ..hashing import sha256_file
 from ..registry.tasks import CHECKPOINTS
-from .files import MANIFEST_NAME, OPTIONAL_FILES, TOKENIZER_FILES
+from .files import OPTIONAL_FILES, TOKENIZER_FILES
+from .manifest import write_manifest
 
 __all__ = ["HubClient", "HuggingFaceHubClient", "download_checkpoint", "fetch_to_hf_cache", "select_checkpoint_files"]
 
@@ -86,7 +86,9 @@ def download_checkpoint(
     name: str, to: str | os.PathLike, *, revision: str | None = None,
     client: HubClient | None = None, hub_id: str | None = None, progress: bool = False,
 ) -> Path:
-    """Stage checkpoint ``name`` into ``to/<name>/`` with a checksum manifest.
+    """Stage checkpoint ``name`` into ``to/<name>/`` with a checksum manifest (each file's SHA-256
+    and size, and the tokenizer files' fingerprint: :func:`~unieval_local.models.manifest.write_manifest`),
+    against which the folder is checked whenever it resolves.
 
     Run this on a connected machine; copy ``to`` to the offline machine and
     set ``UNIEVAL_LOCAL_HOME=to``.
@@ -130,9 +132,5 @@ def download_checkpoint(
         if path.resolve() != (folder / fname).resolve():
             raise CheckpointError(f"the hub client wrote {fname} to {path}, not into {folder}")
         entries[fname] = {"sha256": sha256_file(path), "size": path.stat().st_size}
-    from .._version import __version__
-
-    manifest = {"checkpoint": name, "hub_id": hub_id, "revision": sha, "files": entries,
-                "unieval_local_version": __version__}
-    (folder / MANIFEST_NAME).write_text(json.dumps(manifest, indent=2) + "\n")
+    write_manifest(folder, entries, checkpoint=name, hub_id=hub_id, revision=sha)
     return folder

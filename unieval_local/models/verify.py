@@ -11,7 +11,10 @@ from pathlib import Path
 from ..errors import CheckpointError
 from ..hashing import sha256_file
 from ..registry.tasks import CHECKPOINTS
-from .checkpoints import HOME_ENV, MANIFEST_NAME, _read_manifest, check_identity, read_identity, unverified_message
+from .checkpoints import HOME_ENV, MANIFEST_NAME, _named_identity, _read_manifest, read_identity, unverified_message
+from .files import TOKENIZER_FILES
+from .manifest import check_recorded_files, manifest_entries, tokenizer_fingerprint
+from .tokenizer_identity import check_tokenizer_fits, describe_tokenizer
 
 __all__ = ["VerifyReport", "verify_checkpoint"]
 
@@ -85,6 +88,45 @@ def verify_checkpoint(folder: str | os.PathLike, evaluator: str | None = None) -
     return reports
 
 
+def _verify_record(report: VerifyReport, folder: Path, manifest: dict | None) -> None:
+    """What the per-file checksums do not say: a tokenizer file in the folder but not in its
+    manifest, the manifest's tokenizer fingerprint, an HF cache snapshot's blobs (weights hashed)."""
+    if report.ok:
+        try:
+            how = check_recorded_files(folder, hash_weights=True)
+        except CheckpointError as exc:
+            report.fail(str(exc))
+            return
+        if how == "hf-cache":
+            report.info("every file matches the content hash its Hugging Face cache blob is named by")
+    recorded = (manifest or {}).get("tokenizer_sha256")
+    if recorded:
+        names = [n for n in TOKENIZER_FILES if (folder / n).is_file()]
+        if tokenizer_fingerprint(manifest_entries(folder, names)) == recorded:
+            report.info(f"tokenizer fingerprint matches the manifest ({', '.join(names)})")
+        else:
+            report.fail(f"the tokenizer files ({', '.join(names)}) are not those the manifest's tokenizer "
+                        "fingerprint records: a tokenizer of another model; stage the checkpoint again")
+
+
+def _verify_fit(report: VerifyReport, folder: Path, tokenizer, config, rows: int) -> None:
+    """The loaded tokenizer against its model (:func:`~unieval_local.models.tokenizer_identity.check_tokenizer_fits`)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            doubt = check_tokenizer_fits(tokenizer, config, rows=rows, where=str(folder))
+    except CheckpointError as exc:
+        report.fail(str(exc))
+        return
+    if doubt:
+        report.warn(doubt)
+    else:
+        report.info(f"tokenizer {describe_tokenizer(tokenizer)} fits the model (special ids as its config says, "
+                    f"{len(tokenizer):,} tokens within {rows:,} embedding rows)")
+
+
 def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
     from ..registry.evaluators import EVALUATORS, answer_ids, get_evaluator
     from .t5.loading import load_model, non_finite_tensors, stored_weight_names, weight_files
@@ -100,7 +142,7 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
         own = evaluator_of_hub_id(named.hub_id) or EVALUATORS.get(named.evaluator or "")
         spec = own or EVALUATORS.get(folder.name, EVALUATORS["unieval-sum"])
     try:
-        status, identity = check_identity(folder, spec)
+        status, identity = _named_identity(folder, spec)  # the files against their record: below, weights hashed
     except CheckpointError as exc:
         report.fail(str(exc))
     else:
@@ -123,6 +165,7 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
                 report.fail(f"{fname} checksum differs from the manifest")
             else:
                 report.info(f"{fname} sha256 matches")
+    _verify_record(report, folder, manifest)
     try:
         names = stored_weight_names(folder)
         report.info(f"weight files open ({', '.join(f.name for f in weight_files(folder))}: {len(names)} tensors)")
@@ -166,10 +209,11 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
     else:
         report.info(f"every stored tensor is finite ({len(names)} tensors)")
     try:
-        model, _ = load_model(folder)
+        model, tokenizer = load_model(folder)
     except CheckpointError as exc:
         report.fail(str(exc))
         return report
+    _verify_fit(report, folder, tokenizer, model.config, int(model.get_input_embeddings().weight.shape[0]))
     untied = model.get_output_embeddings().weight.data_ptr() != model.get_input_embeddings().weight.data_ptr()
     report.info(f"model loads: every weight matches the config ({'untied LM head, T5 v1.1 layout' if untied else 'tied LM head'})")
     return report

@@ -51,9 +51,15 @@ class Evaluator:
         backend: the model backend that loads and runs it (:mod:`unieval_local.models.backends`):
             ``t5`` (seq2seq, the answer tokens' logits at the first decoder step) or
             ``seq-classifier`` (an encoder with a classification head over text pairs).
-        label: for ``seq-classifier``: the label whose probability is the score (softmax over
-            the head's labels, read from ``config.json``'s ``id2label``; a checkpoint without it
-            is refused); None for ``t5``.
+        label: for the classifier backends (``seq-classifier``, ``hhem``): the label whose
+            probability is the score (softmax over the head's labels); its index is read from
+            ``config.json``'s ``id2label``, and a checkpoint whose named labels lack it is refused
+            (:func:`~unieval_local.models.classifier.runner.readout_label`); None for ``t5``.
+        label_index: the output index of ``label`` where the checkpoint's labels are generic
+            (``LABEL_0``, ``LABEL_1``: transformers' default, HHEM-2.1-Open's config names none)
+            or absent: HHEM's 1 (its ``modeling_hhem_v2.py`` reads ``softmax(logits)[:, 1]``,
+            "consistent"). When set and the labels ARE named, the named index must equal it (a
+            config naming class 1 "hallucinated" is refused). None: the labels must name ``label``.
         tokenizer_from: the hub id of another checkpoint that holds the tokenizer (and the
             architecture config) when the folder has none (HHEM: ``google/flan-t5-base``).
         readout: how the score of a query is read (``t5`` backend), in [0, 1]:
@@ -77,6 +83,7 @@ class Evaluator:
     model_types: tuple[str, ...] = ("t5",)
     backend: str = "t5"
     label: str | None = None
+    label_index: int | None = None
     tokenizer_from: str | None = None
     languages: tuple[str, ...] | None = ("en",)
     readout: Readout = "pair"
@@ -93,6 +100,8 @@ class Evaluator:
                                   "answers": list(self.answers)}
         if self.backend != "t5":  # T5 keys stay as they were (cached values remain valid)
             key.update(backend=self.backend, label=self.label)
+            if self.label_index is not None:  # the index read where the labels are generic
+                key["label_index"] = self.label_index
         if self.readout != "pair":  # likewise: pair-readout keys are unchanged
             key["readout"] = self.readout
         return key
@@ -138,7 +147,8 @@ EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
     # HHEM-2.1-Open (Vectara, Apache-2.0): a T5-base encoder with a 2-label head, reimplemented
     # natively (models/hhem: no remote code); its tokenizer and T5 config are flan-t5-base's.
     Evaluator("hhem-2.1-open", "vectara/hallucination_evaluation_model", HHEM, max_length=2048,
-              model_types=("HHEMv2",), backend="hhem", label="consistent", tokenizer_from="google/flan-t5-base",
+              model_types=("HHEMv2",), backend="hhem", label="consistent", label_index=1,
+              tokenizer_from="google/flan-t5-base",
               description="HHEM-2.1-Open hallucination detector (Vectara): P(consistent) of source -> target"),
     # SEAHORSE (Clark et al., 2023, arXiv 2305.13194; weights cc-by-4.0): six mT5-large metrics,
     # "premise: ARTICLE hypothesis: SUMMARY", answer "1"/"0", P("1") over the whole vocabulary
@@ -186,12 +196,19 @@ def evaluator_of_hub_id(hub_id: str | None) -> Evaluator | None:
     return next((e for e in EVALUATORS.values() if e.hub_id and e.hub_id.lower() == hub_id.lower()), None)
 
 
-def answer_ids(tokenizer, evaluator: Evaluator) -> tuple[int, int]:
+def answer_ids(tokenizer, evaluator: Evaluator, rows: int | None = None) -> tuple[int, int]:
     """The first token ids of the evaluator's ``(positive, negative)`` answer words (UniEval's
-    ``pos_id``/``neg_id``: ``tokenizer("Yes").input_ids[0]``; MiniCheck's 209/3 for "1"/"0").
+    ``pos_id``/``neg_id``: ``tokenizer("Yes").input_ids[0]``; MiniCheck's 209/3 for "1"/"0"),
+    the readout tokens whose logits give the score.
+
+    Args:
+        tokenizer: the checkpoint's loaded tokenizer.
+        evaluator: whose ``answers`` to read.
+        rows: the model's LM-head (embedding) rows, when known: both ids must lie inside them.
 
     Raises:
-        CheckpointError: either is the unknown token, or both are the same id.
+        CheckpointError: either is the unknown token, both are the same id, or one is outside
+            ``rows`` (a tokenizer of another model).
     """
     from ..errors import CheckpointError
 
@@ -201,6 +218,10 @@ def answer_ids(tokenizer, evaluator: Evaluator) -> tuple[int, int]:
         raise CheckpointError(f"the tokenizer has no distinct first tokens for the answers {evaluator.answers} of "
                               f"{evaluator.name} ({evaluator.answers[0]}={pos}, {evaluator.answers[1]}={neg}, "
                               f"unk={unk})")
+    if rows is not None and not (0 <= pos < rows and 0 <= neg < rows):
+        raise CheckpointError(f"the answer ids {evaluator.answers[0]}={pos}, {evaluator.answers[1]}={neg} of "
+                              f"{evaluator.name} are outside the model's {rows:,} vocabulary rows: a tokenizer of "
+                              "another model")
     return pos, neg
 
 

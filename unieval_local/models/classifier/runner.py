@@ -11,6 +11,7 @@ labels lack the evaluator's, or whose tokenizer does not load is refused with
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,21 +26,57 @@ from .. import tokens
 from ..base import Runner
 from ..batching import first_line, run_batches, sort_by_length
 from ..checkpoints import ResolvedCheckpoint
+from ..tokenizer_identity import check_tokenizer_fits, describe_tokenizer
 
-__all__ = ["ClassifierModel", "ClassifierRunner", "classifier_runner_factory", "label_index",
-           "shared_classifier_runner", "verify_classifier"]
+__all__ = ["ClassifierModel", "ClassifierRunner", "GENERIC_LABEL", "classifier_runner_factory", "readout_label",
+           "report_tokenizer", "shared_classifier_runner", "verify_classifier"]
 
 
-def label_index(id2label: dict, label: str, where: str) -> int:
-    """The index of ``label`` (case-insensitive) among a config's ``id2label``.
+#: transformers' default label names (``LABEL_0``, ``LABEL_1``, ...): a config that names none.
+GENERIC_LABEL = re.compile(r"^LABEL_\d+$")
+
+
+def readout_label(id2label: dict | None, evaluator: Evaluator, where: str, n_labels: int | None = None) -> int:
+    """The output index whose probability is ``evaluator``'s score, from a config's ``id2label``.
+
+    Named labels (mDeBERTa's ``entailment``/``neutral``/``contradiction``): the index of
+    ``evaluator.label`` (case-insensitive), which must equal ``evaluator.label_index`` when the
+    registry declares one. Generic labels (``LABEL_0``...; transformers' default when a config
+    names none, as HHEM-2.1-Open's) or none: ``evaluator.label_index`` (HHEM's 1).
+
+    Args:
+        id2label: the config's ``id2label`` (keys int or str), or None.
+        evaluator: its ``label`` and ``label_index``.
+        where: the folder, for messages.
+        n_labels: the head's outputs (default: ``len(id2label)``).
 
     Raises:
-        CheckpointError: the labels lack it (the message lists them).
+        CheckpointError: named labels that lack ``evaluator.label`` (or hold it twice), or name it
+            at another index than the registry's (e.g. HHEM's class 1 named ``hallucinated``);
+            generic labels for an evaluator that declares no index, or an index outside the head.
+            The message lists the labels.
     """
-    found = [int(i) for i, name in id2label.items() if str(name).lower() == label.lower()]
+    labels = {int(k): str(v) for k, v in (id2label or {}).items()}
+    shown = dict(sorted(labels.items()))
+    n_labels = n_labels if n_labels is not None else len(labels)
+    label, declared = evaluator.label or "entailment", evaluator.label_index
+    if not labels or all(GENERIC_LABEL.match(v) for v in labels.values()):
+        if declared is None:
+            raise CheckpointError(f"{where}: its labels {shown or '(none)'} name no class, and {evaluator.name} reads "
+                                  f"P({label}) by name; give the checkpoint's own config.json (its id2label names "
+                                  f"{label!r})")
+        if not 0 <= declared < max(n_labels, 1):
+            raise CheckpointError(f"{where}: {evaluator.name} reads output {declared} ({label}), but the head has "
+                                  f"{n_labels} outputs (labels {shown})")
+        return declared
+    found = [i for i, name in labels.items() if name.lower() == label.lower()]
     if len(found) != 1:
-        raise CheckpointError(f"{where}: its labels {dict(sorted((int(k), v) for k, v in id2label.items()))} do not "
-                              f"include {label!r} once; this evaluator reads P({label}); is it an NLI checkpoint?")
+        raise CheckpointError(f"{where}: its labels {shown} do not include {label!r} once; {evaluator.name} reads "
+                              f"P({label}): the config's labels contradict the evaluator (is it this evaluator's "
+                              "checkpoint?)")
+    if declared is not None and found[0] != declared:
+        raise CheckpointError(f"{where}: its labels {shown} name {label!r} as output {found[0]}, but {evaluator.name} "
+                              f"reads output {declared} ({label}): the config contradicts the evaluator")
     return found[0]
 
 
@@ -51,7 +88,9 @@ class ClassifierModel:
 
     Raises:
         CheckpointError: the tokenizer or the model does not load, a tensor (the head) is
-            missing or unexpected, or the labels lack the evaluator's.
+            missing or unexpected, the tokenizer does not fit the model
+            (:func:`~unieval_local.models.tokenizer_identity.check_tokenizer_fits`), or the labels
+            contradict the evaluator's (:func:`readout_label`).
     """
 
     def __init__(self, checkpoint: ResolvedCheckpoint, evaluator: Evaluator, device: str, dtype: str):
@@ -87,10 +126,13 @@ class ClassifierModel:
                 f"{path}: its weights do not match its config (strict loading): missing {missing[:5]}, unexpected "
                 f"{unexpected[:5]}, mismatched {[m[0] if isinstance(m, tuple) else m for m in mismatched][:5]}"
                 f"{' (the classification head is missing: not a fine-tuned classifier?)' if any('classifier' in k for k in missing) else ''}")
-        if len(self.tokenizer) > model.config.vocab_size:
-            raise CheckpointError(f"{path}: the tokenizer has {len(self.tokenizer)} tokens but the model's vocabulary "
-                                  f"{model.config.vocab_size}: the wrong tokenizer for these weights")
-        label_index(model.config.id2label, evaluator.label or "entailment", str(path))
+        #: the tokenizer's class and flags (signatures), and a doubt about it (None: none)
+        self.tokenizer_class = describe_tokenizer(self.tokenizer)
+        self.tokenizer_doubt = check_tokenizer_fits(self.tokenizer, model.config,
+                                                    rows=int(model.get_input_embeddings().weight.shape[0]),
+                                                    where=str(path))
+        self.id2label = dict(model.config.id2label or {})
+        readout_label(self.id2label, evaluator, str(path), model.config.num_labels)
         self.tokenizer.model_max_length = int(1e12)  # we count and truncate ourselves: no length warning
         self.model = model.to(device).eval()
         self.device = device
@@ -108,8 +150,9 @@ class ClassifierModel:
         return tokens.encode(self.tokenizer, [p for p, _ in pairs], [h for _, h in pairs], **cut)["input_ids"]
 
     def label_of(self, evaluator: Evaluator) -> int:
-        """The output index of ``evaluator.label`` (CheckpointError when the labels lack it)."""
-        return label_index(self.model.config.id2label, evaluator.label or "entailment", str(self.path))
+        """The output index read for ``evaluator`` (:func:`readout_label`; CheckpointError when the
+        labels contradict it)."""
+        return readout_label(self.id2label, evaluator, str(self.path), self.model.config.num_labels)
 
     def logits(self, input_ids, mask):
         """(B, n_labels) logits of a padded batch."""
@@ -152,6 +195,8 @@ class ClassifierRunner(Runner):
         self.forward = "plain"
         #: the index of the evaluator's label in the head's output
         self.label = model.label_of(evaluator)
+        self.tokenizer_class = model.tokenizer_class
+        self.tokenizer_doubt = model.tokenizer_doubt
 
     # token arithmetic (TokenCounter): of plain texts, as the tokenizer reads them
     def count(self, texts: Sequence[str]) -> list[int]:
@@ -249,11 +294,22 @@ def verify_classifier(report, folder, spec):
     report.info(f"config loads ({config.model_type}, vocab_size={config.vocab_size})")
 
     try:
-        index = label_index(config.id2label, spec.label or "entailment", str(folder))
+        index = readout_label(config.id2label, spec, str(folder), config.num_labels)
         report.info(f"label {spec.label!r} is output {index} of {len(config.id2label)} ({spec.name} reads P({spec.label}))")
-        ClassifierModel(ResolvedCheckpoint(spec.name, Path(folder), "local"), spec, "cpu", "float32")
+        model = ClassifierModel(ResolvedCheckpoint(spec.name, Path(folder), "local"), spec, "cpu", "float32")
     except CheckpointError as exc:
         report.fail(str(exc))
         return report
+    report_tokenizer(report, model)
     report.info("model loads strictly: every weight matches the config, the classification head included")
     return report
+
+
+def report_tokenizer(report, model) -> None:
+    """Add a loaded classifier or HHEM model's tokenizer checks to a ``verify`` report: its class and
+    that it fits the model, or the doubt about it (a warning)."""
+    if model.tokenizer_doubt:
+        report.warn(model.tokenizer_doubt)
+    else:
+        report.info(f"tokenizer {model.tokenizer_class} fits the model (special ids as its config says, "
+                    f"{len(model.tokenizer):,} tokens within the embedding rows)")

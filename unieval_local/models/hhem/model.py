@@ -7,7 +7,9 @@ stored under the prefix ``t5.``; a (premise, hypothesis) pair is put in its prom
 (``<pad> Determine if the hypothesis is true given the premise?\\n\\nPremise: {premise}\\n\\n
 Hypothesis: {hypothesis}``, :class:`~unieval_local.text.prompts.HHEMPrompt`), tokenized with the
 foundation's tokenizer, and the score is ``softmax(logits[:, 0, :])[:, 1]``: the probability of
-label 1 (consistent) at the first position (the literal ``<pad>``).
+label 1 (consistent) at the first position (the literal ``<pad>``). Its published config names no
+labels; one that does must name ``consistent`` at index 1 (the registry's ``label_index``), or the
+checkpoint is refused.
 
 Loading is strict: every stored tensor must fill the model and every model tensor must be
 stored, except the encoder's ``embed_tokens``, which is ``shared`` (tied) when not stored on
@@ -30,7 +32,10 @@ from ...settings import BATCH_TOKENS, check_dtype
 from .. import tokens
 from ..batching import first_line
 from ..checkpoints import ResolvedCheckpoint
-from ..classifier.runner import ClassifierModel, ClassifierRunner, shared_classifier_runner
+from ..classifier.runner import (ClassifierModel, ClassifierRunner, readout_label, report_tokenizer,
+                                 shared_classifier_runner)
+from ..manifest import check_recorded_files
+from ..tokenizer_identity import check_tokenizer_fits, describe_tokenizer
 
 __all__ = ["HHEMModel", "foundation_folder", "foundation_of", "hhem_runner_factory", "verify_hhem"]
 
@@ -77,7 +82,9 @@ class HHEMModel:
 
     Raises:
         CheckpointError: no weights, a tensor missing or unexpected (the head included), a
-            foundation whose tokenizer does not fit the embeddings.
+            foundation whose files differ from their record or whose tokenizer does not fit the
+            embeddings, labels in its config that contradict the evaluator (class 1 not
+            ``consistent``).
         CheckpointNotFoundError: the foundation is not found.
     """
 
@@ -117,9 +124,16 @@ class HHEMModel:
             model.load_state_dict(state, strict=True)
         except RuntimeError as exc:
             raise CheckpointError(f"{path}: {first_line(exc)}") from None
-        if len(self.tokenizer) > t5_config.vocab_size:
-            raise CheckpointError(f"{path}: the tokenizer has {len(self.tokenizer)} tokens but the model's vocabulary "
-                                  f"{t5_config.vocab_size}: the wrong tokenizer for these weights")
+        # the foundation's files against its record, its tokenizer against the weights' rows
+        check_recorded_files(base)
+        #: the tokenizer's class and flags (signatures), and a doubt about it (None: none)
+        self.tokenizer_class = describe_tokenizer(self.tokenizer)
+        self.tokenizer_doubt = check_tokenizer_fits(self.tokenizer, t5_config,
+                                                    rows=int(model.get_input_embeddings().weight.shape[0]),
+                                                    where=str(base))
+        #: HHEM's readout: label 1 where its config names no labels (the published one names none)
+        self.id2label = config.get("id2label") if isinstance(config.get("id2label"), dict) else None
+        self.label = readout_label(self.id2label, evaluator, str(path / "config.json"), 2)
         self.model = model.to(device=device, dtype=getattr(torch, self.dtype)).eval()
         self.tokenizer.model_max_length = int(1e12)  # we count and truncate ourselves: no length warning
         self.device = device
@@ -131,8 +145,11 @@ class HHEMModel:
     probabilities = ClassifierModel.probabilities
 
     def label_of(self, evaluator: Evaluator) -> int:
-        """Label 1: consistent (HHEM's ``transformed_probs[:, 1]``)."""
-        return 1
+        """The output read for ``evaluator``: its config's ``id2label`` index of ``consistent``, or,
+        where the config names no labels (the published one), the registry's ``label_index``, 1
+        (HHEM's ``transformed_probs[:, 1]``). CheckpointError when the labels contradict it
+        (:func:`~unieval_local.models.classifier.runner.readout_label`)."""
+        return readout_label(self.id2label, evaluator, str(self.path / "config.json"), 2)
 
     def encode(self, prompts, max_length: int | None = None) -> list[list[int]]:
         """Token ids of each prompt (ending with EOS): untruncated, or, over ``max_length``, the
@@ -183,5 +200,9 @@ def verify_hhem(report, folder, spec):
         report.fail(str(exc))
         return report
     report.info(f"tokenizer and T5 config from its foundation ({type(model.tokenizer).__name__})")
+    report_tokenizer(report, model)
+    report.info(f"reads output {model.label} ({spec.label}) of the head"
+                + (f" (config.json id2label {model.id2label})" if model.id2label else
+                   " (config.json names no labels: the registry's label_index)"))
     report.info("model loads strictly: every weight matches the foundation's config, the classification head included")
     return report

@@ -41,6 +41,7 @@ from .. import tokens
 from ..base import Runner
 from ..batching import attention_cells, run_batches, sort_by_length
 from ..checkpoints import ResolvedCheckpoint
+from ..tokenizer_identity import check_tokenizer_fits, describe_tokenizer
 from .loading import _has_t5_layout, load_model
 from ...errors import CheckpointError
 from ...registry.evaluators import Evaluator, answer_ids
@@ -83,8 +84,9 @@ class T5Model:
         dtype: ``float32`` (exact UniEval parity) or ``bfloat16``.
 
     Raises:
-        CheckpointError: the folder does not load as a seq2seq model, or its weights
-            do not match its config (:func:`load_model`).
+        CheckpointError: the folder does not load as a seq2seq model, its weights
+            do not match its config (:func:`load_model`), or its tokenizer does not fit the
+            model (:func:`~unieval_local.models.tokenizer_identity.check_tokenizer_fits`).
     """
 
     def __init__(self, checkpoint: ResolvedCheckpoint, device: str, dtype: str):
@@ -97,6 +99,11 @@ class T5Model:
         model, self.tokenizer = load_model(path, dtype)
         if not model.config.is_encoder_decoder:
             raise CheckpointError(f"{path} is not an encoder-decoder model")
+        #: the tokenizer's class and flags (signatures), and a doubt about it (None: none)
+        self.tokenizer_class = describe_tokenizer(self.tokenizer)
+        self.tokenizer_doubt = check_tokenizer_fits(self.tokenizer, model.config,
+                                                    rows=int(model.get_input_embeddings().weight.shape[0]),
+                                                    where=str(path))
         self.model = model.to(device).eval()
         # we truncate ourselves (tokenize_full + truncate): silence the tokenizer's length warning
         self.tokenizer.model_max_length = int(1e12)
@@ -318,7 +325,8 @@ class T5Runner(Runner):
         progress: a progress bar over queries (``None``: only on a terminal).
 
     Raises:
-        CheckpointError: the answer words have no distinct first tokens in this vocabulary.
+        CheckpointError: the answer words have no distinct first tokens in this vocabulary, or
+            one lies outside the model's rows.
     """
 
     def __init__(self, model: T5Model, *, evaluator: Evaluator, fingerprint: str, batch_tokens: int = BATCH_TOKENS["gpu"],
@@ -332,10 +340,9 @@ class T5Runner(Runner):
         self.name = ckpt.hub_id or str(ckpt.path)
         self.fingerprint = fingerprint
         #: first token ids of the (positive, negative) answers, and their LM-head rows
-        self.answer_ids = answer_ids(model.tokenizer, evaluator)
-        if max(self.answer_ids) >= model.vocab_size:
-            raise CheckpointError(f"answer ids {self.answer_ids} of {evaluator.name} exceed the model's vocab_size "
-                                  f"{model.vocab_size}")
+        self.answer_ids = answer_ids(model.tokenizer, evaluator, rows=model.vocab_size)
+        self.tokenizer_class = model.tokenizer_class
+        self.tokenizer_doubt = model.tokenizer_doubt
         self.readout = evaluator.readout
         self._rows = model.head_rows() if self.readout == "vocab" else model.answer_rows(self.answer_ids)
         self.batch_tokens = batch_tokens

@@ -1,0 +1,177 @@
+"""What a checkpoint folder records about its own files, and whether they are still those files.
+
+Two records exist:
+
+* the download manifest, ``unieval_manifest.json`` (:data:`~unieval_local.models.files.MANIFEST_NAME`),
+  written by ``unieval-local download`` (:func:`~unieval_local.models.download.download_checkpoint`)
+  and by ``scripts/make_test_checkpoint.py``: ``{"checkpoint", "hub_id", "revision", "files":
+  {name: {"sha256", "size"}}, "tokenizer_sha256", "unieval_local_version"}``
+  (:func:`manifest_entries`, :func:`write_manifest`);
+* a Hugging Face cache snapshot (``models--owner--name/snapshots/<revision>/``): each file is a link
+  to ``blobs/<etag>``, and the etag of a hub file is its content hash (SHA-256 for files stored with
+  Git LFS, the weights and usually ``spiece.model``; the git blob SHA-1 for the others).
+
+:func:`check_recorded_files` compares the folder with the record it has: a file that is missing or
+changed, and a tokenizer file present in the folder but not in a manifest that lists the others
+(transformers prefers ``tokenizer.json`` to ``spiece.model``: a file dropped in beside them is the
+tokenizer that runs), are refused with a :class:`~unieval_local.errors.CheckpointError` naming each
+file. Small files (config, tokenizer) are hashed every time (memoised per process on path, size and
+modification time); weight files are compared by size only unless ``hash_weights`` (``unieval-local
+verify`` hashes them: SHA-256 runs at about 0.7 GB/s on this project's CI CPUs, 4.6 s for UniEval's
+3.1 GB, too slow for every load). So an in-place edit of a weight file that keeps its size is caught by
+``verify``, not at load. No torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..errors import CheckpointError
+from ..hashing import sha256_file, sha256_text
+from .files import MANIFEST_NAME, TOKENIZER_FILES
+
+__all__ = ["WEIGHT_SUFFIXES", "check_recorded_files", "git_blob_sha1", "manifest_entries", "memo_sha256",
+           "read_manifest", "tokenizer_fingerprint", "write_manifest"]
+
+#: Suffixes of weight files (compared by size at load, hashed by ``verify``).
+WEIGHT_SUFFIXES = (".safetensors", ".bin")
+
+_FILE_HASHES: dict[tuple[str, str, int, int], str] = {}
+
+
+def memo_sha256(path: Path, kind: str = "sha256") -> str:
+    """:func:`~unieval_local.hashing.sha256_file` (``kind="sha1-blob"``: :func:`git_blob_sha1`) of
+    ``path``, memoised per process on (kind, resolved path, size, mtime)."""
+    st = path.stat()
+    key = (kind, str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _FILE_HASHES:
+        _FILE_HASHES[key] = sha256_file(path) if kind == "sha256" else git_blob_sha1(path)
+    return _FILE_HASHES[key]
+
+
+def git_blob_sha1(path: Path) -> str:
+    """The git blob id of a file (``sha1(b"blob <size>\\0" + content)``): the etag the Hugging Face
+    hub gives a file not stored with Git LFS, and so its blob's name in the HF cache."""
+    h = hashlib.sha1(f"blob {path.stat().st_size}\0".encode())
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_manifest(folder: str | os.PathLike) -> dict[str, Any] | None:
+    """The folder's download manifest as a dict, or None (absent, unreadable or not an object)."""
+    path = Path(folder) / MANIFEST_NAME
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return manifest if isinstance(manifest, dict) else None
+
+
+def tokenizer_fingerprint(entries: dict[str, dict[str, Any]]) -> str | None:
+    """SHA-256 over ``(name, sha256)`` of the tokenizer files among manifest ``entries`` (None when
+    there is none): one value that changes when any tokenizer file changes, appears or goes."""
+    names = sorted(n for n in entries if n in TOKENIZER_FILES)
+    if not names:
+        return None
+    return sha256_text("".join(f"{n}\0{entries[n]['sha256']}\n" for n in names))
+
+
+def manifest_entries(folder: str | os.PathLike, names: list[str] | None = None) -> dict[str, dict[str, Any]]:
+    """``{name: {"sha256", "size"}}`` of the files ``names`` of ``folder`` (default: every file at
+    its top level but the manifest), as the manifest records them."""
+    folder = Path(folder)
+    names = names if names is not None else sorted(p.name for p in folder.iterdir()
+                                                   if p.is_file() and p.name != MANIFEST_NAME)
+    return {n: {"sha256": sha256_file(folder / n), "size": (folder / n).stat().st_size} for n in names}
+
+
+def write_manifest(folder: str | os.PathLike, entries: dict[str, dict[str, Any]], *, checkpoint: str,
+                   hub_id: str | None, revision: str | None) -> Path:
+    """Write ``folder``'s manifest (module docstring) from its files' ``entries``; returns its path."""
+    from .._version import __version__
+
+    manifest = {"checkpoint": checkpoint, "hub_id": hub_id, "revision": revision, "files": entries,
+                "tokenizer_sha256": tokenizer_fingerprint(entries), "unieval_local_version": __version__}
+    path = Path(folder) / MANIFEST_NAME
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    return path
+
+
+def _snapshot_blobs(folder: Path) -> dict[str, tuple[Path, str]]:
+    """``{file name: (blob path, etag)}`` of the files of an HF cache snapshot that link to a blob
+    named by a content hash ({} when the folder is no snapshot)."""
+    if folder.parent.name != "snapshots" or not folder.parent.parent.name.startswith("models--"):
+        return {}
+    out = {}
+    for p in folder.iterdir():
+        if not p.is_symlink():
+            continue
+        target = Path(os.path.realpath(p))
+        etag = target.name
+        if target.parent.name == "blobs" and len(etag) in (40, 64) and all(c in "0123456789abcdef" for c in etag):
+            out[p.name] = (target, etag)
+    return out
+
+
+def _differs(name: str, path: Path, digest: str, size: int | None, hash_weights: bool) -> str | None:
+    """Why file ``name`` (at ``path``) is not the recorded one (None: it is, as far as checked)."""
+    if size is not None and path.stat().st_size != size:
+        return f"{name} (size {path.stat().st_size:,} bytes, recorded {size:,})"
+    if Path(name).suffix in WEIGHT_SUFFIXES and not hash_weights:
+        return None
+    kind = "sha1-blob" if len(digest) == 40 else "sha256"
+    return None if memo_sha256(path, kind) == digest else f"{name} (content hash differs)"
+
+
+def check_recorded_files(folder: str | os.PathLike, *, hash_weights: bool = False) -> str:
+    """Whether ``folder``'s files are those its record names (module docstring).
+
+    Args:
+        folder: a checkpoint folder.
+        hash_weights: hash weight files too (``verify``); else they are compared by size.
+
+    Returns:
+        How they were checked: ``manifest`` (every listed file, and no unlisted tokenizer file),
+        ``hf-cache`` (every file linked to a blob named by its hash), or ``none``: nothing records
+        them (no manifest, or one listing no files; not an HF cache snapshot), so nothing was checked.
+
+    Raises:
+        CheckpointError: a recorded file is missing or changed, or a tokenizer file is in the folder
+            but not in its manifest; the message names every such file and the fix.
+    """
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    files = manifest.get("files") if manifest else None
+    if isinstance(files, dict) and files:
+        missing = [n for n in files if not (folder / n).is_file()]
+        changed = [why for n, meta in files.items() if (folder / n).is_file() and isinstance(meta, dict)
+                   for why in [_differs(n, folder / n, str(meta.get("sha256")), meta.get("size"), hash_weights)] if why]
+        unlisted = [n for n in TOKENIZER_FILES if (folder / n).is_file() and n not in files]
+        how, fix = f"its download manifest ({MANIFEST_NAME})", (
+            f"stage it again (unieval-local download --checkpoint {manifest.get('checkpoint') or 'NAME'})")
+    else:
+        blobs = _snapshot_blobs(folder)
+        if not blobs:
+            return "none"
+        missing, unlisted = [], []
+        changed = [why for n, (blob, etag) in sorted(blobs.items())
+                   for why in [_differs(n, blob, etag, None, hash_weights)] if why]
+        how, fix = "the names of its Hugging Face cache blobs (their content hashes)", (
+            "delete the snapshot and fetch it again (huggingface-cli download, or unieval-local download)")
+    problems = ([f"changed: {', '.join(changed)}"] if changed else []) + (
+        [f"missing: {', '.join(missing)}"] if missing else []) + (
+        [f"not recorded (a tokenizer file added since): {', '.join(unlisted)}"] if unlisted else [])
+    if problems:
+        raise CheckpointError(
+            f"checkpoint folder {str(folder)!r}: its files are not those recorded in {how} ({'; '.join(problems)}); "
+            "a changed or foreign tokenizer, config or weight file gives other scores under the same name: "
+            f"{fix}, or put the original files back")
+    return "manifest" if manifest and files else "hf-cache"
