@@ -65,6 +65,7 @@ def test_every_aspect_equals_reference_on_real_data(tiny_ckpt, reference, shared
         assert res.overall.value == pytest.approx(np.mean([e.value for e in res.examples]), abs=1e-12)
 
 
+@pytest.mark.smoke
 def test_engagingness_is_a_sum_over_sentences(fake_ckpt):
     runner = FakeRunner(table={"response: A one. </s>": 0.9, "response: B two. </s>": 0.8,
                                "response: C three. </s>": 0.7})
@@ -173,6 +174,7 @@ def test_bad_aspect_configs_name_the_key_and_line(tmp_path, text, message):
     assert main(["tasks", "--aspects-config", str(path)]) == 2
 
 
+@pytest.mark.smoke
 def test_tasks_command_lists_every_aspect(capsys):
     assert main(["tasks"]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -45,6 +45,7 @@ class FakeHub:
         return dest
 
 
+@pytest.mark.smoke
 def test_select_files_prefers_safetensors_and_skips_leftovers():
     assert select_checkpoint_files(HUB_LISTING) == [
         "config.json", "model.safetensors", "spiece.model", "tokenizer.json", "tokenizer_config.json",
@@ -55,6 +56,7 @@ def test_select_files_prefers_safetensors_and_skips_leftovers():
         select_checkpoint_files(["config.json", "spiece.model", "checkpoint-1/model.safetensors"])
 
 
+@pytest.mark.smoke
 def test_download_writes_manifest_and_verify_passes(tmp_path, tiny_ckpt, capsys):
     hub = FakeHub(tiny_ckpt)
     folder = download_checkpoint("unieval-sum", tmp_path / "home", client=hub)
@@ -78,6 +80,7 @@ def test_download_writes_manifest_and_verify_passes(tmp_path, tiny_ckpt, capsys)
     assert main(["verify", str(folder)]) == 1
 
 
+@pytest.mark.smoke
 def test_resolution_order(tmp_path, tiny_ckpt, monkeypatch):
     # 1. explicit folder wins over everything
     got = resolve_checkpoint("unieval-sum", tiny_ckpt)
@@ -102,6 +105,7 @@ def test_resolution_order(tmp_path, tiny_ckpt, monkeypatch):
     assert got.origin == "hf-cache" and got.revision == "b" * 40
 
 
+@pytest.mark.smoke
 def test_offline_error_says_where_it_looked_and_how_to_stage(tmp_path, monkeypatch):
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "empty"))
     monkeypatch.setenv("UNIEVAL_LOCAL_HOME", str(tmp_path / "nohome"))
@@ -148,6 +152,7 @@ def test_verify_without_manifest_warns_and_checks_the_rest(tiny_ckpt, tmp_path):
     assert not verify_checkpoint(empty)[0].ok
 
 
+@pytest.mark.smoke
 def test_folder_without_tokenizer_is_a_clear_error(tiny_ckpt, tmp_path):
     folder = tmp_path / "notok"
     folder.mkdir()

@@ -51,6 +51,7 @@ def test_score_summeval_all_aspects(tmp_path, tiny_ckpt, summeval_records, capsy
     assert row.split() == ["coherence", "48", f"{mean_coh:.6f}"]
 
 
+@pytest.mark.smoke
 def test_bad_rows_get_error_records_and_the_rest_is_scored(tmp_path, tiny_ckpt, summeval_records):
     good = summeval_records[:6]
     src = tmp_path / "in.jsonl"
@@ -99,6 +100,7 @@ def test_more_than_250_records_are_split_into_requests(tmp_path, tiny_ckpt, summ
     assert abs(res[259]["scores"]["fluency"] - res[259 - 48 * 5]["scores"]["fluency"]) < 1e-5
 
 
+@pytest.mark.smoke
 def test_exit_statuses(tmp_path, tiny_ckpt, monkeypatch, capsys):
     src = write_jsonl(tmp_path / "in.jsonl", [{"target": "t", "source": "s"}])
     assert main(["score", str(src), "--model", str(tiny_ckpt), "--aspect", "novelty"]) == EXIT_USAGE

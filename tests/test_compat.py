@@ -44,6 +44,7 @@ def run(coro):
     return asyncio.run(coro)
 
 
+@pytest.mark.smoke
 def test_evaluate_returns_exactly_the_documented_summary(engine):
     thirds = [0.3333, 0.6667]
     ev = SummarizationEvaluator(enabled_metrics=["coherence", "consistency", "relevance", "fluency"], engine=engine,

@@ -53,6 +53,7 @@ def want(reference, mixed_prompts):
     return np.array([reference(p) for p in mixed_prompts])
 
 
+@pytest.mark.smoke
 def test_inputs_mix_truncated_and_short(runner, mixed_prompts):
     full = [len(x) for x in runner.t5.tokenizer(mixed_prompts).input_ids]
     assert max(full) > 1024 and min(full) < 40 and len(set(mixed_prompts)) < len(mixed_prompts)
@@ -68,6 +69,7 @@ def test_every_engine_setting_equals_reference(tiny_ckpt, mixed_prompts, want, f
     assert stats["queries"] == 40 and stats["distinct"] == len(set(mixed_prompts))
 
 
+@pytest.mark.smoke
 def test_fast_forward_matches_the_models_own_forward(tiny_ckpt, mixed_prompts):
     fast = make_runner(tiny_ckpt, batch_tokens=4096, fast_forward=True).score(mixed_prompts, max_length=256)[0]
     plain = make_runner(tiny_ckpt, batch_tokens=4096, fast_forward=False).score(mixed_prompts, max_length=256)[0]
@@ -147,6 +149,7 @@ def _scorer(ckpt, cache_dir, dtype="float32"):
     return Scorer(model=ckpt, runner_factory=fake_factory(inner), cache_dir=cache_dir, dtype=dtype), inner
 
 
+@pytest.mark.smoke
 def test_cache_second_run_scores_nothing_new(fake_ckpt, tmp_path):
     data = [{"target": f"Sentence {i}. Another {i % 3}.", "source": "doc"} for i in range(10)]
     s1, inner1 = _scorer(fake_ckpt, tmp_path / "c")

@@ -115,6 +115,7 @@ def test_a_lone_surrogate_in_a_reference_names_it(tmp_path, score):
     assert "field 'references[1]' holds a lone UTF-16 surrogate U+DC00 at character 0" in res[1]["error"]["message"]
 
 
+@pytest.mark.smoke
 def test_resume_of_a_run_with_a_surrogate_record_completes(tmp_path, score):
     rows = [{"id": f"r{i}", "target": f"Sentence number {i} is here."} for i in range(5)]
     rows[2] = {"id": "r2", "target": CUT}
@@ -267,6 +268,7 @@ def test_resume_refuses_after_an_aligned_file_changed(tmp_path, score, capsys):
 
 
 # ----------------------------------------------------------------------------- CSV and TSV
+@pytest.mark.smoke
 def test_csv_and_tsv_score_as_the_equivalent_jsonl(tmp_path, score):
     rows = [dict(r, id=f"d{i}") for i, r in enumerate(SUMMARIES)]
     rows[0]["target"] = "The council approved\r\nthe new budget, on Tuesday."  # a quoted multi-line cell
@@ -309,6 +311,7 @@ def test_a_csv_row_that_cannot_be_parsed_is_an_error_record(tmp_path, score):
         list(iter_records(str(dup)))
 
 
+@pytest.mark.smoke
 def test_run_batch_takes_an_aligned_input_from_python(tmp_path, fake_ckpt):
     t = write_lines(tmp_path / "t.txt", [r["target"] for r in SUMMARIES])
     summary = run_batch(AlignedInput(t), tmp_path / "o.jsonl", aspects=["fluency"], progress=False,

@@ -16,6 +16,7 @@ from unieval_local.analysis.html_report import build_report, plot_distributions,
 PREDICT = "unieval-reproduce/predict"
 
 
+@pytest.mark.smoke
 def test_correlations_hand_computed():
     c = correlations([1, 2, 3, 4], [1, 3, 2, 4])
     assert c["pearson"] == pytest.approx(0.8) and c["spearman"] == pytest.approx(0.8)

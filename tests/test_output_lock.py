@@ -167,6 +167,7 @@ def test_the_lock_follows_the_file_when_the_previous_holder_removed_it(tmp_path,
     assert not lock.exists()
 
 
+@pytest.mark.smoke
 def test_streams_take_no_lock(tmp_path, tiny_ckpt, summeval_records, capsys):
     src = write_jsonl(tmp_path / "in.jsonl", rows(summeval_records, 3))
     assert main(score_args(tiny_ckpt, src, "/dev/null")) == 0

@@ -21,6 +21,7 @@ def make(fake_scorer):
     return lambda table, **kw: fake_scorer(table=table, **kw)
 
 
+@pytest.mark.smoke
 def test_sentence_mean_consistency(make):
     s, runner = make({"claim: Alpha": 0.9, "claim: Beta": 0.3, "claim: Gamma": 0.6})
     r = s.score([{"target": "Alpha one. Beta two. Gamma three.", "source": "doc"},
@@ -62,6 +63,7 @@ def test_plan_layout_and_fold_grid():
     assert np.isnan(fold(plan, p)["fluency"][0])
 
 
+@pytest.mark.smoke
 def test_shuffled_input_gives_shuffled_output(make):
     table = {f"claim: Item {i}.": v for i, v in enumerate(np.linspace(0.05, 0.95, 12))}
     data = [{"target": f"Item {i}. Item {(i + 5) % 12}.", "source": "d"} for i in range(12)]

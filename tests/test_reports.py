@@ -106,6 +106,7 @@ def test_rule_engine_table(ratings, rating, score, binary, avg, n_failed):
     assert out.avg_score == pytest.approx(avg, abs=1e-15)
 
 
+@pytest.mark.smoke
 def test_rating_formulas_of_the_documented_example():
     """The rating format's own example: 3 -> 1.0, 2 -> 0.67; ratings 3, 3, 3, 2 average 0.92."""
     assert [normalized_score(r) for r in (1, 2, 3)] == [1 / 3, 2 / 3, 1.0]
@@ -179,6 +180,7 @@ def rating_answer(question, f):
     raise AssertionError(question)
 
 
+@pytest.mark.smoke
 def test_rating_report_exact_json(fake_ckpt):
     scorer, runner = fake_scorer(fake_ckpt, rating_answer)
     records = [
@@ -351,6 +353,7 @@ def summ_answer(question, f):
     return {"Alpha rose sharply today.": 0.8, "Gamma stayed flat.": 0.1}[f["claim"]]
 
 
+@pytest.mark.smoke
 def test_summ_report_exact_json(fake_ckpt):
     scorer, _ = fake_scorer(fake_ckpt, summ_answer)
     rec = {"id": "s", "target": "Alpha rose. Beta fell. Alpha rose.", "source": SUMM_SOURCE,
@@ -539,6 +542,7 @@ def call_answer(question, f):
     raise AssertionError((question, f))
 
 
+@pytest.mark.smoke
 def test_autoeval_report_exact_json(fake_ckpt):
     scorer, runner = fake_scorer(fake_ckpt, call_answer)
     out = make_report([{"id": "call", "transcript": CALL, "summary": CALL_SUMMARY,
@@ -895,6 +899,7 @@ def test_cli_reports_on_summeval_with_bad_rows(summeval_records, tiny_ckpt, tmp_
     assert doc["reports"][4]["error"]["field"] == "source"
 
 
+@pytest.mark.smoke
 def test_cli_report_usage_errors(tmp_path, summeval_records, tiny_ckpt, capsys):
     path = tmp_path / "se.jsonl"
     path.write_text(json.dumps(summeval_records[0]) + "\n")

@@ -113,6 +113,7 @@ def unieval(config, data):
 
 
 # ----------------------------------------------------------------------------- the hosted metric
+@pytest.mark.smoke
 def test_unieval_endpoint_equals_in_process_scoring_and_the_hosted_schema(server, scorer, summeval_records):
     import jsonschema
 
@@ -151,6 +152,7 @@ def test_unieval_request_errors_name_the_limit_the_example_and_the_field(server,
     assert problem["field"] == "body" and problem["index"] is None and "not valid JSON" in problem["message"]
 
 
+@pytest.mark.smoke
 def test_auth_is_required_everywhere_but_health_and_compared_as_a_bearer_key(server, summeval_records):
     body = unieval({"evaluation_aspect": "coherence"}, examples(summeval_records, 1))
     for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY}, {"Authorization": f"Basic {KEY}"}):
@@ -163,6 +165,7 @@ def test_auth_is_required_everywhere_but_health_and_compared_as_a_bearer_key(ser
     assert server.post("/v1/unieval", body).status_code == 200
 
 
+@pytest.mark.smoke
 def test_unknown_routes_and_methods_are_json_errors(server):
     r = requests.get(f"{server.url}/v2/nothing", headers=AUTH, timeout=10)
     assert r.status_code == 404 and r.json()["error"]["type"] == "NotFound"
@@ -173,6 +176,7 @@ def test_unknown_routes_and_methods_are_json_errors(server):
 
 
 # ----------------------------------------------------------------------------- the other endpoints
+@pytest.mark.smoke
 def test_score_endpoint_is_the_python_api_result_as_json(server, scorer, summeval_records):
     data = examples(summeval_records, 3)
     r = server.post("/v1/score", {"task": "summarization", "aspects": ["coherence", "fluency"], "data": data,
@@ -306,6 +310,7 @@ def test_docs_work_offline_and_the_schema_documents_auth_and_errors(server):
     assert post["responses"]["422"]["content"]["application/json"]["schema"]["$ref"].endswith("/ErrorBody")
 
 
+@pytest.mark.smoke
 def test_info_and_metrics_never_show_the_key(server):
     r = requests.get(f"{server.url}/info", headers=AUTH, timeout=10)
     info = r.json()
