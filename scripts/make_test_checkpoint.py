@@ -313,6 +313,35 @@ def build_nli_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.PathL
     return out
 
 
+def build_factcg_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.PathLike | None = None,
+                            vocab_size: int = 2000, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4,
+                            seed: int = 0, evaluator: str | None = "factcg-deberta-large", head: bool = True,
+                            manifest: bool = False) -> Path:
+    """Write a random FactCG-DeBERTa checkpoint (``--layout factcg``) to ``out_dir``: the DeBERTa-v3
+    layout of :func:`build_nli_checkpoint` (``DebertaV2ForSequenceClassification``, a trained
+    ``spm.model``) with the label map of yaxili96/FactCG-DeBERTa-v3-Large: two outputs and no
+    label names (``LABEL_0``/``LABEL_1``: its authors load it with ``num_labels=2``; output 1 is
+    "supported"), ``finetuning_task`` text-classification and ``problem_type``
+    single_label_classification. ``head=False`` leaves the classification head out;
+    ``manifest``: write a download manifest (:func:`write_test_manifest`).
+
+    Returns:
+        ``out_dir`` as a Path.
+    """
+    out = build_nli_checkpoint(out_dir, data_dir=data_dir, vocab_size=vocab_size, hidden_size=hidden_size,
+                               num_layers=num_layers, num_heads=num_heads, seed=seed, labels=("LABEL_0", "LABEL_1"),
+                               head=head)
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    config.update(id2label={"0": "LABEL_0", "1": "LABEL_1"}, label2id={"LABEL_0": 0, "LABEL_1": 1},
+                  finetuning_task="text-classification", problem_type="single_label_classification")
+    if evaluator:
+        config["unieval_local_evaluator"] = evaluator
+    (out / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    if manifest:
+        write_test_manifest(out)
+    return out
+
+
 #: HHEM-2.1-Open's prompt template, as its config.json gives it.
 HHEM_PROMPT = "<pad> Determine if the hypothesis is true given the premise?\n\nPremise: {text1}\n\nHypothesis: {text2}"
 
@@ -608,11 +637,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--init-factor", type=float, default=1.5)
     parser.add_argument("--model-vocab-size", type=int, default=None, help="embedding rows (default: tokenizer size)")
     parser.add_argument("--docs", type=int, default=40, help="SummEval documents that train the tokenizer")
-    parser.add_argument("--layout", default="t5", choices=["t5", "v1.1", "mt5", "deberta-nli", "hhem",
+    parser.add_argument("--layout", default="t5", choices=["t5", "v1.1", "mt5", "deberta-nli", "hhem", "factcg",
                                                            "llama", "qwen2", "granite"],
                         help="t5 (tied head, ReLU), v1.1 (the official UniEval layout: gated-GELU, untied head) or "
                              "deberta-nli (a DeBERTa-v3 NLI cross-encoder, spm.model tokenizer: for mdeberta-nli; "
-                             "--d-model, --layers, --heads, --vocab-size, --seed, --evaluator apply) or hhem "
+                             "--d-model, --layers, --heads, --vocab-size, --seed, --evaluator apply) or factcg (the "
+                             "same with FactCG-DeBERTa's two unnamed labels) or hhem "
                              "(HHEM-2.1-Open's layout, no tokenizer; its foundation flan-t5-base/ beside it) or "
                              "mt5 (SEAHORSE's layout: MT5ForConditionalGeneration, multilingual spiece.model and "
                              "tokenizer.json; answers 1/0; --d-model, --d-ff, --layers, --heads, --vocab-size, --seed, "
@@ -634,6 +664,20 @@ def main(argv: list[str] | None = None) -> int:
                                     hidden_size=args.d_model, num_layers=args.layers, num_heads=args.heads,
                                     seed=args.seed, evaluator=args.evaluator or "mdeberta-nli", manifest=args.manifest)
         print(f"wrote {path} (a DeBERTa NLI cross-encoder)", file=sys.stderr)
+        return 0
+    if args.layout == "factcg":
+        path = build_factcg_checkpoint(args.out_dir, data_dir=args.data_dir, vocab_size=args.vocab_size,
+                                       hidden_size=args.d_model, num_layers=args.layers, num_heads=args.heads,
+                                       seed=args.seed, evaluator=args.evaluator or "factcg-deberta-large",
+                                       manifest=args.manifest)
+        print(f"wrote {path} (FactCG-DeBERTa's layout)", file=sys.stderr)
+        return 0
+    if args.layout in CHAT_TEMPLATES:
+        path = build_causal_lm_checkpoint(args.out_dir, layout=args.layout, data_dir=args.data_dir,
+                                          vocab_size=min(args.vocab_size, 1000), hidden_size=args.d_model,
+                                          intermediate_size=args.d_ff, num_layers=args.layers, num_heads=args.heads,
+                                          seed=args.seed, evaluator=args.evaluator, manifest=args.manifest)
+        print(f"wrote {path} (a {args.layout} causal LM with a stand-in chat template)", file=sys.stderr)
         return 0
     if args.layout == "mt5":
         path = build_mt5_checkpoint(args.out_dir, vocab_size=args.vocab_size, d_model=args.d_model, d_ff=args.d_ff,

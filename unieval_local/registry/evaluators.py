@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 
 from ..text.prompts import BOOLEAN_QA, HHEM, MINICHECK, NLI_PAIR, SEAHORSE, PromptFormat
 from ..text.chat import GEVAL, GRANITE_GROUNDEDNESS
+from ..text.factcg import FACTCG
 
 if TYPE_CHECKING:
     from .tasks import Aspect
@@ -150,6 +151,14 @@ EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
               model_types=("HHEMv2",), backend="hhem", label="consistent", label_index=1,
               tokenizer_from="google/flan-t5-base",
               description="HHEM-2.1-Open hallucination detector (Vectara): P(consistent) of source -> target"),
+    # FactCG-DeBERTa-v3-Large (Lei et al., NAACL 2025, arXiv 2501.17144; code and weights MIT, 1.74 GB
+    # safetensors, English): one text (document chunk + an instruction quoting the claim, text/factcg.py),
+    # 550-word chunks, max over them; generic labels (the authors load it with num_labels=2), output 1 =
+    # supported (factcg/inference.py reads softmax(logits)[:, 1]); 2,048 tokens as its tokenizer call.
+    Evaluator("factcg-deberta-large", "yaxili96/FactCG-DeBERTa-v3-Large", FACTCG, max_length=2048,
+              model_types=("deberta-v2",), backend="seq-classifier", label="supported", label_index=1,
+              description="FactCG-DeBERTa-v3-Large fact checker (Lei et al., 2025): P(supported) of the claim "
+              "given a document chunk, max over 550-word chunks"),
     # SEAHORSE (Clark et al., 2023, arXiv 2305.13194; weights cc-by-4.0): six mT5-large metrics,
     # "premise: ARTICLE hypothesis: SUMMARY", answer "1"/"0", P("1") over the whole vocabulary
     # (TRUE's rule); no max length is documented (mT5 has relative positions): 2,048 tokens.

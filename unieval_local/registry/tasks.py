@@ -263,6 +263,11 @@ TASKS: dict[str, Task] = {
                _fields(("", "source"), ("", "target")), checkpoint="hhem-2.1-open",
                chunk_field="source", window_reduction="max",
                description="HHEM-2.1-Open: P(consistent) of the whole target given the source"),
+        # FactCG's own protocol: the whole target is one claim, max over 550-word document chunks
+        Aspect(_FACT, "factcg", "(FactCG) can we conclude the claim from the paragraph?",
+               _fields(("", "source"), ("", "target")), checkpoint="factcg-deberta-large",
+               chunk_field="source", window_reduction="max",
+               description="FactCG-DeBERTa: P(supported) of the whole target, max over document chunks"),
         # Granite Guardian 3.3's groundedness: 1 - P(yes, the risk) after "<score>"; the source in
         # chunks of 500 words (its format chunks), max over them
         Aspect(_FACT, "groundedness", "(Granite Guardian) is the response grounded in the documents?",

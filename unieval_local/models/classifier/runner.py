@@ -21,15 +21,15 @@ import numpy as np
 from ...errors import CheckpointError
 from ...registry.evaluators import Evaluator
 from ...settings import BATCH_TOKENS, check_dtype
-from ...text.prompts import split_pair
+from ...text.prompts import NLIPair, split_pair
 from .. import tokens
 from ..base import Runner
 from ..batching import first_line, run_batches, sort_by_length
 from ..checkpoints import ResolvedCheckpoint
 from ..tokenizer_identity import check_tokenizer_fits, describe_tokenizer
 
-__all__ = ["ClassifierModel", "ClassifierRunner", "GENERIC_LABEL", "classifier_runner_factory", "readout_label",
-           "report_tokenizer", "shared_classifier_runner", "verify_classifier"]
+__all__ = ["ClassifierModel", "ClassifierRunner", "GENERIC_LABEL", "TextClassifierModel", "classifier_runner_factory",
+           "model_class_of", "readout_label", "report_tokenizer", "shared_classifier_runner", "verify_classifier"]
 
 
 #: transformers' default label names (``LABEL_0``, ``LABEL_1``, ...): a config that names none.
@@ -175,6 +175,29 @@ class ClassifierModel:
         return torch.softmax(logits.double(), dim=-1)[:, label].cpu().numpy()
 
 
+class TextClassifierModel(ClassifierModel):
+    """A :class:`ClassifierModel` whose prompts are ONE text each, not a rendered pair: the
+    evaluator's prompt format joins the fields itself (FactCG's instruction template,
+    :mod:`unieval_local.text.factcg`). Encoded as ``[CLS] prompt [SEP]``; past ``max_length``
+    the end is cut (the ``[SEP]`` kept), as FactCG's ``tokenizer(text, max_length=2048,
+    truncation='only_first')`` does with a single text."""
+
+    def encode(self, prompts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
+        """Token ids of each prompt with the tokenizer's special tokens: untruncated, or cut at
+        its end to ``max_length``."""
+        if not prompts:
+            return []
+        cut = {"truncation": True, "max_length": max_length} if max_length is not None else {}
+        return tokens.encode(self.tokenizer, list(prompts), **cut)["input_ids"]
+
+
+def model_class_of(evaluator: Evaluator) -> type[ClassifierModel]:
+    """The model class for ``evaluator``'s prompts: :class:`ClassifierModel` (a (premise,
+    hypothesis) pair) for the ``nli-pair`` format, :class:`TextClassifierModel` (one text)
+    for any other (FactCG's)."""
+    return ClassifierModel if isinstance(evaluator.prompt_format, NLIPair) else TextClassifierModel
+
+
 class ClassifierRunner(Runner):
     """The :class:`~unieval_local.models.base.Runner` of a classifier model (a :class:`ClassifierModel`
     over rendered pairs, :func:`~unieval_local.text.prompts.split_pair`; or the HHEM model over
@@ -275,8 +298,8 @@ def classifier_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, 
     Raises:
         CheckpointError: the checkpoint does not load strictly (see :class:`ClassifierModel`).
     """
-    return shared_classifier_runner(ClassifierModel, checkpoint, fingerprint, evaluator, device=device, dtype=dtype,
-                                    batch_tokens=batch_tokens)
+    return shared_classifier_runner(model_class_of(evaluator), checkpoint, fingerprint, evaluator, device=device,
+                                    dtype=dtype, batch_tokens=batch_tokens)
 
 
 def verify_classifier(report, folder, spec):
