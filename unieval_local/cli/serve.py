@@ -71,6 +71,13 @@ def add_parser(sub) -> None:
                    help="the rating options of /v1/summarization-evaluator (templates, fitted cut points, rules), "
                         "as `report --format rating --config FILE` reads them (see configs/rating.yaml); a bad "
                         "file stops the server at start (exit 2); /info gives its file name and SHA-256")
+    from ..reports.options import consistency_aspects
+
+    p.add_argument("--consistency-aspect", default=None, choices=consistency_aspects(), metavar="TASK/ASPECT",
+                   help="the aspect that answers the report endpoints' consistency-like queries (claims, key points, "
+                        "support), as `report --consistency-aspect` (e.g. fact/factcg; default: each format's own, "
+                        "summarization/consistency); a --rating-config that names one keeps its own; choices: "
+                        "%(choices)s")
     p.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local (default: one process) or ray (a Ray Serve deployment of --replicas replicas)")
     p.add_argument("--replicas", type=int, default=1, help="Ray Serve replicas, each with its own model (default 1)")
@@ -218,6 +225,9 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "ray" and args.rating_config is not None:
         return usage_error("--rating-config: for --engine local only (the Ray Serve replicas rate with the "
                            "defaults)")
+    if args.engine == "ray" and args.consistency_aspect is not None:
+        return usage_error("--consistency-aspect: for --engine local only (the Ray Serve replicas use each "
+                           "format's default)")
     from ..service.work import RatingConfigFile
 
     try:  # read before the model loads: a bad file costs no load
@@ -253,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
         return usage_error(exc)
     service = Service(engine, limits, preload, report_long_input)
     service.rating_config = rating
+    service.consistency_aspect = args.consistency_aspect
     return _serve(create_app(service, key), service, args, (CheckpointNotFoundError, CheckpointError), key is not None,
                   connections)
 

@@ -180,6 +180,7 @@ class Service(CustomRuns):
             "loaded": sorted(identities),
             "limits": {"max_examples_per_query": MAX_EXAMPLES_PER_REQUEST, **dataclasses.asdict(limits)},
             "long_input": {"score": self.engine.config.long_input, "reports": self.report_long_input},
+            "consistency_aspect": self.consistency_aspect,
         }
 
     # ------------------------------------------------------------------ errors and notes
@@ -382,6 +383,7 @@ class Service(CustomRuns):
         from ..reports import plan_report
 
         mode = self.report_long_input
+        options = self._with_checker(options)
         plan = plan_report(records, format, engine=self.engine, options=options, long_input=mode)
 
         def finish(parts: list[Any]) -> Any:
@@ -395,6 +397,21 @@ class Service(CustomRuns):
             return answer(out)
 
         return self._work(plan.requests, estimate_tokens(records), finish, mode)
+
+    #: ``serve --consistency-aspect TASK/ASPECT``: the checker of every report endpoint's
+    #: consistency-like queries (claims, key points, accuracy and support checks), e.g.
+    #: ``fact/factcg``; None: each format's default. A rating config that names its own keeps it.
+    consistency_aspect: str | None = None
+
+    def _with_checker(self, options: Any) -> Any:
+        """``options`` (None, or a report format's options model) with :attr:`consistency_aspect`
+        where they name no checker themselves; unchanged when the service has none."""
+        checker = self.consistency_aspect
+        if checker is None or (options is not None and "consistency_aspect" in options.model_fields_set):
+            return options
+        if options is None:
+            return {"consistency_aspect": checker}
+        return type(options).model_validate({**options.model_dump(exclude_unset=True), "consistency_aspect": checker})
 
     #: ``serve --rating-config FILE``: the templates, cut points and rules of
     #: /v1/summarization-evaluator (None: the defaults, ``configs/rating.yaml``).
