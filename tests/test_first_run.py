@@ -361,19 +361,22 @@ def test_a_stop_lost_inside_a_del_still_stops_the_run(tmp_path, fake_ckpt):
 
     src = write_jsonl(tmp_path / "in.jsonl", [{"id": i, "target": f"S {i}.", "source": "D."} for i in range(600)])
     out = tmp_path / "o.jsonl"
-    kw = dict(model=fake_ckpt, runner_factory=fake_factory(StoppedOnce(by_prompt)))
+    runner = StoppedOnce(by_prompt)
+    kw = dict(model=fake_ckpt, runner_factory=fake_factory(runner))
     hook, sys.unraisablehook = sys.unraisablehook, lambda u: None
     try:
         with pytest.raises(batch_mod.RunInterrupted) as exc:
             batch_mod.run_batch(src, out, aspects=["coherence"], settings=kw, progress=False)
     finally:
         sys.unraisablehook = hook
-    # the stop is seen after the second micro-batch (256 + 244 prompts: the 500 records the
-    # scheduler held); every record complete by then is written, none after
-    assert isinstance(exc.value.cause, KeyboardInterrupt) and exc.value.written == 500
+    # the stop is seen after the second micro-batch (one query per record, each record its own
+    # request): the records of those two micro-batches are complete and written, none after
+    done = len(runner.calls[0]) + len(runner.calls[1])
+    assert len(runner.calls) == 2 and 0 < done < 600
+    assert isinstance(exc.value.cause, KeyboardInterrupt) and exc.value.written == done
     from unieval_local.batch import run as batch_run
 
-    assert len(read(out)) == 500 and not batch_run._STOP  # cleared for the next run
+    assert len(read(out)) == done and not batch_run._STOP  # cleared for the next run
     batch_mod.run_batch(src, out, aspects=["coherence"], settings=kw, resume=True, progress=False)
     assert [x["key"] for x in read(out)] == list(range(600))
 

@@ -310,7 +310,9 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
         else:
             skipped = {}
     if survey.n_in_shard and all(survey.scorable[a] == 0 for a in names):
-        raise NothingToScoreError(nothing_to_score_message(survey, registry, task, names, input_path))
+        others = [a for a in registry.get_task(task).aspects if a not in names and survey.scorable.get(a, 0) > 0]
+        raise NothingToScoreError(nothing_to_score_message(survey, registry, task, names, input_path,
+                                                           unavailable=unavailable_aspects(registry, task, others, model)))
     return names, skipped, survey
 
 

@@ -5,7 +5,7 @@ aspect can score (:func:`survey_input`), and the message when none can
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from ..fields import hinted_field
@@ -89,17 +89,20 @@ def survey_input(path: InputSpec, registry, task: str, aspects: Sequence[str],
     return s
 
 
-def nothing_to_score_message(survey: Survey, registry, task: str, aspects: Sequence[str], path: InputSpec) -> str:
+def nothing_to_score_message(survey: Survey, registry, task: str, aspects: Sequence[str], path: InputSpec,
+                             unavailable: Collection[str] = ()) -> str:
     """One line: no record of ``path`` can be scored for ``aspects``; the fields found, what each
     aspect needs, the renames that would help (:data:`~unieval_local.fields.ALIASES`),
-    the aspects that could run, and how many records could not be read or are not valid
-    records (with the first one's error)."""
+    the aspects that could run (their fields are there and their evaluator is: none of
+    ``unavailable``), and how many records could not be read or are not valid records (with the
+    first one's error)."""
     found = ", ".join(sorted(survey.fields)) or "none"
     needs = "; ".join(f"{a} needs {', '.join(registry.get_aspect(task, a).required_fields)}" for a in aspects)
     renames = [f"'{k}' to '{hinted_field(k)}'" for k in sorted(survey.fields)
                if hinted_field(k) and hinted_field(k) not in survey.fields]
     fix = f" Did you mean: rename {', '.join(renames)}?" if renames else ""
-    can = [a for a in registry.get_task(task).aspects if a not in aspects and survey.scorable.get(a, 0) > 0]
+    can = [a for a in registry.get_task(task).aspects
+           if a not in aspects and a not in unavailable and survey.scorable.get(a, 0) > 0]
     if can:
         fix += " These aspects can run on these records: " + " ".join(f"--aspect {a}" for a in can) + "."
     if survey.n_invalid:

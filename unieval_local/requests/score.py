@@ -290,14 +290,19 @@ def evaluator_unavailable(name: str, model: Any) -> str | None:
     millisecond per evaluator). Never raises for a missing or unfit folder.
 
     Returns:
-        None, ``"not found offline"`` or ``"the folder given holds another model"``.
+        None, ``"not found offline"``, ``"the folder given holds another model"`` or, for an
+        evaluator with no default weights (``g-eval``) that ``model`` does not name,
+        ``"no default weights: name a local folder for it"``.
     """
     from ..errors import CheckpointError, CheckpointNotFoundError
     from ..models.checkpoints import check_identity, resolve_checkpoint
     from ..registry.evaluators import get_evaluator
 
+    evaluator = get_evaluator(name)
+    if evaluator.hub_id is None and not (isinstance(model, Mapping) and name in model):
+        return "no default weights: name a local folder for it"  # g-eval: never one folder for every name
     try:
-        check_identity(resolve_checkpoint(name, model, offline=True).path, get_evaluator(name))
+        check_identity(resolve_checkpoint(name, model, offline=True).path, evaluator)
     except CheckpointNotFoundError:
         return "not found offline"
     except (CheckpointError, ValueError):
