@@ -103,3 +103,59 @@ def test_the_smoke_subset_has_twenty_tests_across_every_area_and_none_that_can_b
         for t in tests:
             marks = _mark_names(t.decorator_list) & SKIPPING_MARKERS
             assert not marks, f"{name}::{t.name} is smoke but marked {sorted(marks)}"
+
+
+# ----------------------------------------------------------------------------- a fast --help / --version
+ENGINE_MODULES = ("torch", "transformers", "fastapi", "numpy", "pydantic")
+
+
+@pytest.mark.smoke
+@pytest.mark.parametrize("argv", [["--help"], ["--version"], []])
+def test_top_level_help_and_version_import_no_engine(argv):
+    """Checked in a fresh interpreter (this one has them all loaded): ``sys.modules`` after the
+    console script's entry point ran ``--help`` / ``--version`` (and the usage error of no command)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom unieval_local.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n"
+            f"    pass\nprint(sorted(m for m in {ENGINE_MODULES!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code, *argv], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout + out.stderr
+    if argv == ["--version"]:
+        from unieval_local import __version__
+        assert out.stdout.startswith(f"unieval-local {__version__}\n")
+    if argv == ["--help"]:
+        from unieval_local.cli import COMMANDS
+        assert all(f"    {name} " in out.stdout or f"    {name}\n" in out.stdout for name in COMMANDS)
+
+
+@pytest.mark.smoke
+def test_the_package_root_is_lazy_and_still_exports_every_public_name():
+    import subprocess
+    import sys
+
+    code = ("import sys, unieval_local as u\nbefore = sorted(m for m in %r if m in sys.modules)\n"
+            "names = {n: getattr(u, n).__module__ for n in u.__all__ if n != '__version__' and hasattr(getattr(u, n), '__module__')}\n"
+            "print(before, 'pydantic' in sys.modules, u.api.__name__)" % (ENGINE_MODULES,))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["[]", "True", "unieval_local.api"], out.stdout + out.stderr
+    import unieval_local
+    from unieval_local.api import Scorer, score
+    from unieval_local.errors import UniEvalError
+    from unieval_local.schema import UniEvalResult
+    assert (unieval_local.Scorer, unieval_local.score, unieval_local.UniEvalError,
+            unieval_local.UniEvalResult) == (Scorer, score, UniEvalError, UniEvalResult)
+    assert set(unieval_local.__all__) <= set(dir(unieval_local))
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        unieval_local.no_such_name
+
+
+def test_each_commands_one_line_help_is_its_parsers_own():
+    """The lazy top-level list (COMMANDS) says what each command's full parser says."""
+    import argparse
+
+    from unieval_local.cli import COMMANDS, _build_parser
+
+    sub = next(a for a in _build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert {a.dest: a.help for a in sub._choices_actions} == {name: line for name, (_, line) in COMMANDS.items()}
+    assert list(sub.choices) == list(COMMANDS)

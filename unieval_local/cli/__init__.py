@@ -6,7 +6,8 @@ outputs), ``download`` / ``verify`` (stage checkpoints for offline machines), ``
 ``report-html`` (a self-contained report), ``report`` (rating / summ / autoeval
 report formats, see :mod:`unieval_local.reports`) and ``serve`` (the local HTTP service,
 see :mod:`unieval_local.service`). Each command's ``--help`` gives its inputs.
-One module per command (:data:`COMMANDS`), each with ``add_parser(sub)`` and ``run(args)``.
+One module per command (:data:`COMMANDS`), each with ``add_parser(sub)`` and ``run(args)``,
+imported only when its command is chosen.
 
 Exit status of ``unieval-local score``:
     0  every record was scored;
@@ -41,7 +42,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import calibration, compare, download, merge, meta, report, report_html, score, serve, tasks, verify
 from .common import (
     EXIT_CHECKPOINT,
     EXIT_INTERRUPTED,
@@ -59,22 +59,64 @@ from .common import (
 __all__ = ["COMMANDS", "EXIT_CHECKPOINT", "EXIT_INTERRUPTED", "EXIT_MODEL", "EXIT_OK", "EXIT_ROWS_FAILED",
            "EXIT_TERMINATED", "EXIT_USAGE", "EXIT_WRITE", "main"]
 
-#: The command modules, in ``--help`` order.
-COMMANDS = (score, merge, download, meta, compare, report_html, report, serve, tasks, calibration, verify)
+#: The commands, in ``--help`` order: name -> (its module in this package, the one line that
+#: ``unieval-local --help`` shows; the module's own parser gives the same line, a test keeps them
+#: equal). A module is imported only when its command is chosen, so ``--help`` and ``--version``
+#: load no engine (no torch, numpy, pydantic, fastapi).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "score": ("score", "score a .jsonl/.json/.csv/.tsv file of records, or line-aligned text files"),
+    "merge": ("merge", "join shard outputs (--shard K/N runs) into one file"),
+    "download": ("download", "stage checkpoints for an offline machine (run where the hub is reachable)"),
+    "meta": ("meta", "correlation of scores with human judgements"),
+    "compare": ("compare", "paired bootstrap test: are systems better than a baseline?"),
+    "report-html": ("report_html", "a self-contained HTML report of a score output"),
+    "report": ("report", "rating / summ / autoeval reports from UniEval queries (no LLM)"),
+    "serve": ("serve", "a local HTTP service answering the hosted evaluators' requests"),
+    "tasks": ("tasks", "list tasks and aspects"),
+    "calibration": ("calibration", "print the calibration card of the rating report's built-in cut points"),
+    "verify": ("verify", "check staged checkpoints offline"),
+}
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    """The ``unieval-local`` parser: one subcommand per module of :data:`COMMANDS`."""
+def _command_module(name: str):
+    """The module of command ``name`` (imported now)."""
+    import importlib
+
+    return importlib.import_module(f".{COMMANDS[name][0]}", __name__)
+
+
+def _chosen_command(argv: Sequence[str]) -> str | None:
+    """The command named in ``argv``: its first word that is not an option (the top-level parser
+    has only ``--help`` and ``--version``, which take no value), when it is a command; else None."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    return word if word in COMMANDS else None
+
+
+def _build_parser(only: str | None = "*") -> argparse.ArgumentParser:
+    """The ``unieval-local`` parser.
+
+    Args:
+        only: ``"*"`` (default): every command's full parser (imports every command module);
+            a command name: that command's full parser, and for the others the one-line entry
+            of ``--help`` only; None: the one-line entries only (``--help``, ``--version``).
+    """
     from .._version import __version__
 
     parser = argparse.ArgumentParser(
         prog="unieval-local",
-        description="UniEval-exact evaluation of generated text with local T5 checkpoints.",
+        description="UniEval-exact evaluation of generated text with local T5 checkpoints. "
+        "Each command's --help gives its arguments and two examples.",
+        epilog="Start with: unieval-local score --help. Documentation: docs/index.md; exit statuses: "
+        "docs/exit-status.md; every flag: docs/reference/cli.md (the built site).",
     )
-    parser.add_argument("--version", action="version", version=f"unieval-local {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for command in COMMANDS:
-        command.add_parser(sub)
+    parser.add_argument("--version", action="version", version=f"unieval-local {__version__}",
+                        help="print the package version and exit")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (_, summary) in COMMANDS.items():
+        if only in ("*", name):
+            _command_module(name).add_parser(sub)
+        else:
+            sub.add_parser(name, help=summary, add_help=False)
     return parser
 
 
@@ -95,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ..errors import Terminated
     from ..locks import OutputLockedError
 
-    args = _build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _build_parser(_chosen_command(argv)).parse_args(argv)
     try:
         with LogHandler(), WarningLines():
             return args.run(args)
