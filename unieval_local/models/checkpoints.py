@@ -362,7 +362,9 @@ def resolve_checkpoint(
     )
 
 
-_FINGERPRINT_SUFFIXES = (".json", ".safetensors", ".bin", ".model")
+#: What enters the content fingerprint: configs, weights, tokenizers and a chat template file
+#: (``chat_template.jinja``: it changes the prompts of a causal-lm judge).
+_FINGERPRINT_SUFFIXES = (".json", ".safetensors", ".bin", ".model", ".jinja")
 
 
 def fingerprint_checkpoint(folder: str | os.PathLike, file_hash=None) -> str:

@@ -10,5 +10,7 @@ MANIFEST_NAME = "unieval_manifest.json"
 #: fast-tokenizer JSON, configs).
 TOKENIZER_FILES = ("spiece.model", "spm.model", "tokenizer.json", "tokenizer_config.json",
                    "special_tokens_map.json", "added_tokens.json")
-#: Files fetched when present, never required.
-OPTIONAL_FILES = ("generation_config.json",)
+#: Files fetched when present, never required: ``chat_template.jinja`` is where newer repositories
+#: (ibm-granite/granite-guardian-3.3-8b) keep the chat template that ``tokenizer_config.json`` used to
+#: hold; transformers' ``AutoTokenizer`` reads it when the config has none (checked with 5.x).
+OPTIONAL_FILES = ("generation_config.json", "chat_template.jinja")
