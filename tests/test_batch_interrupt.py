@@ -15,7 +15,7 @@ import time
 import pytest
 
 from test_batch import args, by_key, read, same_scores, small_records, write_jsonl
-from unieval_local.batch import run_batch
+from unieval_local.batch import errors_path, run_batch
 from unieval_local.cli import main
 
 CLI = [sys.executable, "-c", "import sys; from unieval_local.cli import main; sys.exit(main())"]
@@ -80,7 +80,9 @@ def test_records_answered_at_once_never_end_the_run_early(tmp_path, tiny_ckpt, s
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert summary.n_records == 612
     if output_format == "hosted":  # requests of 250, 250 and 112 examples; each holds a refused one
-        assert [x["error"]["n_examples"] for x in lines] == [250, 250, 112]
+        assert lines == []  # refused requests' error lines go to the errors file
+        errors = [json.loads(x) for x in errors_path(out).read_text().splitlines()]
+        assert [x["error"]["n_examples"] for x in errors] == [250, 250, 112]
     else:
         assert summary.n_failed == 600
         assert len(lines) == 612 and sum("scores" in x for x in lines) == 12

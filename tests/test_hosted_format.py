@@ -12,10 +12,11 @@ import pytest
 from pydantic import ValidationError
 
 from unieval_local import MAX_EXAMPLES_PER_REQUEST, Scorer, UniEvalConfig, score
-from unieval_local.batch import ChunkResult, ResumeError, run_batch, sidecar_path
+from unieval_local.batch import ChunkResult, ResumeError, errors_path, run_batch, sidecar_path
 from unieval_local.requests.score import RecordsRequest
 from unieval_local.cli import EXIT_MODEL, EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, main
 from unieval_local.records import Record
+from unieval_local.registry.user_aspects import registry_with
 from unieval_local.models.t5.runner import T5Runner
 
 from conftest import FakeRunner, assert_same_shape, documented_shape, fake_factory
@@ -207,7 +208,9 @@ def test_a_request_with_a_failed_record_is_one_error_line_and_the_others_validat
     err = capsys.readouterr().err
     assert ("hosted: 0 of 2 requests answered (0 records with a value); 2 refused (251 records, 5 of them cannot be "
             "scored") in err and "scored 246 of 251" not in err
-    first, second = read(out)
+    assert f"their error lines: {errors_path(out)})" in err
+    assert read(out) == []  # the refused requests' lines are in the errors file, not the results
+    first, second = read(errors_path(out))
     # never an example with value null: each request is answered whole, or by one error line
     assert set(first) == {"error"} and set(second) == {"error"}
     assert first["error"]["type"] == "InvalidRequest" and first["error"]["n_examples"] == 250
@@ -241,22 +244,36 @@ def test_a_request_with_a_failed_record_is_one_error_line_and_the_others_validat
     assert not errors.is_valid(read(ref)[0])
 
 
-def test_every_hosted_line_is_a_schema_valid_result_or_an_error_line(tmp_path, tiny_ckpt):
+def test_every_hosted_line_is_a_schema_valid_result_and_the_refused_go_to_the_errors_file(tmp_path, tiny_ckpt,
+                                                                                           capsys):
     rows = short_records(600)
     rows[260] = {"id": "empty", "target": ""}
     src = write_jsonl(tmp_path / "in.jsonl", rows)
     out = tmp_path / "hosted.jsonl"
     assert main(["score", str(src), *score_args(tiny_ckpt), "--output-format", "hosted", "-o", str(out)]) \
-        == EXIT_ROWS_FAILED
+        == EXIT_ROWS_FAILED  # the exit status of a run with a refused request, as before
+    assert f"their error lines: {errors_path(out)})" in capsys.readouterr().err
     validator = hosted_schema_validator()
     lines = read(out)
-    assert [("error" in x) for x in lines] == [False, True, False]
+    assert [len(x["examples"]) for x in lines] == [250, 100]  # requests 1 and 3; request 2 was refused
     for line in lines:
-        if "error" in line:
-            assert line["error"]["examples"] == [{"index": 10, "record": 260, "key": "empty", "field": "target",
-                                                  "message": line["error"]["examples"][0]["message"]}]
-        else:
-            validator.validate(line)
+        validator.validate(line)  # a reader parsing every line as a UniEvalResult never meets an error line
+    (refused,) = read(errors_path(out))
+    assert refused["error"]["n_examples"] == 250
+    assert refused["error"]["examples"] == [{"index": 10, "record": 260, "key": "empty", "field": "target",
+                                             "message": refused["error"]["examples"][0]["message"]}]
+    hosted_schema_validator("hosted_error.schema.json").validate(refused)
+    # to stdout: the results on stdout, the error line on stderr
+    assert main(["score", str(src), *score_args(tiny_ckpt), "--output-format", "hosted"]) == EXIT_ROWS_FAILED
+    captured = capsys.readouterr()
+    assert [json.loads(x) for x in captured.out.splitlines()] == lines
+    assert json.dumps(refused, ensure_ascii=False) in captured.err.splitlines()
+    assert "their error lines: stderr)" in captured.err
+    # a run with no refused request leaves no errors file
+    clean = tmp_path / "clean.jsonl"
+    assert main(["score", str(write_jsonl(tmp_path / "c.jsonl", short_records(3))), *score_args(tiny_ckpt),
+                 "--output-format", "hosted", "-o", str(clean)]) == EXIT_OK
+    assert not errors_path(clean).exists()
     with pytest.raises(Exception):
         validator.validate({"overall": {"value": None}, "examples": [{"value": None}]})  # what we used to write
 
@@ -269,14 +286,15 @@ def test_a_non_finite_score_makes_its_request_an_error_line(tmp_path, fake_ckpt)
     summary = run_batch(src, out, aspects=["coherence"], output_format="hosted",
                         settings=dict(model=fake_ckpt, runner_factory=fake_factory(runner)))
     assert summary.n_failed == 1 and summary.n_records == 4
-    (line,) = read(out)
+    assert read(out) == []
+    (line,) = read(errors_path(out))
     assert line["error"]["examples"] == [{"index": 1, "record": 1, "key": 1, "field": "value",
                                           "message": "the model gave non-finite logits for coherence"}]
-    # an existing output is never appended to
-    with pytest.raises(ResumeError, match="already exists"):
+    # an existing errors file is never appended to (as an existing output): refused before any load
+    with pytest.raises(ResumeError, match=f"{errors_path(out)} already exists; remove it"):
         run_batch(src, out, aspects=["coherence"], output_format="hosted",
                   settings=dict(model=fake_ckpt, runner_factory=fake_factory(runner)))
-    assert read(out) == [line]
+    assert read(errors_path(out)) == [line]
 
 
 def test_chunk_results_carry_the_reasons_through_to_dict(fake_ckpt):
@@ -294,8 +312,7 @@ def test_chunk_results_carry_the_reasons_through_to_dict(fake_ckpt):
     (["--evidence"], "does not take --evidence; use --output-format records for batch runs"),
     (["--aspect", "coherence"], "exactly one aspect per run (the hosted metric's evaluation_aspect), but 2 aspects "
                                 "were given (fluency, coherence)"),
-    (["--aspect", "all"], "but --aspect all resolves to 10 aspects (coherence, consistency, fluency, relevance, "
-                          "comprehensible, repetition, grammar, attribution, main_ideas, conciseness)"),
+    (["--aspect", "all"], "but --aspect all resolves to {n} aspects ({names})"),
 ], ids=["resume", "shard", "ray", "evidence", "two-aspects", "all"])
 def test_hosted_refuses_what_it_cannot_write(tmp_path, tiny_ckpt, capsys, extra, message):
     src = write_jsonl(tmp_path / "in.jsonl", [{"target": "A summary.", "source": "A document."}])
@@ -303,6 +320,8 @@ def test_hosted_refuses_what_it_cannot_write(tmp_path, tiny_ckpt, capsys, extra,
     rc = main(["score", str(src), *score_args(tiny_ckpt, *extra), "--output-format", "hosted", "-o", str(out)])
     assert rc == EXIT_USAGE
     err = capsys.readouterr().err
+    names = registry_with(None).aspect_names("summarization", None)  # every built-in aspect of the task
+    message = message.format(n=len(names), names=", ".join(names))
     assert err.startswith("unieval-local: error: --output-format hosted") and message in err, err
     assert not out.exists()
 
@@ -314,8 +333,9 @@ def test_hosted_needs_one_named_aspect(tmp_path, tiny_ckpt, capsys):
     assert "but no --aspect was given; give one --aspect" in capsys.readouterr().err
     cfg = ROOT / "configs" / "aspects.example.yaml"  # all of summarization, user-defined aspects included
     assert main([*base, "--aspects-config", str(cfg), "--aspect", "all"]) == EXIT_USAGE
-    assert "--aspect all resolves to 12 aspects (coherence, consistency, fluency, relevance, comprehensible, " \
-           "repetition, grammar, attribution, main_ideas, conciseness, brevity, instruction_following)" in capsys.readouterr().err
+    names = registry_with(cfg).aspect_names("summarization", None)
+    assert names[-2:] == ["brevity", "instruction_following"]  # the config's own aspects, after the built-in ones
+    assert f"--aspect all resolves to {len(names)} aspects ({', '.join(names)})" in capsys.readouterr().err
     existing = tmp_path / "o.jsonl"
     existing.write_text('{"overall": {"value": 0.5}, "examples": [{"value": 0.5}]}\n')
     assert main([*base, "--aspect", "fluency", "-o", str(existing)]) == EXIT_USAGE

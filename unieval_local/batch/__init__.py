@@ -19,7 +19,9 @@ request the output records are appended to OUT, flushed and fsynced, and a sidec
   error records and repair are this same code.
 - ``output_format="hosted"`` writes one line per request instead of one per record, in
   the hosted UniEval metric's result schema (:func:`~unieval_local.wire.hosted.hosted_line`), for one aspect; the
-  requests are scored by the same code. Such an output has no sidecar and no resume.
+  requests are scored by the same code. Such an output has no sidecar and no resume; a refused
+  request's error line goes to ``OUT.errors.jsonl`` (:func:`errors_path`), so every line of OUT
+  is a result.
 
 Keys: the record's ``id`` when present, else its 0-based record index in INPUT.
 
@@ -32,7 +34,7 @@ from ..errors import MergeError, NothingToScoreError, OutputWriteError, ResumeEr
 from ..requests.score import ChunkResult
 from .engines import BATCH_ENGINES, BatchEngine, LocalBatchEngine, RayBatchEngine, make_batch_engine
 from .merge import merge_outputs
-from .output import OutputWriter, read_output, sidecar_path
+from .output import OutputWriter, errors_path, read_output, sidecar_path
 from .resume import comparable_run, parse_shard, run_differences, shard_of
 from .run import OUTPUT_FORMATS, request_stop, run_batch
 from .summary import BatchSummary, Progress, format_summary, summarize
@@ -40,6 +42,6 @@ from .survey import Survey, nothing_to_score_message, survey_input
 
 __all__ = ["BATCH_ENGINES", "OUTPUT_FORMATS", "BatchEngine", "BatchSummary", "ChunkResult", "LocalBatchEngine",
            "MergeError", "NothingToScoreError", "OutputWriteError", "OutputWriter", "Progress", "RayBatchEngine",
-           "ResumeError", "RunInterrupted", "Survey", "comparable_run", "format_summary", "make_batch_engine",
+           "ResumeError", "RunInterrupted", "Survey", "comparable_run", "errors_path", "format_summary", "make_batch_engine",
            "merge_outputs", "nothing_to_score_message", "parse_shard", "read_output", "request_stop", "run_batch",
            "run_differences", "shard_of", "sidecar_path", "summarize", "survey_input"]

@@ -18,13 +18,19 @@ from typing import TextIO
 
 from ..errors import OutputOpenError, OutputWriteError, ResumeError
 
-__all__ = ["OutputWriter", "drop_duplicate_records", "read_output", "replace_atomically", "sidecar_path", "sort_by_index",
-           "write_failed", "write_sidecar"]
+__all__ = ["OutputWriter", "drop_duplicate_records", "errors_path", "read_output", "replace_atomically", "sidecar_path",
+           "sort_by_index", "write_failed", "write_sidecar"]
 
 
 def sidecar_path(output: str | os.PathLike) -> Path:
     """The sidecar of an output file: ``OUT.meta.json`` beside ``OUT``."""
     return Path(str(output) + ".meta.json")
+
+
+def errors_path(output: str | os.PathLike) -> Path:
+    """The errors file of an ``--output-format hosted`` output: ``OUT.errors.jsonl`` beside ``OUT``,
+    holding the error line of each refused request (so every line of ``OUT`` is a result)."""
+    return Path(str(output) + ".errors.jsonl")
 
 
 # ----------------------------------------------------------------------------- output files

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import json
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,7 +34,7 @@ from .. import notes
 from ..requests.score import ChunkResult, left_out_message, unavailable_aspects
 from ..wire.hosted import hosted_line
 from .engines import BatchEngine, make_batch_engine
-from .output import OutputWriter, read_output, sort_by_index, write_failed, write_sidecar
+from .output import OutputWriter, errors_path, read_output, sort_by_index, write_failed, write_sidecar
 from .resume import parse_shard, resumable, shard_of
 from .summary import BatchSummary, Progress, summarize
 from .survey import Survey, nothing_to_score_message, survey_input
@@ -132,7 +133,7 @@ def run_batch(
             it (:func:`hosted_line`), written and flushed as each request finishes. ``hosted``
             needs exactly one aspect, named (``aspects`` not None nor expanding to several),
             and takes no ``resume``, ``shard``, ``evidence`` nor engine other than ``local``;
-            it writes no sidecar and never appends to an existing ``output``.
+            no sidecar; never appends (to ``output`` or its errors file: :func:`_hosted_errors`).
 
     Returns:
         A :class:`BatchSummary` over every record in the output (per record, in both formats).
@@ -220,6 +221,7 @@ class _Run:
     hosted: bool
     shard: tuple[int, int] | None
     writer: OutputWriter | None = None
+    errors: OutputWriter | None = None  # hosted: the refused requests' error lines (opened at the first)
     meta: dict[str, Any] = field(default_factory=dict)
     done: set = field(default_factory=set)
     written: list[dict] = field(default_factory=list)
@@ -234,8 +236,9 @@ class _Run:
 
     def close(self) -> None:
         """Close the writer and the batch engine (a Ray instance it started)."""
-        if self.writer is not None:
-            self.writer.close()
+        for writer in (self.writer, self.errors):
+            if writer is not None:
+                writer.close()
         self.batch_engine.close()
 
 
@@ -248,12 +251,13 @@ def _check_output(output: str | os.PathLike | None, *, hosted: bool, resume: boo
             at all, hosted); ``resume`` without an output, or from stdin.
     """
     regular = output is not None and not is_stream_path(Path(output))
+    output = Path(output) if output is not None else None
     if (regular and not hosted and not resume and Path(output).exists() and Path(output).stat().st_size > 0):
         raise ResumeError(f"{output} already exists; pass --resume to continue it, or remove it")
-    if (hosted and output is not None and not is_stream_path(Path(output)) and Path(output).exists()
-            and Path(output).stat().st_size > 0):
-        raise ResumeError(f"{output} already exists; remove it or write to a new output (--output-format hosted "
-                          "does not resume)")
+    for path in ((output, errors_path(output)) if hosted and regular else ()):
+        if path.exists() and path.stat().st_size > 0:
+            raise ResumeError(f"{path} already exists; remove it or write to a new output (--output-format hosted "
+                              "does not resume)")
     if resume and output is None:
         raise ResumeError("--resume needs --output")
     if resume and input_path == "-":
@@ -461,7 +465,7 @@ def _write(run: _Run, res: ChunkResult) -> None:
     """Write one result (a record's line, or a request's hosted line) and count it."""
     if run.hosted:
         line = hosted_line(res, run.names[0])
-        run.writer.write([line])
+        (_hosted_errors(run) if "error" in line else run.writer).write([line])
         run.refused[0 if "error" in line else 1].append(len(res.lines))
         if "error" not in line:
             run.answered.extend(res.lines)
@@ -471,6 +475,16 @@ def _write(run: _Run, res: ChunkResult) -> None:
     run.stats += res.stats
     run.meta["stats"] = run.stats.to_dict()  # this run's counters (a resumed run: its own only)
     run.meta["progress"]["written"] = len(run.written)
+
+
+def _hosted_errors(run: _Run) -> OutputWriter:
+    """The writer of the refused requests' error lines, opened at the first (no empty file): the
+    output's errors file (:func:`~unieval_local.batch.output.errors_path`), or stderr when the
+    output is stdout, a device or a pipe; so every line of the output is a hosted result."""
+    if run.errors is None:
+        regular = run.out_path is not None and not is_stream_path(run.out_path)
+        run.errors = OutputWriter(errors_path(run.out_path) if regular else None, sys.stderr, resumable=False)
+    return run.errors
 
 
 def _interrupted(run: _Run, exc: BaseException) -> RunInterrupted:
@@ -486,7 +500,7 @@ def _interrupted(run: _Run, exc: BaseException) -> RunInterrupted:
     if run.out_path is not None:
         run.writer.close()
         try:
-            in_file = read_output(run.out_path)[0]
+            in_file = read_output(run.out_path)[0] + (read_output(errors_path(run.out_path))[0] if run.hosted else [])
             n_done = (sum(len(x["examples"]) if "examples" in x else x["error"]["n_examples"]
                           for x in in_file) if run.hosted else len(in_file))
             run.meta["progress"]["written"] = n_done
@@ -506,6 +520,7 @@ def _summary(run: _Run) -> BatchSummary:
         answered = summarize(run.answered, run.names)
         summary.means, summary.counts, summary.per_system = answered.means, answered.counts, answered.per_system
         summary.hosted = (len(run.refused[0]) + len(run.refused[1]), len(run.refused[0]), sum(run.refused[0]))
+        summary.hosted_errors = None if run.errors is None else str(run.errors.path or "stderr")
     core = run.core
     summary.n_skipped = run.n_skipped
     summary.stats = _run_stats(run)

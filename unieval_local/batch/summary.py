@@ -49,6 +49,8 @@ class BatchSummary:
         hosted: with ``--output-format hosted``: ``(requests, refused requests, records in them)``;
             ``means``, ``counts`` and ``per_system`` are then over the answered requests' records
             only (a refused request's line holds no value for any of its records).
+        hosted_errors: where the refused requests' error lines were written (``OUT.errors.jsonl``,
+            or ``"stderr"``); None when no request was refused.
     """
 
     aspects: list[str]
@@ -68,6 +70,7 @@ class BatchSummary:
     skipped_aspects: dict[str, str] = field(default_factory=dict)
     failures: list[tuple[str, list]] = field(default_factory=list)
     hosted: tuple[int, int, int] | None = None
+    hosted_errors: str | None = None
     run_info: dict | None = None
 
 
@@ -107,7 +110,8 @@ def format_summary(s: BatchSummary) -> str:
         n_req, n_refused, n_in_refused = s.hosted
         out[0] = (f"\nhosted: {n_req - n_refused} of {n_req} requests answered ({s.n_records - n_in_refused} records "
                   f"with a value); {n_refused} refused ({n_in_refused} records, {s.n_failed} of them cannot be scored: "
-                  "a refused request's line holds no value for any of its records)") if n_refused else \
+                  f"a refused request holds no value for any of its records; their error lines: {s.hosted_errors})"
+                  ) if n_refused else \
             f"\nhosted: {n_req} requests answered ({s.n_records} records)"
         if n_refused:
             out.append("means over the answered requests' records:")
