@@ -89,6 +89,30 @@ def test_threads_are_set_when_the_model_loads(tmp_path, tiny_ckpt):
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert run.stdout.split()[-2:] == ["0", "1"], run.stdout + run.stderr
+    assert "|device:cpu|threads:1|" in run.stderr  # signed
+
+
+def test_threads_are_signed_but_never_keyed_and_a_resume_may_change_them(tmp_path, tiny_ckpt):
+    from unieval_local import Scorer
+    from unieval_local.batch import run_batch
+
+    rec = [{"target": "A cat sat. It slept.", "source": "A cat sat on a mat."}]
+    one = Scorer(model=str(tiny_ckpt), device="cpu", threads=1, cache_dir=str(tmp_path / "cache"))
+    first = one.score(rec, task="summarization", aspect="consistency")
+    sig = str(one.signature("summarization", "consistency"))
+    assert "|threads:1|" in sig and "|tok:" in sig  # a cached runner says what it wraps
+    two = Scorer(model=str(tiny_ckpt), device="cpu", threads=2, cache_dir=str(tmp_path / "cache"))
+    again = two.score(rec, task="summarization", aspect="consistency")
+    assert again.examples[0].value == first.examples[0].value  # answered from the cache: not keyed by threads
+    assert "|threads:2|" in str(two.signature("summarization", "consistency"))
+    src = write(tmp_path / "in.jsonl", [{"id": i, "target": f"A cat sat {i} times.", "source": "A mat."}
+                                        for i in range(6)])
+    out = tmp_path / "o.jsonl"
+    run_batch(src, out, aspects=["fluency"], settings={"model": str(tiny_ckpt), "threads": 1}, progress=False)
+    out.write_text("".join(out.read_text().splitlines(keepends=True)[:3]))  # as if stopped after 3 records
+    resumed = run_batch(src, out, aspects=["fluency"], settings={"model": str(tiny_ckpt), "threads": 2},
+                        resume=True, progress=False)
+    assert resumed.n_skipped == 3 and len(out.read_text().splitlines()) == 6
 
 
 def test_download_without_network_says_so_in_plain_words(tmp_path, capsys, monkeypatch):

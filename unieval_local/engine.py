@@ -36,6 +36,7 @@ from .config import RunConfig
 from .errors import ExampleProblem, InvalidExampleError
 from .models.base import Runner, RunnerFactory
 from .models.checkpoints import ModelSpec, ResolvedCheckpoint, check_identity, resolve_checkpoint, unverified_message
+from .models.devices import cpu_threads as _cpu_threads
 from .pipeline.evidence import build_evidence, truncated_field
 from .pipeline.fold import fold_all
 from .pipeline.jobs import Job, JobResult, RunStats, jobs_by_checkpoint, truncation_message
@@ -385,7 +386,7 @@ class Engine:
         content fingerprint) and, for a user-defined aspect, its definition's hash. No model is
         loaded; once it is, the forward that actually runs is signed (``ff:off`` when a fast
         forward fell back to the model's own, and for every non-T5 backend, which has no other),
-        with the tokenizer's class and flags (``|tok:...``), and ``identity:unverified`` when the
+        with the tokenizer (``|tok:...``), CPU threads (``|threads:N``) and ``identity:unverified`` when the
         checks at load doubted the tokenizer (:attr:`Runner.tokenizer_doubt`).
         ``languages``: the scored examples' languages (None entries skipped), most frequent first
         in the signature's ``language``, with each one's splitter where they differ.
@@ -412,6 +413,8 @@ class Engine:
                 update["tokenizer"] = loaded.tokenizer_class
             if loaded.tokenizer_doubt:
                 update["identity"] = "unverified"
+            if self.device == "cpu":  # signed, never keyed (models.devices.cpu_threads)
+                update["threads"] = _cpu_threads()
         return signature.model_copy(update=update) if update else signature
 
     def _languages_signed(self, languages: Sequence[str | None] | None) -> tuple[str | None, str | None]:

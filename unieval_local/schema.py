@@ -120,6 +120,9 @@ class Signature(BaseModel):
         tokenizer: the loaded tokenizer's class and the flags that change its ids
             (``T5Tokenizer+extra:100``; :func:`~unieval_local.models.tokenizer_identity.describe_tokenizer`),
             once the checkpoint's runner is loaded; None before, or for a runner that does not say.
+        threads: the CPU threads torch's operators used (device ``cpu``, once a runner is
+            loaded; :func:`~unieval_local.models.devices.cpu_threads`): they can move float32
+            scores in their last digits; never in the score cache's key nor a resume check.
         torch, transformers, tokenizers, sentencepiece: library versions.
 
     ``str(signature)`` gives a compact one-line form for papers and logs.
@@ -153,6 +156,7 @@ class Signature(BaseModel):
     tokenizers: str | None = None
     sentencepiece: str | None = None
     tokenizer: str | None = None
+    threads: int | None = None
 
     @classmethod
     def from_config(cls, config: Any, *, task: str, aspect: str, checkpoint: str, revision: str | None,
@@ -190,7 +194,8 @@ class Signature(BaseModel):
             + (f"|detect:{self.language_detector}" if self.language_detector else "")
             + f"|split:{self.splitter}|refs:{self.reference_reduction}"
             f"|long:{self.long_input}" + (f"|overlap:{self.window_overlap}" if self.long_input == "chunk" else "")
-            + f"|dtype:{self.dtype}|device:{self.device}" + ("" if self.fast_forward else "|ff:off")
+            + f"|dtype:{self.dtype}|device:{self.device}" + (f"|threads:{self.threads}" if self.threads else "")
+            + ("" if self.fast_forward else "|ff:off")
             + (f"|tok:{self.tokenizer}" if self.tokenizer else "")
             + f"|torch:{self.torch}|transformers:{self.transformers}"
             + (f"|tokenizers:{self.tokenizers}" if self.tokenizers else "")

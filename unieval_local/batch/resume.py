@@ -49,8 +49,10 @@ def comparable_run(run: dict) -> dict:
     """A run identity without how the checkpoint's folder was spelled: ``signature.checkpoint``
     is a path for a folder without a hub id (``out/tck`` vs ``/abs/out/tck``, or a copy staged on
     another node), while ``checkpoint_fingerprints`` (the content) decides whether it is the same
-    checkpoint (the same content under a hub id or a folder is the same model)."""
+    checkpoint (the same content under a hub id or a folder is the same model); nor the CPU
+    threads (signed, but a run resumed with other threads is the same run: issue 29)."""
     out = json.loads(json.dumps(run))
+    (out.get("signature") or {}).pop("threads", None)
     if out.get("checkpoint_fingerprints"):
         (out.get("signature") or {}).pop("checkpoint", None)
     return out

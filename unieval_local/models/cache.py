@@ -296,6 +296,8 @@ class CachedRunner(Runner):
         self.name = inner.name
         self.fingerprint = inner.fingerprint
         self.forward = inner.forward
+        self.tokenizer_class = inner.tokenizer_class  # signed (never keyed: the files are in the fingerprint)
+        self.tokenizer_doubt = inner.tokenizer_doubt
         context = {**config.query_context(), **evaluator.key(), "checkpoint": inner.fingerprint}
         context["fast_forward"] = inner.forward == "fast"  # the forward that runs, not the one asked for
         self._context = json.dumps(context, sort_keys=True)

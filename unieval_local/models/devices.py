@@ -3,7 +3,7 @@ count. torch is imported inside each function."""
 
 from __future__ import annotations
 
-__all__ = ["available_devices", "resolve_device", "set_threads"]
+__all__ = ["available_devices", "cpu_threads", "resolve_device", "set_threads"]
 
 
 def available_devices() -> list[str]:
@@ -49,3 +49,15 @@ def set_threads(n: int) -> None:
     import torch
 
     torch.set_num_threads(int(n))
+
+
+def cpu_threads() -> int | None:
+    """The CPU threads torch's operators use (``torch.get_num_threads``), or None when torch is
+    not loaded (nothing is imported for it). Signed (``|threads:N``): the thread count can move
+    float32 scores in their last digits (~1e-7; README, Threads), so it is part of what a result
+    says about how it was made, but not of the score cache's key nor of a batch run's resume check
+    (a run resumed with other threads is the same run)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    return int(torch.get_num_threads()) if torch is not None else None
