@@ -72,8 +72,8 @@ def prompt_folder(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory, shared_data) -> dict[str, Path]:
     """The generated checkpoint each evaluator's tests use, by evaluator name."""
-    from make_test_checkpoint import build_hhem_checkpoint, build_mt5_checkpoint, build_nli_checkpoint, \
-        build_test_checkpoint
+    from make_test_checkpoint import build_factcg_checkpoint, build_hhem_checkpoint, build_mt5_checkpoint, \
+        build_nli_checkpoint, build_test_checkpoint
 
     home = tmp_path_factory.mktemp("golden-ckpts")
     t5 = build_test_checkpoint(home / "unieval-sum", data_dir=shared_data)
@@ -81,7 +81,8 @@ def generated(tmp_path_factory, shared_data) -> dict[str, Path]:
            "minicheck-flan-t5-large": build_test_checkpoint(home / "minicheck-flan-t5-large", data_dir=shared_data,
                                                             layout="v1.1", answers=("1", "0")),
            "mdeberta-nli": build_nli_checkpoint(home / "mdeberta-nli", data_dir=shared_data),
-           "hhem-2.1-open": build_hhem_checkpoint(home / "hhem-2.1-open", data_dir=shared_data)}
+           "hhem-2.1-open": build_hhem_checkpoint(home / "hhem-2.1-open", data_dir=shared_data),
+           "factcg-deberta-large": build_factcg_checkpoint(home / "factcg-deberta-large", data_dir=shared_data)}
     mt5 = build_mt5_checkpoint(home / "seahorse")
     out.update({f"seahorse-large-q{n}": mt5 for n in range(1, 7)})
     return out
