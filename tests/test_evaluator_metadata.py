@@ -93,3 +93,81 @@ def test_a_staged_jinja_template_builds_the_same_prompt_as_an_inline_one(jinja_l
     assert models[1].tokenizer.chat_template == models[0].tokenizer.chat_template
     texts = [render(m, query) for m in models]
     assert texts[0] == texts[1] and "<score>" in texts[0]
+
+
+# --------------------------------------------------------------------------- licence, size, g-eval
+
+
+def test_every_built_in_evaluator_states_its_licence_and_size():
+    from unieval_local.registry.evaluators import EVALUATORS
+
+    want = {"unieval-sum": ("not stated", 3.1), "minicheck-flan-t5-large": ("MIT", 3.1),
+            "mdeberta-nli": ("MIT", 0.58), "hhem-2.1-open": ("Apache-2.0", 0.44),
+            "factcg-deberta-large": ("MIT", 1.74), "seahorse-large-q4": ("CC-BY-4.0", 4.9),
+            "granite-guardian-3.3-8b": ("Apache-2.0", 16.3)}
+    for name, (licence, size) in want.items():
+        assert (EVALUATORS[name].licence, EVALUATORS[name].size_gb) == (licence, size), name
+    fetchable = [e for e in EVALUATORS.values() if e.hub_id]
+    assert all(e.size_gb and e.size_gb > 0 and e.licence for e in fetchable)
+    assert EVALUATORS["g-eval"].size_gb is None and EVALUATORS["g-eval"].hub_id is None
+
+
+def _stub_folder(folder: Path) -> Path:
+    """A hub repository's files as download sees them (it copies and hashes, never loads)."""
+    folder.mkdir()
+    for name, body in {"config.json": "{}", "model.safetensors": "x" * 1000, "tokenizer.json": "{}",
+                       "tokenizer_config.json": "{}", "README.md": "card"}.items():
+        (folder / name).write_text(body, encoding="utf-8")
+    return folder
+
+
+def test_download_prints_size_and_licence_before_fetching(tmp_path, monkeypatch, capsys):
+    import unieval_local.models.download as dl
+    from unieval_local.cli import main
+
+    hub = FolderHub(_stub_folder(tmp_path / "repo"), "yaxili96/FactCG-DeBERTa-v3-Large")
+    seen_before_listing = []
+    listing = hub.list_files
+    hub.list_files = lambda repo_id, revision: (seen_before_listing.append(capsys.readouterr().err),
+                                                listing(repo_id, revision))[1]
+    monkeypatch.setattr(dl, "HuggingFaceHubClient", lambda: hub)
+    assert main(["download", "--checkpoint", "factcg-deberta-large", "--to", str(tmp_path / "home")]) == 0
+    assert seen_before_listing[0].strip() == ("downloading factcg-deberta-large (yaxili96/FactCG-DeBERTa-v3-Large): "
+                                              "about 1.74 GB, licence MIT")
+    assert sorted(hub.fetched) == ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"]
+    assert (tmp_path / "home" / "factcg-deberta-large" / MANIFEST_NAME).is_file()
+
+
+@pytest.mark.parametrize("argv", [["g-eval"], ["--checkpoint", "g-eval"], ["--checkpoint", "unieval-sum", "g-eval"]])
+def test_download_g_eval_says_it_has_no_default_weights(tmp_path, monkeypatch, capsys, argv):
+    import unieval_local.models.download as dl
+    from unieval_local.cli import main
+
+    monkeypatch.setattr(dl, "HuggingFaceHubClient", lambda: pytest.fail("nothing may be fetched"))
+    assert main(["download", *argv, "--to", str(tmp_path / "home")]) == 2
+    err = capsys.readouterr().err
+    assert "g-eval has no default weights" in err
+    assert "use --model g-eval=DIR with a local instruct model (Llama, Qwen2 or Granite layout)" in err
+    assert not (tmp_path / "home").exists()
+
+
+def test_download_checkpoint_refuses_g_eval_in_python(tmp_path):
+    from unieval_local.errors import CheckpointError
+
+    with pytest.raises(CheckpointError, match=r"g-eval has no default weights to download: use --model g-eval=DIR"):
+        download_checkpoint("g-eval", tmp_path, client=FolderHub(tmp_path, "none"))
+
+
+def test_download_list_shows_every_evaluator_with_licence_and_size(capsys):
+    from unieval_local.cli import main
+    from unieval_local.registry.evaluators import EVALUATORS
+
+    assert main(["download", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["checkpoint", "hub", "id", "size", "licence", "languages"]
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert sorted(rows) == sorted(EVALUATORS)
+    assert rows["granite-guardian-3.3-8b"].split()[1:5] == ["ibm-granite/granite-guardian-3.3-8b", "16.3", "GB",
+                                                            "Apache-2.0"]
+    assert "none: --model g-eval=DIR" in rows["g-eval"]
+    assert rows["mdeberta-nli"].split()[-1].startswith("ar,bn,de,en")

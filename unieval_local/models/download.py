@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from ..errors import CheckpointError
 from ..hashing import sha256_file
@@ -14,7 +14,26 @@ from ..registry.tasks import CHECKPOINTS
 from .files import OPTIONAL_FILES, TOKENIZER_FILES
 from .manifest import write_manifest
 
-__all__ = ["HubClient", "HuggingFaceHubClient", "download_checkpoint", "fetch_to_hf_cache", "select_checkpoint_files"]
+__all__ = ["HubClient", "HuggingFaceHubClient", "NO_DEFAULT_WEIGHTS", "describe_download", "download_checkpoint",
+           "fetch_to_hf_cache", "select_checkpoint_files"]
+
+#: Why an evaluator without a hub id (``g-eval``) cannot be downloaded, and what to do instead.
+NO_DEFAULT_WEIGHTS = ("{name} has no default weights to download: use --model {name}=DIR with a local "
+                      "instruct model (Llama, Qwen2 or Granite layout), or Scorer(model={{'{name}': DIR}}) in Python")
+
+
+def describe_download(name: str, hub_id: str | None = None) -> str:
+    """One line on what ``download_checkpoint(name)`` fetches: the hub repository, its approximate
+    size and the weights' licence (from the registry: :attr:`Evaluator.size_gb`, :attr:`Evaluator.licence`),
+    e.g. ``factcg-deberta-large (yaxili96/FactCG-DeBERTa-v3-Large): about 1.74 GB, licence MIT``.
+    A name outside the registry (a foundation staged beside HHEM) gives size and licence unknown."""
+    from ..registry.evaluators import EVALUATORS
+
+    spec = EVALUATORS.get(name)
+    hub_id = hub_id or (spec.hub_id if spec else None) or CHECKPOINTS.get(name)
+    size = f"about {spec.size_gb:g} GB" if spec and spec.size_gb is not None else "size unknown"
+    licence = spec.licence if spec else "not recorded here (see its model card)"
+    return f"{name} ({hub_id}): {size}, licence {licence}"
 
 
 class HubClient(Protocol):
@@ -85,6 +104,7 @@ def fetch_to_hf_cache(hub_id: str, *, revision: str | None = None, client: HubCl
 def download_checkpoint(
     name: str, to: str | os.PathLike, *, revision: str | None = None,
     client: HubClient | None = None, hub_id: str | None = None, progress: bool = False,
+    announce: Callable[[str], None] | None = None,
 ) -> Path:
     """Stage checkpoint ``name`` into ``to/<name>/`` with a checksum manifest (each file's SHA-256
     and size, and the tokenizer files' fingerprint: :func:`~unieval_local.models.manifest.write_manifest`),
@@ -102,26 +122,34 @@ def download_checkpoint(
         client: the hub client (tests pass a fake one).
         hub_id: override the hub repository of ``name``.
         progress: show a progress bar over files.
+        announce: called with :func:`describe_download`'s line (size and licence) before anything
+            of each checkpoint is fetched, the foundation staged beside HHEM included (the CLI prints it).
 
     Returns:
         The checkpoint folder ``to/<name>``.
 
     Raises:
-        UnknownTaskError / CheckpointError: unknown name, or the repo lacks files.
+        UnknownTaskError / CheckpointError: unknown name, an evaluator without default weights
+            (``g-eval``: :data:`NO_DEFAULT_WEIGHTS`), or the repo lacks files.
     """
+    from ..registry.evaluators import EVALUATORS
+
     if hub_id is None:
+        if name in EVALUATORS and EVALUATORS[name].hub_id is None:
+            raise CheckpointError(NO_DEFAULT_WEIGHTS.format(name=name))
         if name not in CHECKPOINTS:
             raise CheckpointError(f"unknown checkpoint {name!r}; known: {', '.join(CHECKPOINTS)}")
         hub_id = CHECKPOINTS[name]
-    from ..registry.evaluators import EVALUATORS
-
     spec = EVALUATORS.get(name)
     client = client or HuggingFaceHubClient()
+    if announce is not None:
+        announce(describe_download(name, hub_id))
     sha, files = client.list_files(hub_id, revision)
     wanted = select_checkpoint_files(files, tokenizer_needed=not (spec and spec.tokenizer_from))
     if spec and spec.tokenizer_from:  # its tokenizer and T5 config: the foundation, staged beside it
         short = spec.tokenizer_from.split("/")[-1]
-        download_checkpoint(short, to, client=client, hub_id=spec.tokenizer_from, progress=progress)
+        download_checkpoint(short, to, client=client, hub_id=spec.tokenizer_from, progress=progress,
+                            announce=announce)
     folder = Path(to).expanduser() / name
     folder.mkdir(parents=True, exist_ok=True)
     from tqdm.auto import tqdm

@@ -72,6 +72,12 @@ class Evaluator:
         languages: ISO 639-1 codes of the languages its training data had (from the paper or
             model card); text in another language is scored with one warning per run, or
             refused under ``strict_language``. ``None``: not declared (a user's checkpoint).
+        licence: the weights' licence as their model card states it (SPDX-style where it names
+            one), ``"not stated"`` where the card names none; printed by ``download`` before fetching
+            and listed by ``download --list``.
+        size_gb: approximate download size in GB (10^9 bytes) of the files ``download`` fetches
+            (the weights dominate; from the hub's file listing); None where there are no default
+            weights (``g-eval``) or it is unknown (a user's checkpoint).
     """
 
     name: str
@@ -88,6 +94,8 @@ class Evaluator:
     tokenizer_from: str | None = None
     languages: tuple[str, ...] | None = ("en",)
     readout: Readout = "pair"
+    licence: str = "not stated"
+    size_gb: float | None = None
 
     def __post_init__(self) -> None:
         if len(self.answers) != 2 or self.answers[0] == self.answers[1]:
@@ -125,31 +133,34 @@ _SEAHORSE_QUESTIONS = ("is the summary comprehensible?", "is the summary free of
 
 #: The built-in evaluators, by name.
 EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
-    Evaluator("unieval-sum", "MingZhong/unieval-sum",
+    # UniEval (Zhong et al., EMNLP 2022): T5-large, pytorch_model.bin ~3.1 GB each; the hub model
+    # cards (MingZhong/unieval-*) state no licence.
+    Evaluator("unieval-sum", "MingZhong/unieval-sum", size_gb=3.1,
               description="UniEval for summarization and data-to-text (Zhong et al., 2022)"),
-    Evaluator("unieval-dialog", "MingZhong/unieval-dialog",
+    Evaluator("unieval-dialog", "MingZhong/unieval-dialog", size_gb=3.1,
               input_hints={"source": ("\n\n", "dialogue history: turns separated by newlines, ending with a blank line"),
                            "context": ("\n", "fact: ending with a newline")},
               description="UniEval for knowledge-grounded dialogue responses (Zhong et al., 2022)"),
-    Evaluator("unieval-fact", "MingZhong/unieval-fact",
+    Evaluator("unieval-fact", "MingZhong/unieval-fact", size_gb=3.1,
               description="UniEval for factual consistency (Zhong et al., 2022)"),
     # MiniCheck-Flan-T5-Large (Tang, Laban and Durrett, EMNLP 2024; code Apache-2.0, weights MIT):
     # '1' = supported, '0' = not (first tokens 209 and 3 in Flan-T5's vocabulary), 2,048 tokens.
     Evaluator("minicheck-flan-t5-large", "lytang/MiniCheck-Flan-T5-Large", MINICHECK, answers=("1", "0"),
-              max_length=2048, description="MiniCheck-Flan-T5-Large fact checker (Tang et al., 2024): is the "
+              max_length=2048, licence="MIT", size_gb=3.1,
+              description="MiniCheck-Flan-T5-Large fact checker (Tang et al., 2024): is the "
               "claim supported by the document?"),
     # mDeBERTa-v3-base NLI (Laurer et al., MIT): 3 labels (entailment, neutral, contradiction),
     # 27 languages; scored as P(entailment) of (document chunk, claim) pairs, 512 tokens.
     Evaluator("mdeberta-nli", "MoritzLaurer/mDeBERTa-v3-base-xnli-multilingual-nli-2mil7", NLI_PAIR,
               max_length=512, model_types=("deberta-v2",), backend="seq-classifier", label="entailment",
-              languages=NLI_LANGUAGES,
+              languages=NLI_LANGUAGES, licence="MIT", size_gb=0.58,
               description="mDeBERTa-v3 NLI cross-encoder (multilingual): P(entailment) of document chunk -> "
               "claim, SummaC-ZS style"),
     # HHEM-2.1-Open (Vectara, Apache-2.0): a T5-base encoder with a 2-label head, reimplemented
     # natively (models/hhem: no remote code); its tokenizer and T5 config are flan-t5-base's.
     Evaluator("hhem-2.1-open", "vectara/hallucination_evaluation_model", HHEM, max_length=2048,
               model_types=("HHEMv2",), backend="hhem", label="consistent", label_index=1,
-              tokenizer_from="google/flan-t5-base",
+              tokenizer_from="google/flan-t5-base", licence="Apache-2.0", size_gb=0.44,
               description="HHEM-2.1-Open hallucination detector (Vectara): P(consistent) of source -> target"),
     # FactCG-DeBERTa-v3-Large (Lei et al., NAACL 2025, arXiv 2501.17144; code and weights MIT, 1.74 GB
     # safetensors, English): one text (document chunk + an instruction quoting the claim, text/factcg.py),
@@ -157,13 +168,15 @@ EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
     # supported (factcg/inference.py reads softmax(logits)[:, 1]); 2,048 tokens as its tokenizer call.
     Evaluator("factcg-deberta-large", "yaxili96/FactCG-DeBERTa-v3-Large", FACTCG, max_length=2048,
               model_types=("deberta-v2",), backend="seq-classifier", label="supported", label_index=1,
+              licence="MIT", size_gb=1.74,
               description="FactCG-DeBERTa-v3-Large fact checker (Lei et al., 2025): P(supported) of the claim "
               "given a document chunk, max over 550-word chunks"),
     # SEAHORSE (Clark et al., 2023, arXiv 2305.13194; weights cc-by-4.0): six mT5-large metrics,
     # "premise: ARTICLE hypothesis: SUMMARY", answer "1"/"0", P("1") over the whole vocabulary
     # (TRUE's rule); no max length is documented (mT5 has relative positions): 2,048 tokens.
     *(Evaluator(f"seahorse-large-q{n}", f"google/seahorse-large-q{n}", SEAHORSE, answers=("1", "0"), max_length=2048,
-                model_types=("mt5",), languages=SEAHORSE_LANGUAGES, readout="vocab",
+                model_types=("mt5",), languages=SEAHORSE_LANGUAGES, readout="vocab", licence="CC-BY-4.0",
+                size_gb=4.9,
                 description=f"SEAHORSE Q{n} (mT5-large, Clark et al., 2023): {question}")
       for n, question in enumerate(_SEAHORSE_QUESTIONS, 1)),
     # Granite Guardian 3.3 8B (IBM, Apache-2.0; causal-lm backend): the groundedness risk of its
@@ -172,13 +185,15 @@ EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
     # own scoring is not verified here (no weights on the build machines).
     Evaluator("granite-guardian-3.3-8b", "ibm-granite/granite-guardian-3.3-8b", GRANITE_GROUNDEDNESS,
               answers=("no", "yes"), max_length=8192, model_types=("granite",), backend="causal-lm",
+              licence="Apache-2.0", size_gb=16.3,
               description="Granite Guardian 3.3 8B (IBM, Apache-2.0): 1 - P(groundedness risk) of the target "
               "given the source, max over chunks"),
     # G-Eval (Liu et al., 2023) with a local instruct model the user names (no default weights):
     # the expected rating over the score tokens; answers: the scale's top and bottom digits (every
     # digit 1..9 must be one token, checked at load).
     Evaluator("g-eval", None, GEVAL, answers=("5", "1"), max_length=4096, model_types=("llama", "qwen2", "granite"),
-              backend="causal-lm", description="G-Eval (Liu et al., 2023) with a local instruct model: "
+              backend="causal-lm", licence="that of the model you name",
+              description="G-Eval (Liu et al., 2023) with a local instruct model: "
               "probability-weighted rating over the score tokens"),
 ]}
 
