@@ -171,3 +171,13 @@ def test_download_list_shows_every_evaluator_with_licence_and_size(capsys):
                                                             "Apache-2.0"]
     assert "none: --model g-eval=DIR" in rows["g-eval"]
     assert rows["mdeberta-nli"].split()[-1].startswith("ar,bn,de,en")
+
+
+@pytest.mark.parametrize("name,layout", [("factcg-deberta-large", "factcg"), ("granite-guardian-3.3-8b", "granite"),
+                                         ("mdeberta-nli", "deberta-nli"), ("hhem-2.1-open", "hhem"),
+                                         ("seahorse-large-q1", "mt5"), ("unieval-sum", "v1.1")])
+def test_the_staging_help_names_the_right_stand_in_layout(name, layout):
+    from unieval_local.models.checkpoints import _staging_help
+
+    help_text = _staging_help(name)
+    assert f"--layout {layout} --evaluator {name}" in help_text

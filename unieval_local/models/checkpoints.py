@@ -268,12 +268,17 @@ def _from_hf_cache(hub_id: str, revision: str | None) -> Path | None:
 
 
 def _test_layout(name: str) -> str:
-    """The make_test_checkpoint.py layout of evaluator ``name``'s backend."""
+    """The make_test_checkpoint.py layout of evaluator ``name``'s backend (``factcg`` for FactCG's
+    one-text DeBERTa, the first of ``model_types`` for a causal-lm judge: ``granite``)."""
     from ..registry.evaluators import EVALUATORS
 
     spec = EVALUATORS.get(name)
     if spec is not None and "mt5" in spec.model_types:
         return "mt5"
+    if spec is not None and spec.prompt_format.name == "factcg":
+        return "factcg"
+    if spec is not None and spec.backend == "causal-lm":
+        return spec.model_types[0]
     return {"seq-classifier": "deberta-nli", "hhem": "hhem"}.get(spec.backend if spec else "t5", "v1.1")
 
 
