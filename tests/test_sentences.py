@@ -147,22 +147,13 @@ def test_macrolanguage_members_split_as_their_macrolanguage_and_others_are_noted
     assert note.startswith("no sentence splitter for Thai (th): ") and "sentencex-generic@sentencex-" in note
 
 
-def test_readme_splitter_table_is_the_code_s():
-    from pathlib import Path
-
-    from unieval_local.text.sentences import splitter_table, splitter_table_markdown
+def test_splitter_table_rows():
+    """The rows of splitter_table(); the Languages page's copy of the table is checked in
+    tests/test_docs.py (test_docs_languages_page_splitter_table_is_the_code_s)."""
+    from unieval_local.text.sentences import splitter_table
 
     rows = splitter_table(_declared())
     assert rows[0][0] == "en (English)" and rows[0][1] == "nltk-punkt-english"
     assert ("hi (Hindi)", "sentencex-hi", "mdeberta-nli") in rows
     assert ("zh (Chinese)", "cjk-terminators-1+nltk-punkt-english", "mdeberta-nli") in rows
     assert len(rows) == 27 + 3
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    languages = readme[readme.index("## Languages"):]
-    start = languages.index("| language | splitter |")
-    table = languages[start:languages.index("\n\n", start)]
-    assert table == splitter_table_markdown(rows), (
-        "README.md's splitter table (section Languages) is stale: replace it with the output of\n"
-        "python -c 'from unieval_local.text.sentences import splitter_table as t, splitter_table_markdown as m; "
-        "from unieval_local.registry.evaluators import EVALUATORS as E; "
-        "print(m(t({n: e.languages for n, e in E.items()})))'")
