@@ -119,7 +119,7 @@ def test_cli_scores_qags_with_nli_support_and_refuses_a_broken_folder_with_exit_
     scorer = Scorer(model={"mdeberta-nli": str(nli_ckpt)}, device="cpu")
     with pytest.warns(UserWarning):
         want = [e.value for e in scorer.score(qags, task="fact", aspect="nli_support").examples]
-    np.testing.assert_allclose([x["scores"]["nli_support"] for x in lines], want, atol=1e-9, rtol=0)
+    np.testing.assert_allclose([x["scores"]["nli_support"] for x in lines], want, atol=1e-6, rtol=0)  # float32: batch composition
     broken = build_nli_checkpoint(tmp_path / "broken", data_dir=shared_data, head=False)
     from unieval_local.cli import main  # the same command in this process: exit status and message
 
