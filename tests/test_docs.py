@@ -1,7 +1,7 @@
 """The documentation: the site builds offline and strict, its generated references are whole, and
 every example of README.md and docs/ runs against generated checkpoints.
 
-Conventions of the pages (docs/index.md says them to writers):
+Conventions of the pages (docs/development.md points writers here):
 
 - a ```` ```bash ```` block runs, line by line, in a working folder of its own page: ``unieval-local``
   lines in this process (``unieval_local.cli.main``: one import of torch for the whole suite),
