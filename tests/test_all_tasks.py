@@ -78,17 +78,17 @@ def test_engagingness_is_a_sum_over_sentences(fake_ckpt):
     assert r.per_aspect["engagingness"].overall.value == pytest.approx(2.4)
 
 
-def test_dialogue_inputs_without_trained_endings_warn_once_and_are_not_rewritten(fake_ckpt):
+def test_dialogue_inputs_without_the_trained_newlines_are_not_rewritten_and_not_warned_about(fake_ckpt):
+    # the newlines UniEval's dialogue data ended fields with do not change T5's token ids
+    # (test_schema_and_validation.py::test_dialogue_newline_endings_give_the_same_token_ids): no hint
     runner = FakeRunner(table={})
     s = Scorer(model=fake_ckpt, runner_factory=fake_factory(runner))
     recs = [{"target": "Hi.", "source": "a \n b", "context": "fact"}, {"target": "Yo.", "source": "a \n\n", "context": "f\n"}]
-    with pytest.warns(UserWarning, match=r"1 example\(s\) have a 'source' not ending with '\\n\\n'.*1 example\(s\) have a 'context'") as rec:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         s.evaluate(recs, task="dialogue", aspects=["coherence", "groundedness"])
-    assert len([w for w in rec if "not ending" in str(w.message)]) == 1
-    assert any(p.endswith("dialogue history: a \n b") for p in runner.calls[0])
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        s.evaluate(recs[1:], task="dialogue", aspects=["coherence", "groundedness"])
+    assert not [w for w in caught if "not ending with" in str(w.message)]
+    assert any(p.endswith("dialogue history: a \n b") for p in runner.calls[0])  # scored as given
 
 
 @pytest.mark.parametrize("task", ["dialogue", "data2text", "fact"])

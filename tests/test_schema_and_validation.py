@@ -109,3 +109,38 @@ def test_empty_request_and_unknown_aspect(scorer):
 def test_float16_is_refused():
     with pytest.raises(ValueError, match="float16 is refused"):
         Scorer(dtype="float16")
+
+
+def test_dialogue_newline_endings_give_the_same_token_ids(tiny_ckpt):
+    # Why unieval-dialog declares no input hint (issue 29): UniEval's dialogue data ended the
+    # history with "\n\n" and the fact with "\n", but T5's SentencePiece normalisation (nmt_nfkc,
+    # remove_extra_whitespaces) reads a newline as a space, makes runs one and drops trailing ones,
+    # so every spelling below gives the token ids of the trained one, through the tokenizer the
+    # runner loads (AutoTokenizer of the generated checkpoint: a real SentencePiece model).
+    from transformers import AutoTokenizer
+
+    from unieval_local.pipeline.validate import input_hint_counts
+    from unieval_local.registry.user_aspects import registry_with
+    from unieval_local.schema import UniEvalData
+    from unieval_local.text.prompts import BOOLEAN_QA
+
+    tok = AutoTokenizer.from_pretrained(tiny_ckpt)
+    turns = ["Hi, how are you?", "Fine, thanks."]
+    histories = ["\n".join(turns) + "\n\n", "\n".join(turns) + "\n", "\n".join(turns), " ".join(turns),
+                 "\n\n".join(turns) + "\n\n", "\r\n".join(turns) + "\r\n\r\n", "\n" + "\n".join(turns) + "\n\n\n"]
+    facts = ["Tea is a drink.\n", "Tea is a drink.", "Tea is a drink.\n\n"]
+    registry = registry_with(None)
+    aspects = [registry.get_aspect("dialogue", a) for a in registry.get_task("dialogue").aspects]
+    for aspect in aspects:
+        ids = {tuple(tok(BOOLEAN_QA.render(aspect, UniEvalData(target="I am well.", source=h, context=f),
+                                           "I am well.")[0])["input_ids"])
+               for h in histories for f in facts}
+        assert len(ids) == 1, (aspect.name, len(ids))
+    # the words do count (the test can fail): another turn gives other ids
+    coherence = registry.get_aspect("dialogue", "coherence")
+    other = BOOLEAN_QA.render(coherence, UniEvalData(target="I am well.", source="Hi, how are you?\n\n"), "I am well.")[0]
+    trained = BOOLEAN_QA.render(coherence, UniEvalData(target="I am well.", source=histories[0]), "I am well.")[0]
+    assert tok(other)["input_ids"] != tok(trained)["input_ids"]
+    # so no dialogue field is counted as lacking an ending
+    examples = [UniEvalData(target="I am well.", source=h, context=f) for h in histories for f in facts]
+    assert input_hint_counts(examples, aspects) == {}

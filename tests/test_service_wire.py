@@ -210,14 +210,14 @@ def test_custom_run_rows_keep_their_notes_and_the_run_its_notes(server, tiny_ckp
     assert requests.get(f"{server.url}/runs/{run['id']}", headers=AUTH, timeout=10).json()["notes"] == run["notes"]
 
 
-def test_input_hints_noted_during_preparation_reach_the_client(server, tiny_ckpt):
+def test_a_dialogue_without_the_trained_newlines_gets_no_input_hint_note(server, tiny_ckpt):
+    # the endings do not change T5's token ids (issue 29): neither Python nor HTTP says anything of them
     data = [{"target": "Sure, see you then.", "source": "Can we meet at 5?", "context": "A meeting."}]
     r = server.post("/v1/unieval", {"config": {"task": "dialogue", "evaluation_aspect": "coherence"}, "data": data})
     assert r.status_code == 200, r.text
     scorer = Scorer(model={"unieval-dialog": str(tiny_ckpt)}, device="cpu", max_length=MAX_LENGTH)
-    said = [w for w in python_warnings(lambda: scorer.score(data, task="dialogue", aspect="coherence"))
-            if "not ending with" in w]
-    assert said and said[0] in header_notes(r), (said, header_notes(r))
+    said = python_warnings(lambda: scorer.score(data, task="dialogue", aspect="coherence"))
+    assert not [w for w in said + header_notes(r) if "not ending with" in w], (said, header_notes(r))
 
 
 def test_a_language_outside_the_evaluators_training_is_noted(server):

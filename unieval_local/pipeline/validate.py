@@ -126,9 +126,10 @@ def parse_example(index: int, item: Any,
 def input_hint_counts(examples: Sequence[UniEvalData | None], aspects: Sequence[Aspect]) -> dict[str, int]:
     """Per field, how many examples lack the ending their aspects' evaluator was trained with.
 
-    UniEval's dialogue checkpoint saw histories ending with a blank line and facts ending
-    with a newline (its evaluator's ``input_hints``). Only fields that the given aspects use
-    are counted.
+    An evaluator declares the endings in its ``input_hints``, only where they change the token
+    ids (none built in: UniEval's dialogue data ended histories with a blank line and facts with
+    a newline, but T5's SentencePiece normalisation drops those, so the ids are the same and a
+    hint would be noise). Only fields that the given aspects use are counted.
     """
     return {name: len(idx) for name, idx in input_hint_examples(examples, aspects).items()}
 

@@ -45,7 +45,8 @@ class Evaluator:
             first decoder step; ``readout`` says how).
         max_length: default tokens per query (the run's ``max_length`` overrides it).
         input_hints: field -> (the ending its training data had, what that field is);
-            inputs without it are scored as given, with one warning.
+            inputs without it are scored as given, with one warning. Declare one only where the
+            ending changes the token ids (whitespace a SentencePiece tokenizer drops does not).
         description: one line for ``unieval-local tasks`` and the README.
         model_types: the ``model_type`` values of ``config.json`` this family's checkpoints
             have (``t5`` for UniEval and MiniCheck); a folder of another type is refused.
@@ -137,9 +138,10 @@ EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
     # cards (MingZhong/unieval-*) state no licence.
     Evaluator("unieval-sum", "MingZhong/unieval-sum", size_gb=3.1,
               description="UniEval for summarization and data-to-text (Zhong et al., 2022)"),
+    # No input_hints: its training histories end with "\n\n" and facts with "\n", but T5's
+    # SentencePiece normalisation (nmt_nfkc, remove_extra_whitespaces) reads newlines as spaces and
+    # drops runs and trailing ones, so those endings give the same token ids (issue 29; tested).
     Evaluator("unieval-dialog", "MingZhong/unieval-dialog", size_gb=3.1,
-              input_hints={"source": ("\n\n", "dialogue history: turns separated by newlines, ending with a blank line"),
-                           "context": ("\n", "fact: ending with a newline")},
               description="UniEval for knowledge-grounded dialogue responses (Zhong et al., 2022)"),
     Evaluator("unieval-fact", "MingZhong/unieval-fact", size_gb=3.1,
               description="UniEval for factual consistency (Zhong et al., 2022)"),
