@@ -159,3 +159,71 @@ def test_each_commands_one_line_help_is_its_parsers_own():
     sub = next(a for a in _build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert {a.dest: a.help for a in sub._choices_actions} == {name: line for name, (_, line) in COMMANDS.items()}
     assert list(sub.choices) == list(COMMANDS)
+
+
+# ----------------------------------------------------------------------------- every command's --help
+def _commands() -> dict[str, "argparse.ArgumentParser"]:
+    import argparse
+
+    from unieval_local.cli import _build_parser
+
+    sub = next(a for a in _build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+def _examples(parser) -> list[str]:
+    """The example command lines of a command's epilog (``examples:`` then one per indented line)."""
+    lines = (parser.epilog or "").splitlines()
+    assert lines and lines[0] == "examples:", f"{parser.prog}: the epilog does not start with examples"
+    return [line.strip() for line in lines[1:] if line.startswith("  ")]
+
+
+def test_every_argument_of_every_command_has_a_help_string():
+    import argparse
+
+    missing = [f"{name} {a.option_strings[0] if a.option_strings else a.dest}"
+               for name, p in _commands().items() for a in p._actions
+               if not isinstance(a, argparse._HelpAction) and a.help != argparse.SUPPRESS
+               and not (a.help or "").strip()]
+    assert missing == []
+
+
+def test_every_command_groups_its_arguments_and_ends_with_two_examples_and_its_docs_pages():
+    import argparse
+    import re
+
+    for name, p in _commands().items():
+        ungrouped = [a.dest for g in p._action_groups if g.title in ("positional arguments", "options")
+                     for a in g._group_actions if not isinstance(a, argparse._HelpAction)]
+        assert ungrouped == [], f"{name}: arguments outside a group: {ungrouped}"
+        assert len([g for g in p._action_groups if g._group_actions]) >= 2, name  # options (-h) and >= 1 group
+        found = _examples(p)
+        assert len(found) == 2 and all(e.startswith(f"unieval-local {name} ") or e == f"unieval-local {name}"
+                                       for e in found), (name, found)
+        help_text = p.format_help()
+        assert all(f"\n  {e}\n" in help_text for e in found), f"{name}: an example was re-wrapped"
+        pages = re.findall(r"docs/[\w/.-]+\.md", p.epilog.split("\nmore: ", 1)[1])
+        assert pages and all((ROOT / page).is_file() for page in pages), (name, pages)
+
+
+def test_every_example_parses_with_the_commands_own_flags():
+    import shlex
+
+    from unieval_local.cli import _build_parser
+
+    parser = _build_parser()
+    for name, p in _commands().items():
+        for example in _examples(p):
+            args = parser.parse_args(shlex.split(example)[1:])  # SystemExit 2 on an unknown or malformed flag
+            assert args.command == name
+
+
+def test_report_format_meta_and_report_html_document_their_arguments():
+    """The arguments the issue found undocumented, by what their help now says."""
+    cmds = _commands()
+    fmt = next(a for a in cmds["report"]._actions if a.dest == "report_format")
+    assert all(f in fmt.help for f in fmt.choices) and "docs/reports/" in fmt.help
+    meta = {a.dest: a.help for a in cmds["meta"]._actions}
+    assert "score output" in meta["predictions"] and "seed" in meta["seed"]
+    html = {a.dest: a.help for a in cmds["report-html"]._actions}
+    assert "score output" in html["output_jsonl"] and "title" in html["title"]

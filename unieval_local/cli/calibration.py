@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import EXIT_OK
+from .common import EXIT_OK, HelpFormatter, examples
 
 __all__ = ["add_parser", "run"]
 
@@ -20,8 +20,11 @@ def add_parser(sub) -> None:
         "cross-validated accuracy and quadratic kappa (95% intervals over documents) of the fitted cut points "
         "and of the thirds, what the card holds for, and the command that refits it "
         "(scripts/fit_calibration.py). Exit 0.",
+        formatter_class=HelpFormatter,
+        epilog=examples("unieval-local calibration", "unieval-local calibration --json",
+                        docs="docs/calibration.md"),
     )
-    p.add_argument("--json", action="store_true", dest="card_json", help="print the card as JSON instead")
+    p.add_argument_group("output", "the card is printed on stdout").add_argument("--json", action="store_true", dest="card_json", help="print the card as JSON instead")
     p.set_defaults(run=run)
 
 

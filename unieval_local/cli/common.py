@@ -12,12 +12,29 @@ from typing import Any
 from ..settings import cli_settings
 
 __all__ = ["EXIT_CHECKPOINT", "EXIT_INTERRUPTED", "EXIT_MODEL", "EXIT_OK", "EXIT_ROWS_FAILED", "EXIT_TERMINATED",
-           "EXIT_USAGE", "EXIT_WRITE", "LogHandler", "WarningLines", "add_engine_flags", "check_writable",
+           "EXIT_USAGE", "EXIT_WRITE", "HelpFormatter", "LogHandler", "WarningLines", "add_engine_flags",
+           "check_writable", "examples",
            "engine_settings", "given_settings", "non_negative", "read_outputs", "task_name", "usage_error",
            "usage_exit", "write_text"]
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT, EXIT_WRITE, EXIT_MODEL = 0, 1, 2, 3, 4, 5
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """A command's ``--help``: a one-paragraph description is wrapped to the terminal as argparse
+    does; a text with line breaks (the epilog's examples, :func:`examples`) is kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text.strip():
+            return super()._fill_text(text, width, indent)
+        return argparse.HelpFormatter._fill_text(self, text, width, indent)
+
+
+def examples(*commands: str, docs: str) -> str:
+    """A command's epilog: its example command lines (each runs as written, from a folder holding
+    the files it names; a test parses every one), then the documentation pages (``docs/*.md``) to read."""
+    return "examples:\n" + "".join(f"  {c}\n" for c in commands) + f"\nmore: {docs}"
 
 
 def usage_exit(message: str):

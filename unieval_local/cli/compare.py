@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import EXIT_OK, non_negative, read_outputs, usage_error
+from .common import EXIT_OK, HelpFormatter, examples, non_negative, read_outputs, usage_error
 
 __all__ = ["add_parser", "run"]
 
@@ -20,13 +20,21 @@ def add_parser(sub) -> None:
         "'compare BASE.jsonl B.jsonl [C.jsonl ...]' compares each output with the first, joined by key; "
         "'compare OUT.jsonl --baseline SYSTEM' compares every other system_id of one output with SYSTEM, "
         "paired on doc_id (--baseline is required there: a file's system order is arbitrary).",
+        formatter_class=HelpFormatter,
+        epilog=examples("unieval-local compare baseline.jsonl system_b.jsonl system_c.jsonl",
+                        "unieval-local compare scores.jsonl --baseline M0 --bootstrap 2000 --seed 1",
+                        docs="docs/meta-evaluation.md"),
     )
-    p.add_argument("outputs", nargs="+", metavar="OUT.jsonl",
+    inputs = p.add_argument_group("input")
+    inputs.add_argument("outputs", nargs="+", metavar="OUT.jsonl",
                     help="score outputs: the baseline then the others, or one output with system_id and doc_id")
-    p.add_argument("--baseline", default=None, metavar="SYSTEM",
+    inputs.add_argument("--baseline", default=None, metavar="SYSTEM",
                     help="one-output form: the system_id the others are compared with (required there)")
-    p.add_argument("--bootstrap", type=non_negative, default=1000, help="bootstrap resamples (default 1000)")
-    p.add_argument("--seed", type=int, default=0)
+    stats = p.add_argument_group("bootstrap")
+    stats.add_argument("--bootstrap", type=non_negative, default=1000,
+                       help="paired bootstrap resamples (default 1000)")
+    stats.add_argument("--seed", type=int, default=0,
+                       help="seed of the resampling (default 0): the same seed gives the same p-values")
     p.set_defaults(run=run)
 
 

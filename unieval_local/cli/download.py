@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import EXIT_CHECKPOINT, EXIT_OK, EXIT_USAGE
+from .common import EXIT_CHECKPOINT, EXIT_OK, EXIT_USAGE, HelpFormatter, examples
 
 __all__ = ["add_parser", "run"]
 
@@ -42,17 +42,24 @@ def add_parser(sub) -> None:
         description="Fetch only the files a checkpoint needs (config, weights, tokenizer) into "
         "DIR/<checkpoint>/ with a SHA-256 manifest. Copy DIR to the offline machine and set "
         "UNIEVAL_LOCAL_HOME=DIR.",
+        formatter_class=HelpFormatter,
+        epilog=examples("unieval-local download --task summarization --to unieval-home",
+                        "unieval-local download --checkpoint unieval-fact --checkpoint minicheck-flan-t5-large "
+                        "--to unieval-home --revision main",
+                        docs="docs/checkpoints.md (air-gapped machines, verifying, your own checkpoint)"),
     )
-    p.add_argument("--task", choices=list(TASKS), help="stage the checkpoint of this task's own evaluator "
-                   "(unieval-sum for summarization); its other evaluators' (MiniCheck, SEAHORSE ...) by --checkpoint")
-    p.add_argument("--checkpoint", action="append", choices=list(EVALUATORS), help="checkpoint name, repeatable")
-    p.add_argument("--to", default=None, help="folder to write into (use it as UNIEVAL_LOCAL_HOME); "
+    which = p.add_argument_group("checkpoints", "by --task, --checkpoint or CHECKPOINT names; --list shows them")
+    which.add_argument("--task", choices=list(TASKS), help="stage the checkpoint of this task's own evaluator "
+                       "(unieval-sum for summarization); its other evaluators' (MiniCheck, SEAHORSE ...) by --checkpoint")
+    which.add_argument("--checkpoint", action="append", choices=list(EVALUATORS), help="checkpoint name, repeatable")
+    output = p.add_argument_group("output")
+    output.add_argument("--to", default=None, help="folder to write into (use it as UNIEVAL_LOCAL_HOME); "
                         "required unless --list")
-    p.add_argument("--revision", default=None, help="hub branch, tag or commit (default main)")
-    p.add_argument("names", nargs="*", metavar="CHECKPOINT", default=[],
-                   help="checkpoint names, as --checkpoint (g-eval has no default weights: --model g-eval=DIR)")
-    p.add_argument("--list", action="store_true", help="list every built-in checkpoint (hub id, size, licence, "
-                   "languages) and fetch nothing; each one's size and licence are also printed before it is fetched")
+    which.add_argument("--revision", default=None, help="hub branch, tag or commit (default main)")
+    which.add_argument("names", nargs="*", metavar="CHECKPOINT", default=[],
+                       help="checkpoint names, as --checkpoint (g-eval has no default weights: --model g-eval=DIR)")
+    which.add_argument("--list", action="store_true", help="list every built-in checkpoint (hub id, size, licence, "
+                       "languages) and fetch nothing; each one's size and licence are also printed before it is fetched")
     p.set_defaults(run=run)
 
 

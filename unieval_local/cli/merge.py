@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import EXIT_OK, EXIT_WRITE, usage_error
+from .common import EXIT_OK, EXIT_WRITE, HelpFormatter, examples, usage_error
 
 __all__ = ["add_parser", "run"]
 
@@ -20,10 +20,16 @@ def add_parser(sub) -> None:
         "complete, and that no key is missing or duplicated (across shards or within one). Prints the overall "
         "per aspect. OUTPUT is written atomically, holding OUTPUT.lock meanwhile. Exit 0, 2 when a check fails "
         "or another process is writing OUTPUT (nothing written), 4 when writing OUTPUT failed.",
+        formatter_class=HelpFormatter,
+        epilog=examples("unieval-local merge scores.0.jsonl scores.1.jsonl scores.2.jsonl -o scores.jsonl",
+                        "unieval-local merge shards/*.jsonl -o scores.jsonl --force",
+                        docs="docs/batch.md (shards, SLURM job arrays), docs/exit-status.md"),
     )
-    p.add_argument("outputs", nargs="+", help="the shard outputs")
-    p.add_argument("--output", "-o", required=True, help="the merged JSONL (not overwritten without --force)")
-    p.add_argument("--force", action="store_true", help="overwrite an existing --output")
+    p.add_argument_group("input").add_argument("outputs", nargs="+", metavar="SHARD.jsonl",
+                                               help="the shard outputs (score --shard K/N runs), all N of them")
+    output = p.add_argument_group("output")
+    output.add_argument("--output", "-o", required=True, help="the merged JSONL (not overwritten without --force)")
+    output.add_argument("--force", action="store_true", help="overwrite an existing --output")
     p.set_defaults(run=run)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import EXIT_OK, non_negative, usage_error
+from .common import EXIT_OK, HelpFormatter, examples, non_negative, usage_error
 
 __all__ = ["add_parser", "run"]
 
@@ -21,21 +21,37 @@ def add_parser(sub) -> None:
         "PREDICTIONS is a UniEval reproduce file (its records hold predict_scores and the human scores in "
         "scores) or a score output joined by key to --human FILE (the scored input; human scores in the "
         "field 'human', as scripts/convert_summeval.py writes them).",
+        formatter_class=HelpFormatter,
+        epilog=examples("unieval-local meta scores.jsonl --human summeval.jsonl",
+                        "unieval-local meta scores.jsonl --human qags.jsonl --human-aspect support=consistency "
+                        "--bootstrap 2000 --seed 1 --json meta.json",
+                        docs="docs/meta-evaluation.md"),
     )
-    p.add_argument("predictions")
-    p.add_argument("--human", default=None, metavar="FILE",
+    inputs = p.add_argument_group("input")
+    inputs.add_argument("predictions", metavar="PREDICTIONS",
+                        help="a score output (.jsonl, joined by key to --human) or a UniEval reproduce file "
+                        "(predict_scores and the human scores in each record)")
+    inputs.add_argument("--human", default=None, metavar="FILE",
                     help="records with id and human scores (e.g. the score input), joined by key")
-    p.add_argument("--human-field", default=None, metavar="FIELD",
+    inputs.add_argument("--human-field", default=None, metavar="FIELD",
                     help="field of the human scores (default: 'human' with --human, as scripts/convert_summeval.py "
                     "writes; 'scores' in a UniEval reproduce file)")
-    p.add_argument("--aspect", action="append", dest="aspects", help="aspects (default: all in common)")
-    p.add_argument("--human-aspect", action="append", default=None, metavar="PREDICTED=HUMAN",
+    aspects = p.add_argument_group("aspects")
+    aspects.add_argument("--aspect", action="append", dest="aspects",
+                         help="an aspect to correlate, repeatable (default: every aspect the predictions and the "
+                         "human scores have in common)")
+    aspects.add_argument("--human-aspect", action="append", default=None, metavar="PREDICTED=HUMAN",
                     help="compare a predicted aspect with a human score of another name, e.g. support=consistency "
                     "for MiniCheck's fact/support against QAGS's consistency (repeatable)")
-    p.add_argument("--bootstrap", type=non_negative, default=1000, help="bootstrap resamples (default 1000; 0 = none)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", dest="json_out", default=None, help="also write the table as JSON here")
-    p.add_argument("--no-progress", action="store_true",
+    stats = p.add_argument_group("bootstrap intervals")
+    stats.add_argument("--bootstrap", type=non_negative, default=1000,
+                       help="bootstrap resamples for the 95%% intervals (default 1000; 0 = no intervals)")
+    stats.add_argument("--seed", type=int, default=0,
+                       help="seed of the resampling (default 0): the same seed gives the same intervals")
+    output = p.add_argument_group("output", "the table is printed on stdout")
+    output.add_argument("--json", dest="json_out", default=None, metavar="FILE.json",
+                        help="also write the table as JSON here")
+    output.add_argument("--no-progress", action="store_true",
                     help="no progress bar over resamples (it shows only when stderr is a terminal)")
     p.set_defaults(run=run)
 

@@ -15,9 +15,11 @@ from .common import (
     EXIT_OK,
     EXIT_ROWS_FAILED,
     EXIT_WRITE,
+    HelpFormatter,
     add_engine_flags,
     check_writable,
     engine_settings,
+    examples,
     usage_error,
     write_text,
 )
@@ -50,17 +52,30 @@ def add_parser(sub) -> None:
         "writing OUTPUT (-o holds OUTPUT.lock from before the model loads until it is written), 3 checkpoint "
         "not found or not loadable, 4 writing the output failed. A failing --cache-dir is skipped with one "
         "warning.",
+        formatter_class=HelpFormatter,
+        epilog=examples("unieval-local report data.jsonl --format rating -o rating.json",
+                        "unieval-local report calls.jsonl --format summ --threshold 70 --n-key-points 5 "
+                        "--model ckpt/unieval-sum -o summ.json",
+                        docs="docs/reports/index.md, one page per format: docs/reports/rating.md, "
+                        "docs/reports/summ.md, docs/reports/autoeval.md; docs/exit-status.md"),
     )
-    p.add_argument("input", help="records: .jsonl ('-' for stdin) or a .json list")
-    p.add_argument("--format", required=True, choices=list(FORMATS), dest="report_format")
-    p.add_argument("--output", "-o", default=None, help="the JSON document to write (default stdout)")
-    p.add_argument("--config", default=None, metavar="FILE.yaml",
+    p.add_argument_group("input").add_argument("input", help="records: .jsonl ('-' for stdin) or a .json list")
+    fmt = p.add_argument_group("report format", "each format's options; a flag names the formats that read it")
+    fmt.add_argument("--format", required=True, choices=list(FORMATS), dest="report_format",
+                     help="the report to build: rating (a 1-3 rating per metric with explanations and a "
+                     "good/incomplete/bad verdict), summ (a 0-100 score with a pass/fail against --threshold, "
+                     "from claim alignment and key-point coverage) or autoeval (accuracy, adherence to the "
+                     "instructions and completeness per section); one page each in docs/reports/")
+    output = p.add_argument_group("output")
+    output.add_argument("--output", "-o", default=None, help="the JSON document to write (default stdout)")
+    fmt.add_argument("--config", default=None, metavar="FILE.yaml",
                     help="the format's options as YAML (rating: see configs/rating.yaml); flags below override it")
     for flag, formats in report_flags().values():
         kwargs = dict(flag.kwargs)
-        p.add_argument(flag.flag, dest=f"option_{flag.option}", default=None,
+        fmt.add_argument(flag.flag, dest=f"option_{flag.option}", default=None,
                        help=f"{', '.join(formats)}: {flag.help}", **kwargs)
-    add_engine_flags(p, long_input="chunk")  # long sources are read whole, in windows
+    add_engine_flags(p.add_argument_group("model and engine", "speed and precision: docs/speed.md"),
+                     long_input="chunk")  # long sources are read whole, in windows
     p.set_defaults(run=run)
 
 

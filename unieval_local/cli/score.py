@@ -17,8 +17,10 @@ from .common import (
     EXIT_TERMINATED,
     EXIT_USAGE,
     EXIT_WRITE,
+    HelpFormatter,
     add_engine_flags,
     engine_settings,
+    examples,
     given_settings,
     task_name,
     usage_error,
@@ -63,31 +65,39 @@ def add_parser(sub) -> None:
             "[{index, record, key, field, message}]}} for a request holding a record that cannot be scored, as the hosted UniEval "
             "metric answers it (one aspect; no --resume, --shard, --engine ray or --evidence)."
         ),
+        formatter_class=HelpFormatter,
+        epilog=examples("unieval-local score data.jsonl --task summarization -o scores.jsonl",
+                        "unieval-local score --targets hyp.txt --sources src.txt --aspect consistency "
+                        "--model ckpt/unieval-sum -o scores.jsonl",
+                        docs="docs/scoring.md, docs/batch.md (--resume, --shard, Ray), docs/exit-status.md"),
     )
-    p.add_argument("input", nargs="?", default=None,
+    inputs = p.add_argument_group("input", "a records file, or line-aligned text files")
+    inputs.add_argument("input", nargs="?", default=None,
                     help="records: .jsonl (streamed; '-' for stdin), a .json list, or .csv/.tsv (header row = "
                     "field names; an empty cell is a missing field; references: one text or a JSON list "
                     '["a", "b"]); leave it out with --targets')
-    p.add_argument("--targets", default=None, metavar="T.txt",
+    inputs.add_argument("--targets", default=None, metavar="T.txt",
                     help="instead of INPUT: the texts under evaluation, one per line (a line's text as it is; a "
                     "blank line is an empty target, an error record)")
-    p.add_argument("--sources", default=None, metavar="S.txt",
+    inputs.add_argument("--sources", default=None, metavar="S.txt",
                     help="with --targets: the source of each target, one per line")
-    p.add_argument("--references", action="append", default=None, metavar="R.txt",
+    inputs.add_argument("--references", action="append", default=None, metavar="R.txt",
                     help="with --targets: one reference per line; repeat it for several references per example")
-    p.add_argument("--contexts", default=None, metavar="C.txt",
+    inputs.add_argument("--contexts", default=None, metavar="C.txt",
                     help="with --targets: the context of each target, one per line. Every file must have the "
                     "same number of lines (else exit 2); --resume checks every file")
-    p.add_argument("--task", default="summarization", type=task_name, metavar="{" + ",".join(TASKS) + "}",
+    scoring = p.add_argument_group("scoring")
+    scoring.add_argument("--task", default="summarization", type=task_name, metavar="{" + ",".join(TASKS) + "}",
                     help="task (default summarization)")
-    p.add_argument("--aspect", action="append", dest="aspects", metavar="ASPECT",
+    scoring.add_argument("--aspect", action="append", dest="aspects", metavar="ASPECT",
                     help=f"aspect to score, repeatable; 'all' for every aspect of the task (default, as UniEval's "
                     f"evaluate: every aspect of the task that the records have the fields for). {aspects_help}")
-    add_engine_flags(p)
-    p.add_argument("--evidence", action="store_true",
+    scoring.add_argument("--evidence", action="store_true",
                     help="add per-sentence scores, windows and truncation flags to each output line")
-    p.add_argument("--output", "-o", default=None, help="output .jsonl (default, or '-': stdout)")
-    p.add_argument("--output-format", default="records", choices=list(OUTPUT_FORMATS),
+    add_engine_flags(p.add_argument_group("model and engine", "speed and precision: docs/speed.md"))
+    output = p.add_argument_group("output")
+    output.add_argument("--output", "-o", default=None, help="output .jsonl (default, or '-': stdout)")
+    output.add_argument("--output-format", default="records", choices=list(OUTPUT_FORMATS),
                     help="records (default): one line per record; hosted: one line per request of at most "
                     f"{MAX_EXAMPLES_PER_REQUEST} records in the hosted UniEval metric's schema, "
                     '{"overall": {"value": mean}, "examples": [{"value": v}, ...]}; a request holding a record '
@@ -95,17 +105,18 @@ def add_parser(sub) -> None:
                     '[{"index", "record", "key", "field", "message"}]}} (the hosted metric answers a request whole '
                     "or not at all); exactly one --aspect, and no --resume, "
                     "--shard, --engine ray or --evidence (use records for batch runs)")
-    p.add_argument("--resume", action="store_true",
+    batch = p.add_argument_group("batch runs and clusters", "resume, shards, SLURM, Ray: docs/batch.md")
+    batch.add_argument("--resume", action="store_true",
                     help="continue OUTPUT: skip records already in it (refused if the run or input differ); a torn "
                     "last line is repaired, and duplicate lines of a record (two runs at once) are dropped, "
                     "keeping the first")
-    p.add_argument("--shard", default=None, metavar="K/N",
+    batch.add_argument("--shard", default=None, metavar="K/N",
                     help="score only the records whose key hashes to K modulo N (for job arrays; join with merge)")
-    p.add_argument("--engine", default="local", choices=list(BATCH_ENGINES),
+    batch.add_argument("--engine", default="local", choices=list(BATCH_ENGINES),
                     help="local (default) or ray: requests go to a Ray Data pool of scorer actors")
-    p.add_argument("--ray-actors", type=number_type(int, 1), default=1, help="scorer actors (one model each) with --engine ray")
-    p.add_argument("--gpus-per-actor", type=number_type(float, 0), default=0.0, help="GPUs per Ray actor (default 0)")
-    p.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: a local Ray instance)")
+    batch.add_argument("--ray-actors", type=number_type(int, 1), default=1, help="scorer actors (one model each) with --engine ray")
+    batch.add_argument("--gpus-per-actor", type=number_type(float, 0), default=0.0, help="GPUs per Ray actor (default 0)")
+    batch.add_argument("--ray-address", default=None, help="an existing Ray cluster (default: a local Ray instance)")
     p.set_defaults(run=run)
 
 

@@ -33,7 +33,8 @@ import os
 import socket
 import sys
 
-from .common import EXIT_CHECKPOINT, EXIT_MODEL, EXIT_OK, add_engine_flags, engine_settings, usage_error, usage_exit
+from .common import (EXIT_CHECKPOINT, EXIT_MODEL, EXIT_OK, HelpFormatter, add_engine_flags, engine_settings, examples,
+                     usage_error, usage_exit)
 
 __all__ = ["add_parser", "api_key", "is_loopback", "run"]
 
@@ -54,54 +55,63 @@ def add_parser(sub) -> None:
         "serve", help="a local HTTP service answering the hosted evaluators' requests",
         description="Serve /v1/unieval, /runs/custom, /v1/summarization-evaluator, /v1/autoeval, /v1/score, "
                     "/health, /info and /metrics (OpenAPI at /docs) with the local checkpoints. Requests from "
-                    "many clients share engine passes. Needs the 'serve' extra.")
-    p.add_argument("--host", default="127.0.0.1",
+                    "many clients share engine passes. Needs the 'serve' extra.",
+        formatter_class=HelpFormatter,
+        epilog=examples("unieval-local serve --model ckpt/unieval-sum",
+                        "unieval-local serve --host 0.0.0.0 --port 8080 --api-key-file key.txt --max-wait-ms 20",
+                        docs="docs/serving.md (every endpoint, limits, errors, stopping, Ray Serve, Prometheus)"))
+    address = p.add_argument_group("address and authentication")
+    address.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1; any other needs an API key or --no-auth)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080)")
-    p.add_argument("--api-key", default=None, help=f"the Bearer key clients must send (visible to ps: prefer "
+    address.add_argument("--port", type=int, default=8080, help="port (default 8080)")
+    address.add_argument("--api-key", default=None, help=f"the Bearer key clients must send (visible to ps: prefer "
                                                    f"--api-key-file or ${KEY_ENV})")
-    p.add_argument("--api-key-file", default=None, help="read the key from this file (the key alone, on one line; "
+    address.add_argument("--api-key-file", default=None, help="read the key from this file (the key alone, on one line; "
                                                         "one trailing newline is stripped)")
-    p.add_argument("--no-auth", action="store_true", help="serve without a key on a non-loopback address, knowingly")
+    address.add_argument("--no-auth", action="store_true", help="serve without a key on a non-loopback address, knowingly")
+    limits = p.add_argument_group("limits and batching", "what one request and the queue may hold (413, 429, 504)")
     defaults = ServiceLimits()
     for name, flag, kind, help_text in SERVICE_FLAGS:
-        p.add_argument(flag, dest=name, type=kind, default=getattr(defaults, name),
+        limits.add_argument(flag, dest=name, type=kind, default=getattr(defaults, name),
                        help=help_text.format(default=getattr(defaults, name)))
-    p.add_argument("--rating-config", default=None, metavar="FILE.yaml",
+    reports = p.add_argument_group("report endpoints")
+    reports.add_argument("--rating-config", default=None, metavar="FILE.yaml",
                    help="the rating options of /v1/summarization-evaluator (templates, fitted cut points, rules), "
                         "as `report --format rating --config FILE` reads them (see configs/rating.yaml); a bad "
                         "file stops the server at start (exit 2); /info gives its file name and SHA-256")
     from ..reports.options import consistency_aspects
 
-    p.add_argument("--consistency-aspect", default=None, choices=consistency_aspects(), metavar="TASK/ASPECT",
+    reports.add_argument("--consistency-aspect", default=None, choices=consistency_aspects(), metavar="TASK/ASPECT",
                    help="the aspect that answers the report endpoints' consistency-like queries (claims, key points, "
                         "support), as `report --consistency-aspect` (e.g. fact/factcg; default: each format's own, "
                         "summarization/consistency); a --rating-config that names one keeps its own; choices: "
                         "%(choices)s")
-    p.add_argument("--engine", choices=("local", "ray"), default="local",
+    engine = p.add_argument_group("model and engine", "speed and precision: docs/speed.md")
+    engine.add_argument("--engine", choices=("local", "ray"), default="local",
                    help="local (default: one process) or ray (a Ray Serve deployment of --replicas replicas)")
-    p.add_argument("--replicas", type=int, default=1, help="Ray Serve replicas, each with its own model (default 1)")
+    engine.add_argument("--replicas", type=int, default=1, help="Ray Serve replicas, each with its own model (default 1)")
     from ..service.connections import ConnectionLimits
 
     conn = ConnectionLimits()
-    p.add_argument("--header-timeout-s", type=float, default=conn.header_timeout_s,
+    connections = p.add_argument_group("connections", "slow or idle clients")
+    connections.add_argument("--header-timeout-s", type=float, default=conn.header_timeout_s,
                    help=f"close a connection that has not sent a complete request head within this many seconds "
                         f"of its accept or its previous response (default {conn.header_timeout_s:g})")
-    p.add_argument("--body-timeout-s", type=float, default=conn.body_timeout_s,
+    connections.add_argument("--body-timeout-s", type=float, default=conn.body_timeout_s,
                    help=f"close a connection whose request body has not arrived within this many seconds of its "
                         f"head, plus one second per --min-body-rate bytes received (default {conn.body_timeout_s:g})")
-    p.add_argument("--min-body-rate", type=float, default=conn.min_body_rate,
+    connections.add_argument("--min-body-rate", type=float, default=conn.min_body_rate,
                    help=f"bytes per second of body that extend --body-timeout-s (0: a hard limit; default "
                         f"{conn.min_body_rate:g})")
-    p.add_argument("--keep-alive-s", type=float, default=conn.keep_alive_s,
+    connections.add_argument("--keep-alive-s", type=float, default=conn.keep_alive_s,
                    help=f"close an idle keep-alive connection after this many seconds (default {conn.keep_alive_s:g})")
-    p.add_argument("--max-connections", type=int, default=None,
+    connections.add_argument("--max-connections", type=int, default=None,
                    help="connections open at once; at the cap the server stops accepting and closes the oldest "
                         "one still waiting for a request head to make room (default: the file limit, raised to "
                         "its hard limit at start, less the descriptors open and 64 kept for files, at most 8192)")
-    p.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
+    address.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"),
                    help="server log level (default info); access lines never hold request bodies")
-    add_engine_flags(p)
+    add_engine_flags(engine)
     for action in p._actions:  # what --long-input means here: one mode for every endpoint when given
         if action.dest == "long_input":
             action.help = ("prompts over --max-length: truncate, fit or chunk, for every endpoint (default: chunk "

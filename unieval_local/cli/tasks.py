@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import EXIT_OK, usage_error
+from .common import EXIT_OK, HelpFormatter, examples, usage_error
 
 __all__ = ["add_parser", "run"]
 
@@ -15,8 +15,11 @@ def add_parser(sub) -> None:
         "tasks",
         help="list tasks and aspects",
         description="Print every task and aspect: the fields it needs, granularity, range and checkpoint.",
+        formatter_class=HelpFormatter,
+        epilog=examples("unieval-local tasks", "unieval-local tasks --aspects-config configs/aspects.example.yaml",
+                        docs="docs/concepts.md (task, aspect, fields), docs/evaluators.md"),
     )
-    p.add_argument("--aspects-config", default=None, metavar="FILE", help="include user-defined aspects")
+    p.add_argument_group("aspects").add_argument("--aspects-config", default=None, metavar="FILE", help="include user-defined aspects")
     p.set_defaults(run=run)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import EXIT_OK
+from .common import EXIT_OK, HelpFormatter, examples
 
 __all__ = ["add_parser", "run"]
 
@@ -18,9 +18,14 @@ def add_parser(sub) -> None:
         help="check staged checkpoints offline",
         description="Check a checkpoint folder, or a home folder of them: files present, SHA-256 "
         "as in the manifest, config and tokenizer load, Yes/No tokens exist. Exit 0 if all pass, 1 if not.",
+        formatter_class=HelpFormatter,
+        epilog=examples("unieval-local verify unieval-home",
+                        "unieval-local verify unieval-home/minicheck-flan-t5-large --evaluator minicheck-flan-t5-large",
+                        docs="docs/checkpoints.md"),
     )
-    p.add_argument("dir", help="a checkpoint folder or a folder holding several")
-    p.add_argument("--evaluator", default=None, choices=list(EVALUATORS),
+    which = p.add_argument_group("checkpoints")
+    which.add_argument("dir", help="a checkpoint folder or a folder holding several")
+    which.add_argument("--evaluator", default=None, choices=list(EVALUATORS),
                     help="the evaluator whose answer words to check (default: the one the folder is named after, "
                     "else unieval's Yes/No)")
     p.set_defaults(run=run)
