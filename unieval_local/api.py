@@ -399,8 +399,9 @@ def score(
             scorer = _DEFAULT_SCORERS[key] = Scorer(model=model, device=device)
     task, aspect = resolve_task_aspect(scorer.registry, task=task, aspect=aspect,
                                        evaluation_aspect=evaluation_aspect, config=config)
-    return scorer._score(data, task=task, aspect=aspect, evidence=False, max_examples=MAX_EXAMPLES_PER_REQUEST,
-                         targets=targets, sources=sources, references=references, contexts=contexts)
+    result = scorer._score(data, task=task, aspect=aspect, evidence=False, max_examples=MAX_EXAMPLES_PER_REQUEST,
+                           targets=targets, sources=sources, references=references, contexts=contexts)
+    return result.model_copy(update={"run": None})  # the hosted metric's shape: no run counters
 
 
 
