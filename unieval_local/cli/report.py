@@ -153,13 +153,13 @@ def _report(args: argparse.Namespace, held) -> int:
     try:
         options = _report_options(args)
         settings = engine_settings(args)
-        engine = Engine(**settings)
-        records = _report_input(args.input, args.report_format)
+        records = _report_input(args.input, args.report_format)  # input and output checked before the engine
         if not records:
             raise InputFileError(f"{args.input} holds no records")
         if args.output:  # fail before scoring when the output cannot be written, or has another writer
             check_writable(args.output)
             held.enter_context(output_lock(args.output))
+        engine = Engine(**settings)
         with warnings.catch_warnings():  # an unchecked checkpoint is one of the report's notes, printed below
             warnings.filterwarnings("ignore", message="checkpoint folder .* unchecked")
             result = make_report(records, args.report_format, engine=engine, options=options, warn=False)
