@@ -63,7 +63,8 @@ def add_parser(sub) -> None:
             "lines of a record, keeping the first). A failing --cache-dir is skipped with one warning. --output-format hosted writes instead one line per "
             "request, {overall: {value}, examples: [{value}]}, or {error: {type, message, n_examples, examples: "
             "[{index, record, key, field, message}]}} for a request holding a record that cannot be scored, as the hosted UniEval "
-            "metric answers it (one aspect; no --resume, --shard, --engine ray or --evidence)."
+            "metric answers it, written to OUT.errors.jsonl (stderr when OUT is stdout) so that OUT holds results "
+            "only (one aspect; no --resume, --shard, --engine ray or --evidence)."
         ),
         formatter_class=HelpFormatter,
         epilog=examples("unieval-local score data.jsonl --task summarization -o scores.jsonl",
@@ -102,8 +103,8 @@ def add_parser(sub) -> None:
                     f"{MAX_EXAMPLES_PER_REQUEST} records in the hosted UniEval metric's schema, "
                     '{"overall": {"value": mean}, "examples": [{"value": v}, ...]}; a request holding a record '
                     'that cannot be scored is one line {"error": {"type", "message", "n_examples", "examples": '
-                    '[{"index", "record", "key", "field", "message"}]}} (the hosted metric answers a request whole '
-                    "or not at all); exactly one --aspect, and no --resume, "
+                    '[{"index", "record", "key", "field", "message"}]}} written to OUT.errors.jsonl (stderr when OUT '
+                    "is stdout; the hosted metric answers a request whole or not at all); exactly one --aspect, and no --resume, "
                     "--shard, --engine ray or --evidence (use records for batch runs)")
     batch = p.add_argument_group("batch runs and clusters", "resume, shards, SLURM, Ray: docs/batch.md")
     batch.add_argument("--resume", action="store_true",
