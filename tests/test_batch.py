@@ -210,11 +210,9 @@ def test_run_batch_from_python(tmp_path, tiny_ckpt, summeval_records):
         run_batch(src, tmp_path / "o.jsonl", settings={"model": str(tiny_ckpt)}, progress=False)
 
 
-ray = pytest.importorskip("ray", reason="the ray extra is not installed")
-
-
 @pytest.mark.ray
 def test_ray_engine_equals_local_engine_including_kill_and_resume(tmp_path, tiny_ckpt, summeval_records):
+    pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[test,ray]'")
     rows = small_records(summeval_records, 3000)  # 12 requests: the kill lands while results stream back
     src = write_jsonl(tmp_path / "in.jsonl", rows)
     local, viaray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
@@ -274,6 +272,7 @@ def test_resume_refusal_names_the_setting_that_differs(tmp_path, tiny_ckpt, summ
 
 @pytest.mark.ray
 def test_a_ray_run_loads_the_model_once_per_actor_and_never_in_the_driver(tmp_path, tiny_ckpt, summeval_records):
+    pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[test,ray]'")
     from unieval_local.models.t5 import runner as runner_mod
 
     ckpt = tmp_path / "copy" / "unieval-sum"  # a folder no other test has loaded in this process
