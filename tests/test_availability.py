@@ -178,3 +178,30 @@ def test_existing_output_and_plain_text_stdin_exit_2_before_any_checkpoint_looku
     err = capsys.readouterr().err
     assert "stdin is not JSONL records (one JSON object per line): line 1 of stdin is not valid JSON" in err
     assert 0 < Lines.read < 10  # peeked, not read to its end
+
+
+def test_the_left_out_line_gives_each_reason_its_evaluators_and_stages_only_what_can_be_downloaded():
+    from unieval_local.requests.score import left_out_message
+
+    absent = {f"q{n}": (f"seahorse-large-q{n}", "the folder given holds another model") for n in range(1, 4)}
+    absent["geval_coherence"] = ("g-eval", "no default weights: name a local folder for it")
+    line = left_out_message(absent, cli=True)
+    assert ("(seahorse-large-q1..q3: the folder given holds another model; g-eval: no default weights: name a "
+            "local folder for it; `unieval-local download --checkpoint seahorse-large-q1 ... --to DIR`") in line
+    only = left_out_message({"geval_coherence": absent["geval_coherence"]}, cli=False)
+    assert "download" not in only and "model={'g-eval': DIR, ...}" in only
+
+
+def test_the_unverified_warning_says_what_the_folder_holds_and_offers_no_download_for_g_eval(tmp_path):
+    from unieval_local.models.checkpoints import read_identity, unverified_message
+
+    folder = tmp_path / "gen"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "unieval_manifest.json").write_text('{"checkpoint": "gen", "hub_id": null, "files": {}}')
+    said = unverified_message("g-eval", folder, read_identity(folder))
+    assert "its unieval_manifest.json names no hub repository" in said and "download" not in said
+    (folder / "unieval_manifest.json").unlink()
+    said = unverified_message("unieval-sum", folder, read_identity(folder))
+    assert "no unieval_manifest.json from `unieval-local download`" in said
+    assert "`unieval-local download --checkpoint unieval-sum`" in said

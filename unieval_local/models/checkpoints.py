@@ -201,14 +201,19 @@ def unverified_message(name: str, folder: str | os.PathLike, identity: Checkpoin
                        verify: bool = False) -> str:
     """The warning for a folder used as evaluator ``name`` whose identity cannot be checked
     (``verify``: worded for ``unieval-local verify``, which checks it as ``name``)."""
+    from ..registry.evaluators import EVALUATORS
+
+    manifest = "its unieval_manifest.json names no hub repository" if (Path(folder) / MANIFEST_NAME).is_file() \
+        else "no unieval_manifest.json from `unieval-local download`"
     says = (f"it names {identity.hub_id!r}, which is not a built-in evaluator's hub repository"
-            if identity.hub_id else "nothing in it names the model (no unieval_manifest.json from `unieval-local "
-            f"download`, not a Hugging Face cache snapshot, no \"{EVALUATOR_KEY}\" in config.json)")
+            if identity.hub_id else f"nothing in it names the model ({manifest}, not a Hugging Face cache snapshot, "
+            f"no \"{EVALUATOR_KEY}\" in config.json)")
     use = (f"checked as {name}, its identity unchecked: {says}; scores made with it would sign identity:unverified"
            if verify else f"used as {name} unchecked: {says}; the signature says identity:unverified")
-    return (f"checkpoint folder {str(folder)!r} is {use}. Stage it with `unieval-local download --checkpoint "
-            f"{name}`, or, for a model of your own or a generated one, add \"{EVALUATOR_KEY}\": \"{name}\" to its "
-            "config.json (make_test_checkpoint.py --evaluator does)")
+    stage = (f"Stage it with `unieval-local download --checkpoint {name}`, or, for" if
+             name in EVALUATORS and EVALUATORS[name].hub_id else "For")  # g-eval: nothing to download
+    return (f"checkpoint folder {str(folder)!r} is {use}. {stage} a model of your own or a generated one, add "
+            f"\"{EVALUATOR_KEY}\": \"{name}\" to its config.json (make_test_checkpoint.py --evaluator does)")
 
 
 def is_offline(offline: bool | None = None) -> bool:

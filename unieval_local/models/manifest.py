@@ -156,7 +156,8 @@ def check_recorded_files(folder: str | os.PathLike, *, hash_weights: bool = Fals
                    for why in [_differs(n, folder / n, str(meta.get("sha256")), meta.get("size"), hash_weights)] if why]
         unlisted = [n for n in TOKENIZER_FILES if (folder / n).is_file() and n not in files]
         how, fix = f"its download manifest ({MANIFEST_NAME})", (
-            f"stage it again (unieval-local download --checkpoint {manifest.get('checkpoint') or 'NAME'})")
+            f"stage it again (unieval-local download --checkpoint {manifest['checkpoint']})" if manifest.get("hub_id")
+            and manifest.get("checkpoint") else "restore the files it recorded, or build or stage the folder again")
     else:
         blobs = _snapshot_blobs(folder)
         if not blobs:

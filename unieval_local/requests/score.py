@@ -344,15 +344,21 @@ def left_out_message(absent: Mapping[str, tuple[str, str]], *, cli: bool) -> str
     """ONE line naming the aspects left out for want of their evaluator (``absent``, from
     :func:`unavailable_aspects`), why, and how to get them: the CLI's flags (``cli``) or the
     Python API's arguments."""
+    from ..registry.evaluators import get_evaluator
+
     evaluators = [e for e, _ in absent.values()]
-    reasons = sorted({why for _, why in absent.values()})
-    first = evaluators[0]
+    by_reason: dict[str, list[str]] = {}
+    for e, why in absent.values():
+        by_reason.setdefault(why, []).append(e)
+    first = next((e for e in evaluators if get_evaluator(e).hub_id), None)  # g-eval: nothing to download
     give = (f"--model NAME=DIR gives one, --aspect NAME asks for it" if cli else
-            f"model={{{first!r}: DIR, ...}} gives one, aspects=[NAME] asks for it")
+            f"model={{{evaluators[0]!r}: DIR, ...}} gives one, aspects=[NAME] asks for it")
+    hub = sorted({e for e in evaluators if get_evaluator(e).hub_id})
+    stage = (f"`unieval-local download --checkpoint {first}{' ...' if len(hub) > 1 else ''} --to DIR` stages "
+             f"{'them' if len(hub) > 1 else 'it'}, " if first else "")
+    reasons = "; ".join(f"{_evaluators_named(names)}: {why}" for why, names in by_reason.items())
     return (f"left out {len(absent)} aspect{'s' if len(absent) > 1 else ''} whose evaluators are not here: "
-            f"{', '.join(absent)} ({_evaluators_named(evaluators)}: {'; '.join(reasons)}; `unieval-local download "
-            f"--checkpoint {first}{' ...' if len(set(evaluators)) > 1 else ''} --to DIR` stages "
-            f"{'them' if len(set(evaluators)) > 1 else 'it'}, {give})")
+            f"{', '.join(absent)} ({reasons}; {stage}{give})")
 
 
 def available_aspects(engine: Any, task: str, aspects: Sequence[str] | str | None, *, cli: bool = False) -> list[str]:
