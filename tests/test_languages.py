@@ -420,7 +420,7 @@ def test_service_reads_languages_and_warns_once_in_its_log(models, tmp_path):
         assert r.json()["adherence"]["rubrics"][0]["question"] == "摘要是否遵循指令，并且只给出允许的类别值之一？"
         time.sleep(0.3)
         log = server.stderr()
-        assert log.count("summarization/consistency: 1 example(s) in Chinese (zh)") == 1  # once per run
+        assert log.count("summarization/consistency: examples in Chinese (zh)") == 1  # once per run
         assert "the report's 'adherence' query" in log
     finally:
         assert server.stop() == 0, server.stderr()
@@ -451,3 +451,19 @@ def test_script_counts_equal_a_plain_loop_over_the_letters():
     for _ in range(2000):
         text = "".join(rng.choice(pool) for _ in range(rng.randint(0, 120)))
         assert _script_counts(text) == plain(text), text
+
+
+def test_a_batch_run_warns_once_about_a_language_without_the_first_records_count(tmp_path, tiny_ckpt):
+    import json
+    import warnings
+
+    from unieval_local.batch import run_batch
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "target": f"Der Hund {i} schlief.", "language": "de"}) + "\n"
+                           for i in range(4)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run_batch(src, tmp_path / "o.jsonl", aspects=["fluency"], settings={"model": str(tiny_ckpt)}, progress=False)
+    said = [str(w.message) for w in caught if "German (de)" in str(w.message)]
+    assert len(said) == 1 and said[0].startswith("summarization/fluency: examples in German (de), but its evaluator")

@@ -211,11 +211,14 @@ class Engine:
                 with self._lock:
                     new = (what, lang) not in self._language_warned
                     self._language_warned.add((what, lang))
-                # the request's notes always (an answer given for someone else); a warning once per engine
-                notes.note(f"{what}: {len(idx)} example(s) in {language_name(lang)} ({lang}), but its evaluator "
-                           f"{checkpoint} was trained on {told}: its scores there are not validated "
-                           "(strict_language / --strict-language refuses such examples; README, Languages)",
-                           warn=new, stacklevel=3)
+                # the request's notes always, with its count (an answer given for someone else); a warning
+                # once per engine, without one (a batch run's requests are its records: the first's count misleads)
+                why = (f"{language_name(lang)} ({lang}), but its evaluator {checkpoint} was trained on {told}: its "
+                       "scores there are not validated (strict_language / --strict-language refuses such examples; "
+                       "docs/languages.md)")
+                notes.note(f"{what}: {len(idx)} example(s) in {why}", warn=False)
+                if new:
+                    warnings.warn(f"{what}: examples in {why}", UserWarning, stacklevel=3)
         return problems
 
     @property
