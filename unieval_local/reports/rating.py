@@ -25,6 +25,11 @@ read as ``source`` and ``target``.
 
 Defaults live in :class:`RatingConfig` and, identically, in ``configs/rating.yaml``;
 ``scripts/fit_rating_cutpoints.py`` fits cut points on data with human scores.
+
+``judge: g-eval`` (``--judge g-eval``) rates the four metrics from summarization's G-Eval
+aspects instead (``geval_<metric>``: the expected rating of the whole summary on [0, 1], one
+query per metric and record; no claims, no key points), with the metric's cut points: the thirds
+unless the config gives fitted ones, so not calibrated (the run's note says so).
 """
 
 from __future__ import annotations
@@ -128,8 +133,9 @@ class MetricDetails(BaseModel):
     """How one metric's rating was made (``details``, with the ``details`` option).
 
     Attributes:
-        probability: what was mapped: the UniEval score in [0, 1], or the
-            key-point coverage share for relevance without a reference.
+        probability: what was mapped: the UniEval score in [0, 1], the key-point coverage
+            share for relevance without a reference, or with the G-Eval judge the expected
+            rating on [0, 1], ``(E - 1) / (K - 1)``.
         cut_points: the ``[low, high]`` used.
         placeholder_cut_points: True when those are the thirds of the range (0.3333, 0.6667),
             not fitted: relevance by key-point coverage, fluency (the card kept the thirds: the fit
@@ -139,7 +145,8 @@ class MetricDetails(BaseModel):
             verified; :func:`card_checkpoint_problem`; ``unieval-local calibration``); False for
             relevance by key-point coverage, another aspect or checkpoint, and for cut points a
             config set (calibrated, if at all, by whoever set them).
-        method: ``unieval:<task>/<aspect>`` (``minicheck:fact/support`` ...) or ``key_point_coverage``.
+        method: ``unieval:<task>/<aspect>`` (``minicheck:fact/support``, ``g-eval:summarization/geval_coherence``
+            ...) or ``key_point_coverage``.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -153,14 +160,14 @@ class MetricDetails(BaseModel):
 
 class RatingDetails(BaseModel):
     """What is behind a rating: per metric its :class:`MetricDetails`; how relevance was
-    measured (``reference``, ``key_point_coverage`` or None when not enabled); with
+    measured (``reference``, ``key_point_coverage``, ``g-eval`` or None when not enabled); with
     key-point coverage, each key point with its coverage probability (``score``),
     ``covered`` and source offsets."""
 
     model_config = ConfigDict(frozen=True)
 
     metrics: dict[str, MetricDetails]
-    relevance_method: Literal["reference", "key_point_coverage"] | None = None
+    relevance_method: Literal["reference", "key_point_coverage", "g-eval"] | None = None
     key_points: list[dict[str, Any]] | None = None
 
 
@@ -177,7 +184,9 @@ class RatingReport(WithOptionalDetails):
 def metric_aspect(config: RatingConfig, metric: str) -> str:
     """The ``task/aspect`` that answers ``metric`` under ``config`` (consistency: the
     ``consistency_aspect``; a metric of ``metric_aspects``: that aspect; the others:
-    summarization's aspect of that name)."""
+    summarization's aspect of that name; with ``judge: g-eval``, ``summarization/geval_<metric>``)."""
+    if config.judge == "g-eval":
+        return f"summarization/geval_{metric}"
     if metric == "consistency":
         return config.consistency_aspect
     return config.metric_aspects.get(metric, f"summarization/{metric}")
@@ -235,13 +244,15 @@ def uncalibrated_metrics(config: RatingConfig, coverage_used: bool = True,
     for m in config.enabled_metrics:
         cuts = tuple(config.cut_points[m])
         built_in = cuts == tuple(DEFAULT_CUT_POINTS[m])
-        if built_in and metric_aspect(config, m) != CALIBRATED_FOR[m]:
+        if config.judge == "g-eval" and cuts == PLACEHOLDER_CUT_POINTS:
+            out[m] = "placeholders (thirds of the range), not fitted for the G-Eval judge"
+        elif built_in and metric_aspect(config, m) != CALIBRATED_FOR[m]:
             out[m] = f"calibrated for {CALIBRATED_FOR[m]} (unieval-sum), not for {metric_aspect(config, m)}"
         elif built_in and checkpoint_problem:
             out[m] = f"calibrated for the official unieval-sum, but {checkpoint_problem}"
         elif not built_in and cuts == PLACEHOLDER_CUT_POINTS:
             out[m] = "the thirds of the range set by the rating config (placeholders, not fitted)"
-    if coverage_used and "relevance" in config.enabled_metrics and \
+    if coverage_used and config.judge == "unieval" and "relevance" in config.enabled_metrics and \
             tuple(config.cut_points["relevance_coverage"]) == PLACEHOLDER_CUT_POINTS:
         out["relevance_coverage"] = "placeholders (thirds of the range), not fitted: key-point coverage, used " \
                                     "for relevance without a reference"
@@ -293,8 +304,38 @@ class _Plan:
     on_records: list[str]
 
 
+def _plan_geval(parsed: list[Any], errors: dict[int, RowError], engine: Engine, config: RatingConfig) -> _Plan:
+    """The G-Eval judge's queries: summarization's ``geval_<metric>`` of each enabled metric
+    over the whole summary (a record without a source is an error row when an aspect needs it).
+
+    Raises:
+        CheckpointNotFoundError: no folder for the judge's evaluator (``g-eval`` has no default
+            weights): the message says to give one (``--model g-eval=DIR``); nothing is loaded.
+    """
+    from ..errors import CheckpointNotFoundError
+    from ..models.checkpoints import resolve_checkpoint
+
+    uni = {m: engine.registry.get_aspect("summarization", f"geval_{m}") for m in config.enabled_metrics}
+    for name in dict.fromkeys(a.checkpoint for a in uni.values()):
+        try:
+            resolve_checkpoint(name, engine.model, offline=True)
+        except CheckpointNotFoundError as exc:
+            raise CheckpointNotFoundError(
+                f"the G-Eval judge (judge: g-eval) needs a local instruct model: give it with --model {name}=DIR "
+                f"(model={{{name!r}: DIR}} in Python) or stage it as $UNIEVAL_LOCAL_HOME/{name}; {exc}") from None
+    if any("source" in a.required_fields for a in uni.values()):
+        for i, rec in enumerate(parsed):
+            if rec is not None and (err := require_text(rec, "source", "the G-Eval rating (coherence, consistency, "
+                                                                       "relevance)")):
+                errors[i], parsed[i] = err, None
+    jobs = jobs_by_checkpoint(list(uni.values()), parsed)
+    return _Plan(parsed, errors, uni, Coverage(), jobs, list(jobs))
+
+
 def _plan(records: Sequence[Any], engine: Engine, config: RatingConfig) -> _Plan:
     parsed, errors = parse_records(records)
+    if config.judge == "g-eval":
+        return _plan_geval(parsed, errors, engine, config)
     enabled = config.enabled_metrics
     reg = engine.registry
     uni = {m: resolve_consistency_aspect(reg, metric_aspect(config, m)) for m in ("coherence", "fluency", "relevance")
@@ -341,10 +382,30 @@ class _Metric:
     key_points: list[dict[str, Any]] | None = None
 
 
+def _rate_geval(m: str, i: int, plan: _Plan, config: RatingConfig, values: Mapping[str, Any]) -> _Metric | None:
+    """Metric ``m`` of record ``i`` by the G-Eval judge: its ``geval_<m>`` value p = (E - 1) / (K - 1)
+    mapped by the metric's cut points, the explanation giving E on its own 1-K scale; None when
+    the model gave a non-finite score."""
+    a = plan.uni[m]
+    p = float(values[a.name][i])
+    if not np.isfinite(p):
+        return None
+    cuts = tuple(config.cut_points[m])
+    score = to_rating(p, cuts)
+    text = config.t("metric_geval", label=config.t(f"label_{m}"), score=score, rating=1 + (a.scale - 1) * p,
+                    scale=a.scale, probability=p)
+    rating = MetricRating(score=score, explanation=text, normalized_score=normalized_score(score))
+    details = MetricDetails(probability=p, cut_points=cuts, placeholder_cut_points=cuts == PLACEHOLDER_CUT_POINTS,
+                            calibrated=False, method=f"g-eval:{a.task}/{a.name}")
+    return _Metric(rating, details, "g-eval" if m == "relevance" else None)
+
+
 def _rate_metric(m: str, i: int, rec: Any, plan: _Plan, config: RatingConfig, values: Mapping[str, Any],
                  evidence: Mapping[str, Any], results: Mapping[str, Any], checkpoint_problem: str | None,
                  ) -> _Metric | None:
     """Metric ``m`` of record ``i``, or None when the model gave a non-finite score."""
+    if config.judge == "g-eval":
+        return _rate_geval(m, i, plan, config, values)
     method = key_points = None
     if m == "relevance" and not rec.references:
         vals = plan.coverage.values(i, results["coverage"])
@@ -489,4 +550,8 @@ FLAGS: tuple[ReportFlag, ...] = (
     ReportFlag("enabled_metrics", "--enabled-metrics", "metrics to rate, comma-separated (default "
                "coherence,consistency,relevance,fluency)", {"metavar": "M1,M2"}, parse=_metric_list),
     N_KEY_POINTS_FLAG, DETAILS_FLAG, CONSISTENCY_FLAG,
+    ReportFlag("judge", "--judge", "what rates the four metrics: unieval (default: UniEval aspects, claims, key "
+               "points) or g-eval (the G-Eval aspects of the whole summary, a local instruct model given by "
+               "--model g-eval=DIR; cut points the thirds unless the config fits them: not calibrated)",
+               {"choices": ["unieval", "g-eval"]}),
 )

@@ -39,6 +39,7 @@ DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
         "global_incomplete": "Incomplete: {n_issues} rule(s) not met, none at the lowest rating "
                              "(mean normalized score {avg_score:.2f}).",
         "global_bad": "Bad: {n_bad} metric(s) at the lowest rating (mean normalized score {avg_score:.2f}).",
+        "metric_geval": "{label}: {score}/3 (G-Eval {rating:.1f}/{scale}, the expected rating of the whole summary).",
     },
     "fr": {
         "label_coherence": "Cohérence", "label_consistency": "Fidélité",
@@ -59,6 +60,7 @@ DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
         "global_incomplete": "Incomplet : {n_issues} règle(s) non satisfaite(s), aucune au plus bas "
                              "(score normalisé moyen {avg_score:.2f}).",
         "global_bad": "Mauvais : {n_bad} métrique(s) au plus bas (score normalisé moyen {avg_score:.2f}).",
+        "metric_geval": "{label} : {score}/3 (G-Eval {rating:.1f}/{scale}, note attendue du résumé entier).",
     },
     "zh": {
         "label_coherence": "连贯性", "label_consistency": "一致性",
@@ -77,6 +79,7 @@ DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
         "global_good": "所有指标均达到预期。",
         "global_incomplete": "不完整：{n_issues} 条规则未满足，但没有指标处于最低等级（平均归一化得分 {avg_score:.2f}）。",
         "global_bad": "差：{n_bad} 个指标处于最低等级（平均归一化得分 {avg_score:.2f}）。",
+        "metric_geval": "{label}：{score}/3（G-Eval {rating:.1f}/{scale}，整篇摘要的期望评分）。",
     },
     "id": {
         "label_coherence": "Koherensi", "label_consistency": "Konsistensi",
@@ -98,6 +101,7 @@ DEFAULT_TEMPLATES: dict[str, dict[str, str]] = {
         "global_incomplete": "Belum lengkap: {n_issues} aturan tidak terpenuhi, tidak ada yang di peringkat terendah "
                              "(rata-rata skor ternormalisasi {avg_score:.2f}).",
         "global_bad": "Buruk: {n_bad} metrik di peringkat terendah (rata-rata skor ternormalisasi {avg_score:.2f}).",
+        "metric_geval": "{label}: {score}/3 (G-Eval {rating:.1f}/{scale}, nilai harapan seluruh ringkasan).",
     },
 }
 TEMPLATE_KEYS = tuple(DEFAULT_TEMPLATES["en"])
@@ -114,10 +118,13 @@ _TEMPLATE_FIELDS: dict[str, set[str]] = {
     "issue_below": {"label", "score", "needed", "bad"}, "issue_bad": {"label", "score", "needed", "bad"},
     "global_good": {"avg_score", "n_issues", "n_bad"}, "global_incomplete": {"avg_score", "n_issues", "n_bad"},
     "global_bad": {"avg_score", "n_issues", "n_bad"},
+    "metric_geval": {"label", "score", "rating", "scale", "probability"},
 }
+#: Templates added after the first release: a language a config adds without them takes English's.
+_LATER_TEMPLATES = ("metric_geval",)
 _TEMPLATE_SAMPLE: dict[str, Any] = {"label": "Coherence", "score": 2, "probability": 0.5, "detail": "x", "n_low": 1,
                                     "n": 2, "threshold": 0.5, "text": "x", "value": 0.5, "covered": 1, "needed": 3,
-                                    "bad": 1, "avg_score": 0.5, "n_issues": 1, "n_bad": 1}
+                                    "bad": 1, "avg_score": 0.5, "n_issues": 1, "n_bad": 1, "rating": 3.5, "scale": 5}
 
 #: The thirds of the probability range: the placeholder cut points of what no calibration covers.
 PLACEHOLDER_CUT_POINTS: tuple[float, float] = (round(1 / 3, 4), round(2 / 3, 4))
@@ -182,6 +189,14 @@ class RatingConfig(BaseModel):
         templates: language -> template name -> ``str.format`` text.
         details: also write each report's ``details`` (probabilities, cut points, method,
             key points); off by default, so a report is exactly ``{"summary": {...}}``.
+        judge: ``unieval`` (default: the UniEval aspects above, claims and key points) or
+            ``g-eval``: each metric from summarization's ``geval_<metric>`` aspect of the whole
+            summary (the expected 1-5 or 1-3 rating on [0, 1], ``(E - 1) / (K - 1)``; Liu et al.
+            2023, G-Eval, section 2.3), one query per metric and record, mapped by the metric's
+            cut points; needs a local instruct model (``--model g-eval=DIR``). Its cut points
+            default to the thirds of the range (placeholders, not calibrated) where the config
+            gives none; ``metric_aspects``, ``consistency_aspect`` and the coverage settings are
+            not used.
 
     Raises:
         pydantic.ValidationError: an unknown metric, bad cut points, a missing
@@ -202,24 +217,30 @@ class RatingConfig(BaseModel):
     language: str = "en"
     templates: dict[str, dict[str, str]] = Field(default_factory=lambda: {k: dict(v) for k, v in DEFAULT_TEMPLATES.items()})
     details: bool = False
+    judge: Literal["unieval", "g-eval"] = "unieval"
 
     @model_validator(mode="before")
     @classmethod
     def _merge_defaults(cls, data: Any) -> Any:
         """A config gives only what it changes: ``cut_points`` and ``good_rules`` entries
         override the defaults one metric at a time, and ``templates`` override them one
-        language (and within a language, one template) at a time."""
+        language (and within a language, one template) at a time. With ``judge: g-eval`` the
+        cut points a config does not give are the thirds (the card's are fitted for unieval-sum)."""
         if not isinstance(data, dict):
             return data
         data = dict(migrate_consistency_task(data))
-        if isinstance(data.get("cut_points"), dict):
+        if data.get("judge") == "g-eval" and isinstance(data.get("cut_points", {}), dict):
+            given = data.get("cut_points", {})
+            data["cut_points"] = {**{m: PLACEHOLDER_CUT_POINTS for m in DEFAULT_CUT_POINTS}, **given}
+        elif isinstance(data.get("cut_points"), dict):
             data["cut_points"] = {**DEFAULT_CUT_POINTS, **data["cut_points"]}
         if isinstance(data.get("good_rules"), dict):
             data["good_rules"] = {**DEFAULT_GOOD_RULES, **data["good_rules"]}
         if isinstance(data.get("templates"), dict):
             merged = {k: dict(v) for k, v in DEFAULT_TEMPLATES.items()}
             for lang, table in data["templates"].items():
-                merged[lang] = {**merged.get(lang, {}), **table} if isinstance(table, dict) else table
+                base = merged.get(lang, {k: DEFAULT_TEMPLATES["en"][k] for k in _LATER_TEMPLATES})
+                merged[lang] = {**base, **table} if isinstance(table, dict) else table
             data["templates"] = merged
         return data
 

@@ -1,0 +1,138 @@
+"""``report --format rating --judge g-eval``: the four metrics rated from the G-Eval aspects of the
+whole summary, on a generated causal-lm checkpoint (tiny widths, qwen2 layout). The ratings are
+checked against the cut points applied here to the aspects scored directly through ``Scorer``;
+the flag, a config file, the run's "not calibrated" note and the error without a g-eval model."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+from make_test_checkpoint import build_causal_lm_checkpoint  # noqa: E402
+
+from unieval_local import Scorer  # noqa: E402
+from unieval_local.engine import Engine  # noqa: E402
+from unieval_local.registry.tasks import get_aspect  # noqa: E402
+from unieval_local.reports import make_report  # noqa: E402
+from unieval_local.reports.options import load_options  # noqa: E402
+from unieval_local.reports.rating import RatingConfig  # noqa: E402
+from unieval_local.reports.rating_config import DEFAULT_CUT_POINTS, PLACEHOLDER_CUT_POINTS  # noqa: E402
+
+CLI = [sys.executable, "-c", "import sys; from unieval_local.cli import main; sys.exit(main())"]
+METRICS = ("coherence", "consistency", "relevance", "fluency")
+DATA = [{"source": "The council approved the new park on Tuesday after a long debate about its cost.",
+         "target": "A park was approved.", "references": ["The council approved a park."]},
+        {"source": "Shares of the firm rose five percent after it reported strong sales in Asia.",
+         "target": "Shares fell sharply."},
+        {"source": "Rain fell for three days and two towns were flooded.", "target": "It rained."}]
+# cut points that split the tiny model's values (set from them in the test): a real spread of ratings
+FITTED = {"coherence": (0.2, 0.5), "consistency": (0.3, 0.6), "relevance": (0.25, 0.45), "fluency": (0.1, 0.9)}
+
+
+@pytest.fixture(scope="module")
+def geval(tmp_path_factory, shared_data) -> Path:
+    return build_causal_lm_checkpoint(tmp_path_factory.mktemp("llm") / "g-eval", layout="qwen2",
+                                      data_dir=shared_data, seed=3)
+
+
+@pytest.fixture(scope="module")
+def direct(geval) -> dict[str, list[float]]:
+    """Each metric's geval aspect scored through Scorer: metric -> value per record."""
+    scorer = Scorer(model={"g-eval": str(geval)}, device="cpu")
+    result = scorer.evaluate(DATA, task="summarization", aspects=[f"geval_{m}" for m in METRICS])
+    return {m: [e.scores[f"geval_{m}"] for e in result.examples] for m in METRICS}
+
+
+def rate(p: float, cuts: tuple[float, float]) -> int:
+    """The documented mapping: 1 if p < low, 2 if low <= p < high, 3 if p >= high."""
+    return 1 if p < cuts[0] else 2 if p < cuts[1] else 3
+
+
+def test_config_judge_defaults_and_placeholder_cut_points():
+    assert RatingConfig().judge == "unieval"
+    c = RatingConfig.model_validate({"judge": "g-eval", "cut_points": {"coherence": [0.2, 0.5]}})
+    assert c.cut_points["coherence"] == (0.2, 0.5)
+    for m in ("consistency", "relevance", "fluency"):  # not the card's (fitted for unieval-sum): the thirds
+        assert c.cut_points[m] == PLACEHOLDER_CUT_POINTS
+    assert RatingConfig().cut_points["coherence"] == DEFAULT_CUT_POINTS["coherence"] != PLACEHOLDER_CUT_POINTS
+    with pytest.raises(ValueError, match="judge"):
+        RatingConfig.model_validate({"judge": "gpt"})
+    # serve --rating-config: the file's settings, then the body's enabled_metrics (service/handlers.py's merge)
+    served = load_options(RatingConfig, None, {**c.model_dump(exclude_unset=True), "enabled_metrics": ["fluency"]})
+    assert served.judge == "g-eval" and served.cut_points == c.cut_points
+    # a language added without the G-Eval template takes English's
+    de = {k: v for k, v in RatingConfig().templates["en"].items() if k != "metric_geval"}
+    assert RatingConfig.model_validate({"templates": {"de": de}}).templates["de"]["metric_geval"] == \
+        RatingConfig().templates["en"]["metric_geval"]
+
+
+def test_ratings_are_the_cut_points_of_the_geval_aspects(geval, direct):
+    engine = Engine(model={"g-eval": str(geval)}, device="cpu")
+    cfg = RatingConfig(judge="g-eval", cut_points=FITTED, details=True)
+    with pytest.warns(UserWarning) as caught:
+        result = make_report(DATA, "rating", engine=engine, options=cfg)
+    assert result.n_errors == 0
+    assert not any("not calibrated" in str(w.message) for w in caught)  # the config's own cut points
+    assert result.settings.options["judge"] == "g-eval"
+    assert result.n_queries == len(DATA) * len(METRICS)  # one query per metric per record: no claims, no key points
+    for i, row in enumerate(result.reports):
+        for m in METRICS:
+            det = row.report.details.metrics[m]
+            assert det.probability == pytest.approx(direct[m][i], abs=1e-6)
+            assert det.method == f"g-eval:summarization/geval_{m}" and det.calibrated is False
+            assert row.report.summary.metrics[m].score == rate(direct[m][i], FITTED[m])
+            k = get_aspect("summarization", f"geval_{m}").scale
+            assert f"G-Eval {1 + (k - 1) * direct[m][i]:.1f}/{k}" in row.report.summary.metrics[m].explanation
+        assert row.report.details.relevance_method == "g-eval" and row.report.details.key_points is None
+
+
+def test_placeholder_cut_points_give_the_not_calibrated_note(geval, direct):
+    engine = Engine(model={"g-eval": str(geval)}, device="cpu")
+    with pytest.warns(UserWarning, match="not calibrated"):
+        result = make_report(DATA, "rating", engine=engine, options={"judge": "g-eval"})
+    note = next(n for n in result.notes if "not calibrated" in n)
+    assert "coherence, consistency, relevance, fluency are placeholders" in note and "G-Eval" in note
+    for i, row in enumerate(result.reports):
+        for m in METRICS:
+            assert row.report.summary.metrics[m].score == rate(direct[m][i], PLACEHOLDER_CUT_POINTS)
+
+
+def test_cli_flag_and_config_file(geval, direct, tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps(d) + "\n" for d in DATA))
+    cfg = tmp_path / "rating.yaml"
+    cfg.write_text("judge: g-eval\nenabled_metrics: [coherence, fluency]\ncut_points:\n"
+                   + "".join(f"  {m}: [{lo}, {hi}]\n" for m, (lo, hi) in FITTED.items()))
+    base = ["report", str(src), "--format", "rating", "--model", f"g-eval={geval}", "--device", "cpu",
+            "--no-progress"]
+    flag = subprocess.run(CLI + base + ["--judge", "g-eval"], capture_output=True, text=True, timeout=300)
+    assert flag.returncode == 0, flag.stderr
+    doc = json.loads(flag.stdout)
+    assert doc["settings"]["options"]["judge"] == "g-eval" and "not calibrated" in flag.stderr
+    for i, row in enumerate(doc["reports"]):
+        assert {m: row["report"]["summary"][m]["score"] for m in METRICS} == \
+            {m: rate(direct[m][i], PLACEHOLDER_CUT_POINTS) for m in METRICS}
+    conf = subprocess.run(CLI + base + ["--config", str(cfg)], capture_output=True, text=True, timeout=300)
+    assert conf.returncode == 0, conf.stderr
+    doc = json.loads(conf.stdout)
+    assert doc["n_queries"] == len(DATA) * 2
+    for i, row in enumerate(doc["reports"]):
+        summary = row["report"]["summary"]
+        assert "consistency" not in summary and "relevance" not in summary
+        assert {m: summary[m]["score"] for m in ("coherence", "fluency")} == \
+            {m: rate(direct[m][i], FITTED[m]) for m in ("coherence", "fluency")}
+
+
+def test_without_a_geval_model_the_error_says_how_to_give_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("UNIEVAL_LOCAL_HOME", str(tmp_path / "home"))
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps(DATA[0]) + "\n")
+    run = subprocess.run(CLI + ["report", str(src), "--format", "rating", "--judge", "g-eval", "--device", "cpu",
+                                "--no-progress"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 3, run.stderr  # a checkpoint error, before any model loads
+    assert "G-Eval judge" in run.stderr and "--model g-eval=DIR" in run.stderr and run.stdout == ""
