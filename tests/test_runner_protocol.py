@@ -77,11 +77,13 @@ def test_no_capability_probing_of_runners():
     package = ROOT / "unieval_local"
     offenders = []
     for path in package.rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        module_level = {id(n) for n in tree.body}  # a module's __getattr__ (PEP 562: the lazy package root) proxies no runner
+        for node in ast.walk(tree):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("hasattr", "getattr")
                     and node.args and isinstance(node.args[0], ast.Name) and "runner" in node.args[0].id.lower()):
                 offenders.append(f"{path.name}:{node.lineno}")
-            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__":
+            if isinstance(node, ast.FunctionDef) and node.name == "__getattr__" and id(node) not in module_level:
                 offenders.append(f"{path.name}:{node.lineno} __getattr__")
     assert offenders == []
 
