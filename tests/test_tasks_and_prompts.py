@@ -106,13 +106,19 @@ def test_every_builtin_aspect_has_a_golden_prompt():
         set(ALL_GOLDEN) | {
         ("data2text", "naturalness"), ("data2text", "informativeness"), ("fact", "consistency"),
         ("fact", "support"), ("fact", "sentence_support"), ("fact", "sentence_support_min"), ("fact", "nli_support"),
-        ("fact", "hhem")}
+        ("fact", "hhem"),
+        # their prompts are checked elsewhere: FactCG's by its golden ids (test_golden_ids.py, test_factcg.py), the
+        # chat-template evaluators' against apply_chat_template (test_causal_lm.py)
+        ("fact", "factcg"), ("fact", "groundedness"),
+        *(("summarization", f"geval_{m}") for m in ("coherence", "consistency", "relevance", "fluency"))}
     assert covered == {(t.name, a) for t in TASKS.values() for a in t.aspects}
 
 
 def test_registry_fields_and_granularity():
     aspects = dict(get_task("summarization").aspects)  # a copy: the SEAHORSE ones are popped below
-    assert list(aspects) == ["coherence", "consistency", "fluency", "relevance", *SEAHORSE_ASPECTS]
+    geval = [f"geval_{m}" for m in ("coherence", "consistency", "relevance", "fluency")]
+    assert list(aspects) == ["coherence", "consistency", "fluency", "relevance", *SEAHORSE_ASPECTS, *geval]
+    assert {aspects.pop(a).checkpoint for a in geval} == {"g-eval"}
     seahorse = [aspects.pop(a) for a in SEAHORSE_ASPECTS]
     assert [a.checkpoint for a in seahorse] == [f"seahorse-large-q{n}" for n in range(1, 7)]
     assert {(a.required_fields, a.granularity, a.chunk_field) for a in seahorse} == {(("target", "source"), "output",
