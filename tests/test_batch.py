@@ -213,7 +213,7 @@ def test_run_batch_from_python(tmp_path, tiny_ckpt, summeval_records):
 @pytest.mark.ray
 def test_ray_engine_equals_local_engine_including_kill_and_resume(tmp_path, tiny_ckpt, summeval_records):
     pytest.importorskip("ray", reason="the ray extra is not installed: pip install -e '.[test,ray]'")
-    rows = small_records(summeval_records, 3000)  # 12 requests: the kill lands while results stream back
+    rows = small_records(summeval_records, 1500)  # 6 requests: the kill lands while results stream back
     src = write_jsonl(tmp_path / "in.jsonl", rows)
     local, viaray = tmp_path / "local.jsonl", tmp_path / "ray.jsonl"
     assert main(["score", str(src), *args(tiny_ckpt), "-o", str(local)]) == 0
@@ -228,12 +228,12 @@ def test_ray_engine_equals_local_engine_including_kill_and_resume(tmp_path, tiny
     assert proc.poll() is None, "the Ray run ended before it could be killed"
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert 250 <= viaray.read_text().count("\n") < 3000
+    assert 250 <= viaray.read_text().count("\n") < 1500
     subprocess.run([sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"], capture_output=True, timeout=120)
     done = subprocess.run(cmd + ["--resume"], env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     lines = read(viaray)
-    assert len(lines) == 3000 and len({x["key"] for x in lines}) == 3000
+    assert len(lines) == 1500 and len({x["key"] for x in lines}) == 1500
     same_scores(by_key(lines), by_key(read(local)))
 
 
