@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["count_plain", "cut", "cut_points", "encode"]
+__all__ = ["TokenArithmetic", "count_plain", "cut", "cut_points", "encode"]
 
 _LOCKS: "weakref.WeakKeyDictionary[Any, threading.Lock]" = weakref.WeakKeyDictionary()
 _LOCKS_LOCK = threading.Lock()
@@ -56,3 +56,23 @@ def cut_points(tokenizer, text: str, n_tokens: int) -> list[int]:
     points = [offsets[k - 1][1] for k in range(n_tokens, len(offsets), n_tokens)]
     points = [p for i, p in enumerate(points) if 0 < p < len(text) and (i == 0 or p > points[i - 1])]
     return points + [len(text)]
+
+
+class TokenArithmetic:
+    """The plain-text token arithmetic of a runner whose ``model`` holds its ``tokenizer``
+    (:class:`~unieval_local.pipeline.planning.TokenCounter`'s ``count_plain``, ``cut`` and
+    ``cut_points``, through the functions above: one lock per tokenizer)."""
+
+    model: Any
+
+    def count_plain(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text without special tokens."""
+        return count_plain(self.model.tokenizer, texts)
+
+    def cut(self, text: str, n_tokens: int) -> int:
+        """How many leading characters of ``text`` its first ``n_tokens`` tokens cover."""
+        return cut(self.model.tokenizer, text, n_tokens)
+
+    def cut_points(self, text: str, n_tokens: int) -> list[int]:
+        """Offsets cutting ``text`` into parts of ``n_tokens`` tokens (one tokenization: linear)."""
+        return cut_points(self.model.tokenizer, text, n_tokens)

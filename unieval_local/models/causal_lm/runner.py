@@ -105,7 +105,7 @@ def readout(probs: np.ndarray, query: ChatQuery, model: CausalLMModel) -> tuple[
     return (expected - 1.0) / (query.scale - 1), dist
 
 
-class CausalLMRunner(Runner):
+class CausalLMRunner(tokens.TokenArithmetic, Runner):
     """The :class:`~unieval_local.models.base.Runner` of a :class:`CausalLMModel` (module docstring).
 
     Args:
@@ -134,18 +134,6 @@ class CausalLMRunner(Runner):
     def count(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text: a chat prompt as its template renders it, a plain text as is."""
         return [encode(self.model, t)[1] if is_chat_prompt(t) else len(_ids(self.model, t)) for t in texts]
-
-    def count_plain(self, texts: Sequence[str]) -> list[int]:
-        """Tokens of each text without special tokens."""
-        return tokens.count_plain(self.model.tokenizer, texts)
-
-    def cut(self, text: str, n_tokens: int) -> int:
-        """How many leading characters of ``text`` its first ``n_tokens`` tokens cover."""
-        return tokens.cut(self.model.tokenizer, text, n_tokens)
-
-    def cut_points(self, text: str, n_tokens: int) -> list[int]:
-        """Offsets cutting ``text`` into parts of ``n_tokens`` tokens."""
-        return tokens.cut_points(self.model.tokenizer, text, n_tokens)
 
     def probabilities(self, ids: list[list[int]]):
         """float64 next-token distributions at each row's last token, shape ``(len(ids), V)``

@@ -198,7 +198,7 @@ def model_class_of(evaluator: Evaluator) -> type[ClassifierModel]:
     return ClassifierModel if isinstance(evaluator.prompt_format, NLIPair) else TextClassifierModel
 
 
-class ClassifierRunner(Runner):
+class ClassifierRunner(tokens.TokenArithmetic, Runner):
     """The :class:`~unieval_local.models.base.Runner` of a classifier model (a :class:`ClassifierModel`
     over rendered pairs, :func:`~unieval_local.text.prompts.split_pair`; or the HHEM model over
     prompts, :mod:`unieval_local.models.hhem`), on the shared batching core
@@ -225,18 +225,6 @@ class ClassifierRunner(Runner):
     def count(self, texts: Sequence[str]) -> list[int]:
         """Tokens of each text with the special tokens of one segment."""
         return [len(x) for x in tokens.encode(self.model.tokenizer, list(texts))["input_ids"]] if texts else []
-
-    def count_plain(self, texts: Sequence[str]) -> list[int]:
-        """Tokens of each text without special tokens."""
-        return tokens.count_plain(self.model.tokenizer, texts)
-
-    def cut(self, text: str, n_tokens: int) -> int:
-        """How many leading characters of ``text`` its first ``n_tokens`` tokens cover."""
-        return tokens.cut(self.model.tokenizer, text, n_tokens)
-
-    def cut_points(self, text: str, n_tokens: int) -> list[int]:
-        """Offsets cutting ``text`` into parts of ``n_tokens`` tokens (one tokenization)."""
-        return tokens.cut_points(self.model.tokenizer, text, n_tokens)
 
     def score(self, prompts: Sequence[str], *, max_length: int,
               on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
