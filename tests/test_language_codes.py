@@ -142,3 +142,12 @@ def test_an_unknown_code_is_refused_by_the_cli_and_in_a_record_field(tmp_path, t
     assert "scores" in lines[0] and "scores" in lines[2] and lines[2]["language"] == "en"
     error = lines[1]["error"]
     assert "language" in json.dumps(error) and "did you mean 'zh' (Chinese)?" in error["message"]
+
+
+@pytest.mark.parametrize("code", ["zh-CN", "ZH", "zh_Hant", "cmn"])
+def test_the_autoeval_report_reads_its_language_option_like_every_entry_point(code):
+    from unieval_local.reports.autoeval import AutoevalOptions
+
+    assert AutoevalOptions(language=code).language == "zh"
+    with pytest.raises(ValueError, match="did you mean 'zh'"):
+        AutoevalOptions(language="chinese")

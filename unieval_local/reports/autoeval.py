@@ -85,15 +85,9 @@ from ..wire.autoeval import (
 )
 from ..wire.shapes import NA, ClaimWindow, Percent, RowError
 from .base import ReportFlag, ReportPart, ReportRow
-from .options import (
-    CONSISTENCY_FLAG,
-    DETAILS_FLAG,
-    MAX_N_CLAIMS_FLAG,
-    ConsistencyOption,
-    check_categorical,
-    check_texts,
-    resolve_consistency_aspect,
-)
+from ..settings import check_language
+from .options import (CONSISTENCY_FLAG, DETAILS_FLAG, MAX_N_CLAIMS_FLAG, ConsistencyOption, check_categorical,
+                      check_texts, resolve_consistency_aspect)
 from .queries import (Claims, Flat, derived_aspect, probability_name, problems_to_errors, relatedness_truncation_notes,
                       short, summary_sentence_spans, support_aspect)
 from .autoeval_questions import (
@@ -168,7 +162,7 @@ class AutoevalOptions(ConsistencyOption):
     @field_validator("language")
     @classmethod
     def _known_language(cls, v: str) -> str:
-        if v not in AUTOEVAL_TEMPLATES:
+        if (v := check_language(v, "language")) not in AUTOEVAL_TEMPLATES:  # zh-CN, ZH, zh_Hant: zh
             raise ValueError(f"language {v!r} has no autoeval texts; have {', '.join(AUTOEVAL_TEMPLATES)}")
         return v
 
