@@ -34,3 +34,14 @@ def test_report_argument_problems_exit_2_before_the_engine(tmp_path, case):
     got, err = run(["report", str(src), "--format", "rating", "--model", str(tmp_path / "nope"), "-o", str(out)])
     assert got == ["2", "False"], err
     assert "unieval-local: error:" in err and "nope" not in err  # the argument, not the missing checkpoint
+
+
+def test_meta_refuses_an_unwritable_json_output_before_the_bootstrap(tmp_path, capsys):
+    from unieval_local.cli import main
+
+    pred = tmp_path / "p.jsonl"
+    pred.write_text("".join(json.dumps({"id": i, "scores": {"coherence": i / 10}, "human": {"coherence": i % 3}}) + "\n"
+                            for i in range(8)))
+    assert main(["meta", str(pred), "--json", str(tmp_path / "no" / "such" / "m.json"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write --json" in err and "Traceback" not in err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from .common import EXIT_OK, HelpFormatter, examples, non_negative, usage_error
+from .common import EXIT_OK, HelpFormatter, check_writable, examples, non_negative, usage_error
 
 __all__ = ["add_parser", "run"]
 
@@ -66,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
     from ..analysis.meta import format_meta, load_items, meta_evaluate, rename_human
 
     try:
+        if args.json_out:  # before the bootstrap: an unwritable --json is a usage error, not a late traceback
+            try:
+                check_writable(args.json_out)
+            except ValueError as exc:
+                raise ValueError(str(exc).replace("--output", "--json")) from None
         items = load_items(args.predictions, args.human, args.human_field)
         for pair in args.human_aspect or []:
             pred, sep, human = pair.partition("=")
