@@ -21,6 +21,7 @@ from ...registry.evaluators import Evaluator
 from ...settings import check_dtype
 from ..batching import first_line
 from ..checkpoints import ResolvedCheckpoint
+from ..strict_loading import load_strictly
 from ..tokenizer_identity import check_tokenizer_fits, describe_tokenizer
 
 __all__ = ["BFLOAT16_ABOVE", "CausalLMModel", "LAYOUTS", "check_memory", "free_memory", "parameter_count",
@@ -124,7 +125,6 @@ class CausalLMModel:
     def __init__(self, checkpoint: ResolvedCheckpoint, evaluator: Evaluator, device: str, dtype: str,
                  free: int | None = None):
         import torch
-        import transformers
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
         path = self.path = Path(checkpoint.path)
@@ -147,25 +147,8 @@ class CausalLMModel:
                                   "'chat_template' or chat_template.jinja): the judge's prompt is built with it")
         self.parameters = parameter_count(config)
         self.need_bytes = check_memory(config, self.dtype, device, str(path), free)
-        bars = transformers.utils.logging.is_progress_bar_enabled()
-        transformers.utils.logging.disable_progress_bar()
-        verbosity = transformers.utils.logging.get_verbosity()
-        transformers.utils.logging.set_verbosity_error()
-        try:
-            model, info = AutoModelForCausalLM.from_pretrained(
-                path, local_files_only=True, output_loading_info=True, use_safetensors=True,
-                dtype=getattr(torch, self.dtype))
-        except Exception as exc:  # noqa: BLE001
-            raise CheckpointError(f"{path}: does not load as a causal LM: {first_line(exc)}") from None
-        finally:
-            transformers.utils.logging.set_verbosity(verbosity)
-            if bars:
-                transformers.utils.logging.enable_progress_bar()
-        missing, unexpected = sorted(info.get("missing_keys") or []), sorted(info.get("unexpected_keys") or [])
-        mismatched = [m[0] if isinstance(m, tuple) else m for m in info.get("mismatched_keys") or []]
-        if missing or unexpected or mismatched:
-            raise CheckpointError(f"{path}: its weights do not match its config (strict loading): missing "
-                                  f"{missing[:5]}, unexpected {unexpected[:5]}, mismatched {mismatched[:5]}")
+        model = load_strictly(AutoModelForCausalLM, path, "a causal LM", use_safetensors=True,
+                              dtype=getattr(torch, self.dtype))
         rows = int(model.get_input_embeddings().weight.shape[0])
         if len(self.tokenizer) > rows:
             raise CheckpointError(f"{path}: its tokenizer has {len(self.tokenizer):,} tokens but the embedding has "

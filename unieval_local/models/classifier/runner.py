@@ -26,6 +26,7 @@ from .. import tokens
 from ..base import Runner
 from ..batching import first_line, run_batches, sort_by_length
 from ..checkpoints import ResolvedCheckpoint
+from ..strict_loading import load_strictly
 from ..tokenizer_identity import check_tokenizer_fits, describe_tokenizer
 
 __all__ = ["ClassifierModel", "ClassifierRunner", "GENERIC_LABEL", "TextClassifierModel", "classifier_runner_factory",
@@ -80,6 +81,12 @@ def readout_label(id2label: dict | None, evaluator: Evaluator, where: str, n_lab
     return found[0]
 
 
+def _missing_head(missing: list[str]) -> str:
+    """The hint of a strict-loading refusal whose missing tensors include the classification head."""
+    return (" (the classification head is missing: not a fine-tuned classifier?)"
+            if any("classifier" in k for k in missing) else "")
+
+
 class ClassifierModel:
     """A loaded classifier checkpoint: tokenizer, model on its device, the label's index.
 
@@ -106,26 +113,8 @@ class ClassifierModel:
         import transformers
 
         key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
-        bars = transformers.utils.logging.is_progress_bar_enabled()
-        transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar in our output
-        verbosity = transformers.utils.logging.get_verbosity()
-        transformers.utils.logging.set_verbosity_error()  # its load report: our CheckpointError says it
-        try:
-            model, info = AutoModelForSequenceClassification.from_pretrained(
-                path, local_files_only=True, output_loading_info=True, **{key: getattr(torch, self.dtype)})
-        except Exception as exc:  # noqa: BLE001
-            raise CheckpointError(f"{path}: does not load as a sequence classifier: {first_line(exc)}") from None
-        finally:
-            transformers.utils.logging.set_verbosity(verbosity)
-            if bars:
-                transformers.utils.logging.enable_progress_bar()
-        missing, unexpected = sorted(info.get("missing_keys") or []), sorted(info.get("unexpected_keys") or [])
-        mismatched = info.get("mismatched_keys") or []
-        if missing or unexpected or mismatched:
-            raise CheckpointError(
-                f"{path}: its weights do not match its config (strict loading): missing {missing[:5]}, unexpected "
-                f"{unexpected[:5]}, mismatched {[m[0] if isinstance(m, tuple) else m for m in mismatched][:5]}"
-                f"{' (the classification head is missing: not a fine-tuned classifier?)' if any('classifier' in k for k in missing) else ''}")
+        model = load_strictly(AutoModelForSequenceClassification, path, "a sequence classifier",
+                              hint=_missing_head, **{key: getattr(torch, self.dtype)})
         #: the tokenizer's class and flags (signatures), and a doubt about it (None: none)
         self.tokenizer_class = describe_tokenizer(self.tokenizer)
         self.tokenizer_doubt = check_tokenizer_fits(self.tokenizer, model.config,
