@@ -50,19 +50,49 @@ def direct(folder: Path, evaluator: str, prompts: list[str]) -> np.ndarray:
 
 def test_geval_scores_through_python_equal_the_runner_and_keep_their_scale(ckpts):
     scorer = Scorer(model={k: str(v) for k, v in ckpts.items()}, device="cpu")
-    result = scorer.evaluate(DATA, task="summarization", aspects=["geval_coherence", "geval_fluency"])
+    with pytest.warns(UserWarning, match=r"geval_coherence \(1-5\), geval_fluency \(1-3\) entered as"):
+        result = scorer.evaluate(DATA, task="summarization", aspects=["geval_coherence", "geval_fluency"],
+                                 evidence=True)
     for name in ("geval_coherence", "geval_fluency"):
         aspect = get_aspect("summarization", name)
+        k = aspect.scale
         prompts = [GEVAL.render(aspect, UniEvalData(**d), d["target"])[0] for d in DATA]
-        want = direct(ckpts["g-eval"], "g-eval", prompts)
+        want = direct(ckpts["g-eval"], "g-eval", prompts)  # the runner's (E - 1) / (K - 1)
         got = np.array([e.scores[name] for e in result.examples])
-        np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)
-        assert ((got >= 0) & (got <= 1)).all()  # (rating - 1) / (K - 1): means never mix scales
+        np.testing.assert_allclose(got, 1 + (k - 1) * want, atol=1e-6, rtol=0)  # the rating E on its scale
+        assert ((got >= 1) & (got <= k)).all() and not ((got >= 0) & (got <= 1)).all()
+        for e, value in zip(result.examples, got):
+            (q,) = e.evidence[name].queries
+            assert sorted(q.distribution) == [str(r) for r in range(1, k + 1)]
+            assert abs(sum(q.distribution.values()) - 1) < 1e-9
+            expected = sum(int(r) * pr for r, pr in q.distribution.items())  # E = sum k p(k)
+            assert abs(expected - value) < 1e-6 and abs(q.value - value) < 1e-9
+        np.testing.assert_allclose(result.per_aspect[name].overall.value, got.mean(), atol=1e-12)
     assert get_aspect("summarization", "geval_fluency").scale == 3
     assert ChatQuery.decode(GEVAL.render(get_aspect("summarization", "geval_fluency"), UniEvalData(**DATA[0]),
                                          DATA[0]["target"])[0]).prefix == "Fluency (1-3):"
-    mean = np.mean([[e.scores["geval_coherence"], e.scores["geval_fluency"]] for e in result.examples], axis=1)
+    # mixed scales: each rating enters aspect_mean as (E - 1) / (K - 1)
+    mean = np.mean([[(e.scores["geval_coherence"] - 1) / 4, (e.scores["geval_fluency"] - 1) / 2]
+                    for e in result.examples], axis=1)
     np.testing.assert_allclose([e.aspect_mean for e in result.examples], mean, atol=1e-12)
+    # one scale: the mean stays on it
+    same = scorer.evaluate(DATA, task="summarization", aspects=["geval_coherence", "geval_relevance"])
+    np.testing.assert_allclose([e.aspect_mean for e in same.examples],
+                               [(e.scores["geval_coherence"] + e.scores["geval_relevance"]) / 2 for e in same.examples],
+                               atol=1e-12)
+
+
+def test_geval_distribution_kept_after_a_score_cache_hit(ckpts, tmp_path):
+    """A value from the score cache has no distribution kept: the runner scores it again for
+    the evidence, and it is the same distribution."""
+    def run():
+        scorer = Scorer(model={"g-eval": str(ckpts["g-eval"])}, device="cpu", cache_dir=str(tmp_path / "cache"))
+        return scorer.score(DATA[:2], task="summarization", aspect="geval_relevance", evidence=True)
+
+    first, again = run(), run()
+    for a, b in zip(first.examples, again.examples):
+        assert a.value == b.value
+        assert a.evidence.queries[0].distribution == pytest.approx(b.evidence.queries[0].distribution, abs=1e-12)
 
 
 def test_granite_groundedness_is_the_max_over_chunks(ckpts, shared_data):
@@ -97,7 +127,7 @@ def test_cli_score_and_tasks(ckpts, tmp_path):
     np.testing.assert_allclose(got, want, atol=1e-9, rtol=0)
     tasks = subprocess.run(CLI + ["tasks"], capture_output=True, text=True, timeout=120).stdout
     line = next(x for x in tasks.splitlines() if "geval_fluency" in x)
-    assert "rating 1-3" in line and "g-eval" in line
+    assert "[1, 3] (expected rating)" in line and "g-eval" in line
     assert "granite-guardian-3.3-8b" in next(x for x in tasks.splitlines() if x.startswith("fact") and "grounded" in x)
 
 

@@ -42,10 +42,13 @@ def geval(tmp_path_factory, shared_data) -> Path:
 
 @pytest.fixture(scope="module")
 def direct(geval) -> dict[str, list[float]]:
-    """Each metric's geval aspect scored through Scorer: metric -> value per record."""
+    """Each metric's geval aspect scored through Scorer, its rating E on the 1-K scale placed on
+    [0, 1] as (E - 1) / (K - 1) (where the report's cut points are read): metric -> per record."""
     scorer = Scorer(model={"g-eval": str(geval)}, device="cpu")
-    result = scorer.evaluate(DATA, task="summarization", aspects=[f"geval_{m}" for m in METRICS])
-    return {m: [e.scores[f"geval_{m}"] for e in result.examples] for m in METRICS}
+    with pytest.warns(UserWarning, match="scales differ"):  # fluency's 1-3 beside the others' 1-5
+        result = scorer.evaluate(DATA, task="summarization", aspects=[f"geval_{m}" for m in METRICS])
+    scales = {m: get_aspect("summarization", f"geval_{m}").scale for m in METRICS}
+    return {m: [(e.scores[f"geval_{m}"] - 1) / (scales[m] - 1) for e in result.examples] for m in METRICS}
 
 
 def rate(p: float, cuts: tuple[float, float]) -> int:

@@ -239,7 +239,8 @@ class Scorer:
             :class:`EvaluationResult`: per example its score per aspect and its
             ``aspect_mean`` (mean over aspects, UniEval's per-sample "overall");
             per aspect a :class:`UniEvalResult` whose ``overall`` is the mean over
-            examples. Ranges: [0, 1] except dialogue engagingness ([0, n_sentences]).
+            examples. Ranges: [0, 1] except dialogue engagingness ([0, n_sentences]) and
+            G-Eval ratings ([1, K], ``aspect_mean`` then rescales them and notes it).
             ``run`` (:class:`~unieval_local.schema.RunInfo`, also on each per-aspect result):
             the call's forward passes, distinct queries, wall and CPU seconds.
 
@@ -259,7 +260,8 @@ class Scorer:
                                                     wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0))
             values, ev, stats, languages = self._run_requests(examples, task, names, evidence)
             self._warn_about(stats)
-            result = evaluation_result(task, names, values, ev, self.signature, self.dtype, languages)
+            result = evaluation_result(task, names, values, ev, self.signature, self.dtype, languages,
+                                       [self.engine.registry.get_aspect(task, a).scale for a in names])
         except (UniEvalError, ValueError, FileNotFoundError) as exc:
             raise _in_python_names(exc).with_traceback(None) from None
         run = RunInfo(forward_passes=self.scheduler.batches - batches,

@@ -216,7 +216,7 @@ class QueryEvidence(BaseModel):
     """One Boolean-QA query behind a score.
 
     Attributes:
-        value: its P(Yes) in [0, 1].
+        value: its P(Yes) in [0, 1]; for a rating aspect (G-Eval) the expected rating E in [1, K].
         sentence: index of the target sentence it scored (sentence-level aspects), else None.
         reference: index of the reference it used, when the aspect uses references.
         window: the part of a long field it used (``fit`` / ``chunk`` modes), else None.
@@ -224,6 +224,8 @@ class QueryEvidence(BaseModel):
         truncated: True when the prompt was longer than ``max_length`` and its end was cut.
         tokens_dropped: how many tokens were cut (0 if none).
         truncated_field: the field in which the cut fell (the fields after it were lost too).
+        distribution: a rating aspect's p(k) for k = "1" .. "K", renormalised over the score
+            tokens (G-Eval, Liu et al., 2023, section 2.3: E = sum k p(k)); None otherwise.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -236,6 +238,7 @@ class QueryEvidence(BaseModel):
     truncated: bool = False
     tokens_dropped: int = 0
     truncated_field: str | None = None
+    distribution: dict[str, float] | None = None
 
 
 class SentenceEvidence(BaseModel):
@@ -273,7 +276,8 @@ class Evidence(BaseModel):
 
 
 class UniEvalStats(BaseModel):
-    """One score. ``value`` is in [0, 1], except dialogue engagingness: [0, n_sentences].
+    """One score. ``value`` is in [0, 1], except dialogue engagingness: [0, n_sentences], and a
+    rating aspect (G-Eval): the expected rating in [1, K] (``Aspect.scale``; ``tasks`` shows it).
 
     ``evidence`` is present only when asked for (``evidence=True``). Nothing else: this is the
     hosted metric's result schema (each example's language is in ``Scorer.evaluate``'s
@@ -334,7 +338,10 @@ class ExampleScores(BaseModel):
         scores: aspect -> score.
         aspect_mean: the mean of this example's aspect scores (what UniEval's
             ``evaluate`` calls the sample's ``overall``). Not to be confused
-            with ``UniEvalResult.overall``, the mean of one aspect over examples.
+            with ``UniEvalResult.overall``, the mean of one aspect over examples. A rating
+            aspect (G-Eval, 1-K) beside aspects of another scale enters it as
+            ``(E - 1) / (K - 1)`` in [0, 1], with a note
+            (:func:`~unieval_local.registry.tasks.combined_value`); ``scores`` keep their scales.
     """
 
     model_config = ConfigDict(frozen=True)

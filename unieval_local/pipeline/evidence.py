@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .fold import Folded
+from .fold import Folded, on_scale
 from .planning import Plan, TokenCounter
 from ..registry.evaluators import format_of
 from ..schema import Evidence, QueryEvidence, SentenceEvidence, Span, UniEvalData
@@ -36,6 +36,19 @@ def truncated_field(prompt: str, spans: Sequence[tuple[str, int, int]], counter:
     return spans[-1][0] if spans else None
 
 
+def _distributions(plan: Plan, blocks, counter, max_length: int) -> dict[int, dict[str, float]]:
+    """Prompt index -> its rating distribution, for the prompts of ``blocks`` (a rating
+    aspect's), from the runner behind ``counter`` (through a score cache); empty when that
+    runner keeps none."""
+    runner = getattr(counter, "inner", counter)
+    get = getattr(runner, "distributions", None)
+    if get is None:
+        return {}
+    wanted = [k for b in blocks if b is not None for k in b.indices]
+    got = get([plan.prompts[k] for k in wanted], max_length=max_length)
+    return {k: d for k, d in zip(wanted, got) if d}
+
+
 def build_evidence(plan: Plan, folded: Folded, p_yes: np.ndarray, n_tokens: np.ndarray,
                    examples: Sequence[UniEvalData | None], max_length: int,
                    counter: TokenCounter | None = None) -> dict[str, list[Evidence | None]]:
@@ -44,6 +57,7 @@ def build_evidence(plan: Plan, folded: Folded, p_yes: np.ndarray, n_tokens: np.n
     for name, blocks in plan.blocks.items():
         aspect = plan.aspects[name]
         uses_refs = any(pf.field == "references" for pf in aspect.fields)
+        dists = _distributions(plan, blocks, counter, max_length) if aspect.scale else {}
         rows: list[Evidence | None] = []
         for i, block in enumerate(blocks):
             units = folded.unit_values[name][i]
@@ -56,7 +70,8 @@ def build_evidence(plan: Plan, folded: Folded, p_yes: np.ndarray, n_tokens: np.n
                 n = int(n_tokens[k])
                 cut = n > max_length
                 queries.append(QueryEvidence(
-                    value=float(p_yes[k]),
+                    value=on_scale(p_yes[k], aspect.scale) if aspect.scale else float(p_yes[k]),
+                    distribution=dists.get(k),
                     sentence=q.unit if aspect.granularity == "sentence" else None,
                     reference=q.reference if uses_refs else None,
                     window=Span(field=q.field, start=q.window[0], end=q.window[1]) if q.window else None,

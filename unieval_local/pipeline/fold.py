@@ -4,7 +4,10 @@ Reductions (UniEval, ``evaluator.py``): windows of a long field by the aspect's
 ``window_reduction`` (max for consistency-like aspects), then references by the run's
 ``reference_reduction`` (mean, the UniEval author's advice in issue #2 of the UniEval
 repo, or max), then units by the aspect's ``reduction`` (mean over sentences; sum for
-dialogue engagingness).
+dialogue engagingness). A rating aspect (G-Eval, ``Aspect.scale`` K) is then put back on
+its own scale: its queries' values are ``(E - 1) / (K - 1)`` in [0, 1] (what the runners and the
+score cache hold), its example and sentence values ``1 + (K - 1) * v``, the expected rating in
+[1, K]; every reduction here is a mean or a max, which commute with that increasing affine map.
 """
 
 from __future__ import annotations
@@ -16,11 +19,17 @@ import numpy as np
 
 from .planning import Plan
 
-__all__ = ["Folded", "ReferenceReduction", "fold", "fold_all"]
+__all__ = ["Folded", "ReferenceReduction", "fold", "fold_all", "on_scale"]
 
 ReferenceReduction = Literal["mean", "max"]
 
 _REDUCE = {"mean": np.mean, "sum": np.sum, "min": np.min, "max": np.max}
+
+
+def on_scale(value: float, scale: int) -> float:
+    """A rating query's value ``(E - 1) / (K - 1)`` in [0, 1] back on its scale: ``E`` in
+    [1, K] (G-Eval's expected rating, Liu et al., 2023, section 2.3). ``scale``: K, 2..9."""
+    return 1.0 + (scale - 1) * float(value)
 
 
 @dataclass
@@ -74,6 +83,8 @@ def fold_all(plan: Plan, p_yes: np.ndarray, reference_reduction: ReferenceReduct
                 cells = [k for row in b.grid for k in row[u]]
                 bests.append(max(cells, key=lambda k: p_yes[k]) if aspect.window_reduction == "max"
                              and len(b.grid) == 1 and len(cells) > 1 else None)
+            if aspect.scale:
+                units = [on_scale(u, aspect.scale) for u in units]
             vals[i] = float(reduce_units(units))
             per_unit.append(units)
             per_best.append(bests)

@@ -12,13 +12,17 @@ restated in ``shared/UNIEVAL_CONTRACT.md``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
+
+import numpy as np
 
 from ..errors import UnknownTaskError
 from .evaluators import EVALUATORS
 
 __all__ = ["Aspect", "CHECKPOINTS", "DEFAULT_REGISTRY", "Granularity", "PromptField", "Reduction", "Registry",
+           "combined_value", "mixed_scales_note",
            "TASKS", "Task", "get_aspect", "get_task", "task_names"]
 
 Granularity = Literal["output", "sentence"]
@@ -65,10 +69,12 @@ class Aspect:
             supports it), ``mean`` otherwise.
         chunk_unit: windows hold whole ``sentence`` s, or whole ``line`` s
             (dialogue turns).
-        scale: for a rating aspect (G-Eval), K: ratings run 1..K. Its scores are the expected
-            rating mapped onto [0, 1], ``(E - 1) / (K - 1)``, so that aspect means, the overall,
-            meta-evaluation and the HTML report never mix a 1-K scale with probabilities;
-            ``rating = 1 + (K - 1) * score`` reads one back. None: a probability.
+        scale: for a rating aspect (G-Eval), K: ratings run 1..K (2 <= K <= 9). Its scores keep
+            that scale: the expected rating E in [1, K] (Liu et al., 2023, G-Eval, section 2.3);
+            where aspects are combined (an example's ``aspect_mean``, meta-evaluation's
+            ``overall``, the HTML report's all-aspect views) an aspect on a 1-K scale enters as
+            ``(E - 1) / (K - 1)`` unless every aspect combined has the same scale
+            (:func:`combined_value`), and the result says so. None: a probability.
     """
 
     task: str
@@ -105,7 +111,7 @@ class Aspect:
         if self.granularity == "sentence" and self.reduction == "sum":
             return "[0, n_sentences]"
         if self.scale:
-            return f"[0, 1] = rating 1-{self.scale}"
+            return f"[1, {self.scale}] (expected rating)"
         return "[0, 1]"
 
 
@@ -362,6 +368,36 @@ class Registry:
 
 #: The registry of built-in tasks and aspects.
 DEFAULT_REGISTRY = Registry()
+
+
+
+def combined_value(values: Sequence[float], scales: Sequence[int | None]) -> float:
+    """The mean of several aspects' values for one example (``aspect_mean``, meta-evaluation's
+    ``overall``), never mixing scales silently.
+
+    Args:
+        values: one value per aspect. scales: per aspect, its ``Aspect.scale`` (K of a 1-K
+            rating aspect) or None (a probability in [0, 1], or a sum).
+
+    Returns:
+        The plain mean when every scale is the same (all probabilities: UniEval's per-sample
+        ``overall``; all 1-5 ratings: a 1-5 mean); otherwise the mean with each rating ``E`` on a
+        1-K scale entering as ``(E - 1) / (K - 1)`` in [0, 1] (:func:`mixed_scales_note` says so).
+    """
+    if len(set(scales)) <= 1:
+        return float(np.mean(values))
+    return float(np.mean([(v - 1.0) / (k - 1) if k else v for v, k in zip(values, scales)]))
+
+
+def mixed_scales_note(names: Sequence[str], scales: Sequence[int | None]) -> str | None:
+    """The note a multi-aspect result carries when :func:`combined_value` rescales (rating
+    aspects beside others, or ratings of different scales), else None. ``names``: the aspects;
+    ``scales``: each one's ``Aspect.scale``."""
+    if len(set(scales)) <= 1:
+        return None
+    rated = ", ".join(f"{a} (1-{k})" for a, k in zip(names, scales) if k)
+    return (f"aspect_mean: {rated} entered as (rating - 1) / (K - 1) in [0, 1], as the aspects' scales differ; "
+            "scores keep each aspect's own scale")
 
 
 def task_names() -> list[str]:

@@ -383,16 +383,18 @@ class _Metric:
 
 
 def _rate_geval(m: str, i: int, plan: _Plan, config: RatingConfig, values: Mapping[str, Any]) -> _Metric | None:
-    """Metric ``m`` of record ``i`` by the G-Eval judge: its ``geval_<m>`` value p = (E - 1) / (K - 1)
-    mapped by the metric's cut points, the explanation giving E on its own 1-K scale; None when
-    the model gave a non-finite score."""
+    """Metric ``m`` of record ``i`` by the G-Eval judge: its ``geval_<m>`` value, the expected
+    rating E on the aspect's 1-K scale, placed on [0, 1] as p = (E - 1) / (K - 1) (so that one set
+    of cut points serves fluency's 1-3 and the others' 1-5) and mapped by the metric's cut points,
+    the explanation giving E; None when the model gave a non-finite score."""
     a = plan.uni[m]
-    p = float(values[a.name][i])
-    if not np.isfinite(p):
+    rating = float(values[a.name][i])
+    if not np.isfinite(rating):
         return None
+    p = (rating - 1.0) / (a.scale - 1)
     cuts = tuple(config.cut_points[m])
     score = to_rating(p, cuts)
-    text = config.t("metric_geval", label=config.t(f"label_{m}"), score=score, rating=1 + (a.scale - 1) * p,
+    text = config.t("metric_geval", label=config.t(f"label_{m}"), score=score, rating=rating,
                     scale=a.scale, probability=p)
     rating = MetricRating(score=score, explanation=text, normalized_score=normalized_score(score))
     details = MetricDetails(probability=p, cut_points=cuts, placeholder_cut_points=cuts == PLACEHOLDER_CUT_POINTS,

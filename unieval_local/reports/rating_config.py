@@ -191,9 +191,9 @@ class RatingConfig(BaseModel):
             key points); off by default, so a report is exactly ``{"summary": {...}}``.
         judge: ``unieval`` (default: the UniEval aspects above, claims and key points) or
             ``g-eval``: each metric from summarization's ``geval_<metric>`` aspect of the whole
-            summary (the expected 1-5 or 1-3 rating on [0, 1], ``(E - 1) / (K - 1)``; Liu et al.
-            2023, G-Eval, section 2.3), one query per metric and record, mapped by the metric's
-            cut points; needs a local instruct model (``--model g-eval=DIR``). Its cut points
+            summary (the expected 1-5 or 1-3 rating E; Liu et al. 2023, G-Eval, section 2.3),
+            one query per metric and record; the cut points are read on ``(E - 1) / (K - 1)`` in
+            [0, 1] (one set for fluency's 1-3 and the others' 1-5); needs a local instruct model (``--model g-eval=DIR``). Its cut points
             default to the thirds of the range (placeholders, not calibrated) where the config
             gives none; ``metric_aspects``, ``consistency_aspect`` and the coverage settings are
             not used.

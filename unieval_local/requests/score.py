@@ -27,6 +27,7 @@ from ..errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError
 from ..records import Record, record_error_type
 from ..schema import EvaluationResult, ExampleScores, UniEvalResult, UniEvalStats
 from ..pipeline.validate import input_hint_counts, validate_examples
+from ..registry.tasks import combined_value, mixed_scales_note
 from .base import Request, Stage, StageGenerator, joined_evidence, joined_values
 
 __all__ = ["ChunkResult", "RecordsRequest", "ScoreAnswer", "ScoreRequest", "answer_languages", "available_aspects",
@@ -157,6 +158,9 @@ class RecordsRequest(Request[ChunkResult]):
     def stages(self, engine) -> StageGenerator:
         aspects = list(self.aspects)
         resolved = [engine.registry.get_aspect(self.task, a) for a in aspects]
+        self._scales = [a.scale for a in resolved]
+        if mixed := mixed_scales_note(aspects, self._scales):
+            notes.note(mixed, warn=False)
         examples, problems = validate_examples([r.data if r.error is None else None for r in self.records], resolved)
         hints = input_hint_counts(examples, resolved)
         got = yield Stage(jobs_by_checkpoint(resolved, examples), evidence=self.evidence)
@@ -199,7 +203,7 @@ class RecordsRequest(Request[ChunkResult]):
         if self._languages[i] is not None:
             line["language"] = self._languages[i]
         if len(aspects) > 1:
-            line["aspect_mean"] = float(np.mean(list(row.values())))
+            line["aspect_mean"] = combined_value(list(row.values()), self._scales)
         if self.evidence:
             line["evidence"] = {a: ev[a][i].model_dump(exclude_none=True) for a in aspects}
         return line, None
@@ -217,7 +221,8 @@ def joined_languages(results: Mapping[str, Any], n: int) -> list[str | None]:
 
 def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.ndarray], evidence: Mapping[str, list],
                       signature: Any, dtype: str = "float32",
-                      languages: Sequence[str | None] | None = None) -> EvaluationResult:
+                      languages: Sequence[str | None] | None = None,
+                      scales: Sequence[int | None] | None = None) -> EvaluationResult:
     """The :class:`~unieval_local.schema.EvaluationResult` of scored examples: what
     :meth:`Scorer.evaluate <unieval_local.Scorer.evaluate>` returns, and what the HTTP service's
     ``/v1/score`` answers from the shared scheduler.
@@ -229,6 +234,9 @@ def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.n
         signature: ``signature(task, aspect, languages)`` -> :class:`~unieval_local.schema.Signature`.
         dtype: named in the non-finite error.
         languages: per example, its language (in each example's result and the signature).
+        scales: per aspect, its rating scale K or None (``Aspect.scale``): how ``aspect_mean``
+            combines them (:func:`~unieval_local.registry.tasks.combined_value`; a note when it
+            rescales). None: all probabilities.
 
     Raises:
         NonFiniteScoreError: some example has a non-finite value (the indices are listed).
@@ -248,8 +256,11 @@ def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.n
                          signature=signature(task, a, langs) if languages else signature(task, a))
         for a in names
     }
+    scales = list(scales) if scales is not None else [None] * len(names)
+    if n and (mixed := mixed_scales_note(names, scales)):
+        notes.note(mixed, warn=True, stacklevel=3)
     rows = [ExampleScores(scores={a: float(values[a][i]) for a in names},
-                          aspect_mean=float(np.mean([values[a][i] for a in names])),
+                          aspect_mean=combined_value([values[a][i] for a in names], scales),
                           evidence={a: ev[a][i] for a in names} if ev else None, language=langs[i])
             for i in range(n)]
     return EvaluationResult(task=task, aspects=list(names), examples=rows, per_aspect=per_aspect)

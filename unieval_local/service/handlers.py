@@ -365,8 +365,9 @@ class Service(CustomRuns):
             names = available_aspects(self.engine, task, aspects)  # none named: those whose evaluator is here
 
             def finish(values: Mapping[str, np.ndarray], ev: Mapping[str, list], languages: Any) -> dict[str, Any]:
+                scales = [self.engine.registry.get_aspect(task, a).scale for a in names]
                 result = evaluation_result(task, names, values, ev, self.engine.signature, self.engine.config.dtype,
-                                           languages).model_dump(mode="json", exclude_none=True)
+                                           languages, scales).model_dump(mode="json", exclude_none=True)
                 for per in result.get("per_aspect", {}).values():
                     if isinstance(per.get("signature"), dict) and "checkpoint" in per["signature"]:
                         per["signature"]["checkpoint"] = self.redact(per["signature"]["checkpoint"])

@@ -22,6 +22,7 @@ Batching is the shared core's (:func:`~unieval_local.models.batching.run_batches
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -129,6 +130,8 @@ class CausalLMRunner(tokens.TokenArithmetic, Runner):
         self.forward = "plain"
         self.tokenizer_class = model.tokenizer_class
         self.tokenizer_doubt = model.tokenizer_doubt
+        self._recent: OrderedDict[tuple[str, int], dict[str, float]] = OrderedDict()  # evidence's distributions
+        self._recent_lock = threading.Lock()
 
     # token arithmetic (TokenCounter)
     def count(self, texts: Sequence[str]) -> list[int]:
@@ -184,9 +187,32 @@ class CausalLMRunner(tokens.TokenArithmetic, Runner):
         with self.model.lock:
             run_batches(sort_by_length(lengths), lengths, batch_tokens=self.batch_tokens, holder=self.model,
                         device=self.model.device, forward=forward, max_cells=self.max_cells, on_batch=done)
+        with self._recent_lock:
+            for p, d in zip(distinct, dists):
+                self._recent[(p, max_length)] = d
+                self._recent.move_to_end((p, max_length))
+            while len(self._recent) > RECENT_DISTRIBUTIONS:
+                self._recent.popitem(last=False)
         index = {p: k for k, p in enumerate(distinct)}
         at = [index[p] for p in prompts]
         return values[at], np.array([encoded[k][1] for k in at], dtype=np.int64), [dists[k] for k in at]
+
+    def distributions(self, prompts: Sequence[str], *, max_length: int) -> list[dict[str, float]]:
+        """Per prompt, its readout distribution (:func:`readout`: word or rating digit -> its
+        renormalised probability): the one kept from its last scoring (the last
+        :data:`RECENT_DISTRIBUTIONS` prompts), else scored again (a score-cache hit keeps only the
+        value). Evidence asks for them after the scores (``Evidence.queries[].distribution``).
+
+        Raises:
+            ModelRuntimeError: the model failed.
+        """
+        with self._recent_lock:
+            kept = {p: self._recent.get((p, max_length)) for p in prompts}
+        missing = list(dict.fromkeys(p for p, d in kept.items() if d is None))
+        if missing:
+            _, _, again = self.evaluate(missing, max_length=max_length)
+            kept.update(zip(missing, again))
+        return [kept[p] for p in prompts]
 
     def score(self, prompts: Sequence[str], *, max_length: int,
               on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -201,6 +227,9 @@ class CausalLMRunner(tokens.TokenArithmetic, Runner):
         values, n_tokens, _ = self.evaluate(prompts, max_length=max_length, on_batch=on_batch)
         return values, n_tokens
 
+
+#: how many recent prompts' readout distributions a runner keeps for evidence
+RECENT_DISTRIBUTIONS = 4096
 
 _MODELS: dict[tuple[str, str, str], CausalLMModel] = {}
 _LOCK = threading.Lock()
