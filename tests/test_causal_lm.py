@@ -244,3 +244,41 @@ def test_bfloat16_scores_close_to_float32(causal_ckpts):
         prompts, max_length=4096)[0]
     np.testing.assert_allclose(b16, f32, atol=0.05)
     assert not np.array_equal(b16, f32)  # bfloat16 really ran
+
+
+def test_auto_dtype_is_bfloat16_above_3b_parameters(causal_ckpts, tmp_path):
+    """dtype ``auto`` (the default) reads the parameter count from config.json before any weight
+    loads: a decoder above 3B runs in bfloat16 (signed, noted), the small one in float32; an
+    explicit float32 is kept. The 30B-parameter config cannot load here: the memory check's
+    refusal names the dtype the load was tried in."""
+    import json
+    import shutil
+
+    from unieval_local import Scorer
+    from unieval_local.engine import Engine
+
+    big = tmp_path / "big"
+    shutil.copytree(causal_ckpts["qwen2"], big)
+    config = json.loads((big / "config.json").read_text())
+    config["intermediate_size"] = 80_000_000
+    (big / "config.json").write_text(json.dumps(config))
+    (big / "unieval_manifest.json").unlink()  # its record of config.json no longer holds
+    n = parameter_count(__import__("transformers").AutoConfig.from_pretrained(big))
+    assert n > 3e9
+    engine = Engine(model={"g-eval": str(big)}, device="cpu")
+    with pytest.warns(UserWarning, match=r"g-eval: \d+\.\dB parameters: bfloat16 \(dtype auto"):
+        assert engine.dtype_for("g-eval") == "bfloat16"
+    assert engine.config.dtype == "float32"  # the run's dtype; per checkpoint it may differ
+    assert engine.signature("summarization", "geval_coherence").dtype == "bfloat16"
+    assert engine.dtype_for("unieval-sum") == "float32"
+    with pytest.warns(UserWarning, match="bfloat16 \\(dtype auto"):
+        with pytest.raises(CheckpointError, match=r"GiB in bfloat16"):
+            Scorer(model={"g-eval": str(big)}, device="cpu").score(
+                [{"source": "a b.", "target": "a."}], task="summarization", aspect="geval_coherence")
+    with pytest.raises(CheckpointError, match=r"GiB in float32"):
+        Scorer(model={"g-eval": str(big)}, device="cpu", dtype="float32").score(
+            [{"source": "a b.", "target": "a."}], task="summarization", aspect="geval_coherence")
+    small = Engine(model={"g-eval": str(causal_ckpts["qwen2"])}, device="cpu")
+    assert small.dtype_for("g-eval") == "float32"
+    assert small.signature("summarization", "geval_coherence").dtype == "float32"
+    assert Engine(model={"g-eval": str(big)}, device="cpu", dtype="float32").dtype_for("g-eval") == "float32"

@@ -100,7 +100,7 @@ class RunConfig:
     splitter: str = "nltk-punkt-english"
     language: str | None = None
     language_detector: str | None = None
-    dtype: str = default("dtype")
+    dtype: str = "float32"
     device: str = "cpu"
     fast_forward: bool = default("fast_forward")
     package: str = __version__

@@ -128,7 +128,8 @@ class Engine:
                                 long_input=settings.long_input, window_overlap=settings.window_overlap,
                                 chunk_words=settings.chunk_words, splitter=self.splitter.name,
                                 language=settings.language,
-                                language_detector=None if settings.language else DETECTOR.name, dtype=settings.dtype,
+                                language_detector=None if settings.language else DETECTOR.name,
+                                dtype="float32" if settings.dtype == "auto" else settings.dtype,
                                 device=self.device, fast_forward=bool(settings.fast_forward))
         if self.config.dtype == "bfloat16" and self.device == "cpu":
             warnings.warn("bfloat16 on CPU is slower than float32 and deviates from UniEval's numbers; "
@@ -149,6 +150,8 @@ class Engine:
         self._identity: dict[str, str] = {}
         self._fingerprints: dict[str, str] = {}
         self._runners: dict[str, Runner] = {}
+        self._dtypes: dict[str, str] = {}
+        self._dtype_lock = threading.Lock()  # apart from _lock: runner() holds that one when it asks
         self._loads = 0
         self._lock = threading.Lock()
 
@@ -282,6 +285,39 @@ class Engine:
         cap = evaluator.prompt_format.max_words
         return min(self.config.chunk_words, cap) if cap else self.config.chunk_words
 
+    def dtype_for(self, name: str) -> str:
+        """The dtype checkpoint ``name`` runs in: the ``dtype`` setting, or with ``auto`` (the
+        default) float32, except bfloat16 for a ``causal-lm`` checkpoint above
+        :data:`~unieval_local.models.causal_lm.model.BFLOAT16_ABOVE` (3B) parameters, counted from
+        its ``config.json`` before any weight loads (a note says so once; ``dtype="float32"``
+        forces float32). Signed per aspect (``|dtype:``).
+
+        Raises:
+            CheckpointNotFoundError, CheckpointError: not found, or its files are not those recorded
+                (only for a ``causal-lm`` checkpoint under ``auto``).
+        """
+        if self.settings.dtype != "auto" or get_evaluator(name).backend != "causal-lm":
+            return self.config.dtype
+        with self._dtype_lock:
+            if name in self._dtypes:
+                return self._dtypes[name]
+        from .models.causal_lm.model import BFLOAT16_ABOVE, parameter_count
+
+        from transformers import AutoConfig
+
+        path = self.checkpoint(name).path
+        try:
+            n = parameter_count(AutoConfig.from_pretrained(path, trust_remote_code=False))
+        except (OSError, ValueError, KeyError, TypeError):  # no readable config: the load names the problem
+            n = 0
+        dtype = "bfloat16" if n > BFLOAT16_ABOVE else "float32"
+        if dtype == "bfloat16":
+            notes.note(f"{name}: {n / 1e9:.1f}B parameters: bfloat16 (dtype auto; dtype float32 forces float32)",
+                       warn=True, stacklevel=4)
+        with self._dtype_lock:
+            self._dtypes[name] = dtype
+        return dtype
+
     def check_checkpoint(self, name: str) -> None:
         """Check checkpoint ``name`` without loading a model: it resolves and its weight files
         open (:func:`~unieval_local.models.t5.loading.stored_weight_names`). The Ray engine's driver uses
@@ -306,12 +342,13 @@ class Engine:
         ckpt = self.checkpoint(name)
         fingerprint = self.fingerprint(name)
         evaluator = get_evaluator(name)
+        self.dtype_for(name)  # resolved (and kept) before _lock: it resolves the checkpoint, which takes _lock
         with self._lock:
             if name not in self._runners:
                 factory = self.settings.runner_factory or self._default_factory
                 runner: Runner = factory(ckpt, fingerprint, evaluator)
                 self._loads += 1
-                if self.cache is not None and self.config.dtype != "bfloat16":
+                if self.cache is not None and self.dtype_for(name) != "bfloat16":
                     from .models.cache import CachedRunner
 
                     runner = CachedRunner(runner, self.cache, self.config, evaluator)
@@ -330,7 +367,7 @@ class Engine:
         if self.settings.threads is not None:
             set_threads(self.settings.threads)
         factory = backend_factory(evaluator.backend)  # t5, seq-classifier (models/backends.py)
-        return factory(checkpoint, fingerprint, evaluator, device=self.device, dtype=self.config.dtype,
+        return factory(checkpoint, fingerprint, evaluator, device=self.device, dtype=self.dtype_for(evaluator.name),
                        batch_tokens=self.batch_tokens, attention_mib=self.settings.attention_mib,
                        fast_forward=self.config.fast_forward, progress=False)  # the scheduler shows the queries
 
@@ -411,6 +448,8 @@ class Engine:
         fast = (evaluator.backend == "t5" and self.config.fast_forward
                 and (loaded is None or loaded.forward == "fast"))  # the forward that ran, once loaded
         update: dict = {} if fast == signature.fast_forward else {"fast_forward": fast}
+        if (dtype := self.dtype_for(a.checkpoint)) != signature.dtype:  # auto: bfloat16 above 3B parameters
+            update["dtype"] = dtype
         if loaded is not None:  # the tokenizer that ran; a doubtful one signs unverified
             if loaded.tokenizer_class:
                 update["tokenizer"] = loaded.tokenizer_class

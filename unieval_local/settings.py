@@ -17,13 +17,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, make_dataclass, replace
 from typing import Any
 
-__all__ = ["BATCH_TOKENS", "DTYPES", "LANGUAGE_NAMES", "LONG_INPUT_MODES", "REFERENCE_REDUCTIONS", "SETTINGS",
-           "EngineSettings", "Setting", "batch_tokens_for", "check_dtype", "check_language", "cli_settings", "default",
-           "number_type", "parse_model_spec", "setting"]
+__all__ = ["BATCH_TOKENS", "DTYPES", "DTYPE_SETTINGS", "LANGUAGE_NAMES", "LONG_INPUT_MODES", "REFERENCE_REDUCTIONS",
+           "SETTINGS", "EngineSettings", "Setting", "batch_tokens_for", "check_dtype", "check_language", "cli_settings",
+           "default", "number_type", "parse_model_spec", "setting"]
 
 LONG_INPUT_MODES: tuple[str, ...] = ("truncate", "fit", "chunk")
 REFERENCE_REDUCTIONS: tuple[str, ...] = ("mean", "max")
 DTYPES: tuple[str, ...] = ("float32", "bfloat16")
+#: what the ``dtype`` setting accepts: a dtype, or ``auto`` (float32, and bfloat16 for a decoder
+#: model above 3B parameters: :meth:`Engine.dtype_for <unieval_local.engine.Engine.dtype_for>`)
+DTYPE_SETTINGS: tuple[str, ...] = ("auto", *DTYPES)
 
 
 def check_dtype(dtype: str) -> str:
@@ -113,18 +116,23 @@ def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str | None]:
     return problem
 
 
+def _dtype_setting(dtype: str) -> str:
+    """A ``dtype`` setting: ``auto`` or a dtype :func:`check_dtype` accepts."""
+    return dtype if dtype == "auto" else check_dtype(dtype)
+
+
 def _dtype_text(text: str) -> str:
     import argparse
 
     try:
-        return check_dtype(text)
+        return _dtype_setting(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _dtype_problem(v: Any) -> str | None:
     try:
-        check_dtype(v)
+        _dtype_setting(v)
     except ValueError as exc:
         return str(exc).removeprefix("dtype ")
     return None
@@ -304,9 +312,10 @@ SETTINGS: tuple[Setting, ...] = (
             "(repeatable; a mapping in Python); default: $UNIEVAL_LOCAL_HOME, the HF cache, the hub", flag="--model",
             metavar="DIR|HUB_ID|NAME=DIR", kind=str, repeatable=True, from_cli=parse_model_spec),
     Setting("device", None, "cpu, cuda or cuda:N (default: cuda when available)", flag="--device", kind=str),
-    Setting("dtype", "float32", "float32 (UniEval parity, default) or bfloat16 (GPU); float16 is refused "
-            "(T5 overflows to NaN)", flag="--dtype", changes_score=True, problem=_dtype_problem, kind=str,
-            metavar="{" + ",".join(DTYPES) + "}", cli_type=_dtype_text),
+    Setting("dtype", "auto", "auto (default: float32, UniEval parity; bfloat16 for a decoder model above 3B "
+            "parameters), float32 or bfloat16 (GPU); float16 is refused (T5 overflows to NaN)", flag="--dtype",
+            changes_score=True, problem=_dtype_problem, kind=str,
+            metavar="{" + ",".join(DTYPE_SETTINGS) + "}", cli_type=_dtype_text),
     Setting("max_length", None, "tokens per query (default: the evaluator's own, 1024 for UniEval, 2048 for "
             "MiniCheck)", flag="--max-length", changes_score=True,
             problem=_integer(8, optional=True, none=" (or None: each evaluator's default)"), kind=int,
