@@ -131,7 +131,7 @@ def test_chunks_equal_the_plain_reference_on_real_documents(qags):
 
 
 def test_factcg_equals_a_float64_reference_max_over_chunks(factcg_ckpt, qags):
-    scorer = Scorer(model={"factcg-deberta-large": str(factcg_ckpt)}, device="cpu", chunk_words=550)
+    scorer = Scorer(model={"factcg-deberta-large": str(factcg_ckpt)}, device="cpu")  # 550-word chunks by default
     long_doc = {"target": qags[0]["target"], "source": " ".join(qags[0]["source"] for _ in range(3))}
     examples = qags + [long_doc]
     got = scorer.score(examples, task="fact", aspect="factcg", evidence=True)
@@ -144,6 +144,13 @@ def test_factcg_equals_a_float64_reference_max_over_chunks(factcg_ckpt, qags):
     assert n_chunks[-1] >= 2
     assert len({round(e.value, 4) for e in got.examples}) > 2  # the generated weights tell examples apart
     assert "|chunk:550w|" in str(scorer.signature("fact", "factcg"))
+    from unieval_local.text.prompts import MINICHECK, default_chunk_words
+
+    assert default_chunk_words(MINICHECK) == 500  # MiniCheck's own default
+    lower = Scorer(model={"factcg-deberta-large": str(factcg_ckpt)}, device="cpu", chunk_words=200)
+    assert "|chunk:200w|" in str(lower.signature("fact", "factcg"))
+    assert len(lower.score([long_doc], task="fact", aspect="factcg", evidence=True).examples[0].evidence.queries) \
+        > n_chunks[-1]
 
 
 def test_batching_changes_nothing(factcg_ckpt, qags):

@@ -139,3 +139,27 @@ def test_without_a_geval_model_the_error_says_how_to_give_one(tmp_path, monkeypa
                                 "--no-progress"], capture_output=True, text=True, timeout=300)
     assert run.returncode == 3, run.stderr  # a checkpoint error, before any model loads
     assert "G-Eval judge" in run.stderr and "--model g-eval=DIR" in run.stderr and run.stdout == ""
+
+
+def test_a_missing_geval_folder_is_asked_for_by_name(tmp_path, monkeypatch):
+    """g-eval has no hub id: the not-found error says how to name its folder (NAME=DIR), not a
+    bare --model <folder> that would give that folder to every evaluator."""
+    from unieval_local.errors import CheckpointNotFoundError
+    from unieval_local.models.checkpoints import resolve_checkpoint
+
+    monkeypatch.setenv("UNIEVAL_LOCAL_HOME", str(tmp_path / "home"))
+    with pytest.raises(CheckpointNotFoundError, match=r"--model g-eval=<folder>") as got:
+        resolve_checkpoint("g-eval", None, offline=True)
+    assert "model={'g-eval': <folder>}" in str(got.value)
+
+
+def test_a_geval_judged_record_outside_english_routes_no_consistency_checker():
+    """The G-Eval judge asks no consistency queries: a Chinese record keeps the configured
+    consistency aspect and gets no note about a multilingual checker (the unieval judge does)."""
+    from unieval_local.registry.tasks import DEFAULT_REGISTRY
+    from unieval_local.reports.language import language_options
+
+    judged, notes = language_options(RatingConfig(judge="g-eval"), "zh", DEFAULT_REGISTRY)
+    assert notes == [] and judged.consistency_aspect == RatingConfig().consistency_aspect
+    routed, notes = language_options(RatingConfig(), "zh", DEFAULT_REGISTRY)
+    assert routed.consistency_aspect != RatingConfig().consistency_aspect and notes

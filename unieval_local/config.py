@@ -96,7 +96,7 @@ class RunConfig:
     reference_reduction: str = default("reference_reduction")
     long_input: str = default("long_input")
     window_overlap: int = default("window_overlap")
-    chunk_words: int = default("chunk_words")
+    chunk_words: int | None = default("chunk_words")
     splitter: str = "nltk-punkt-english"
     language: str | None = None
     language_detector: str | None = None
@@ -111,8 +111,10 @@ class RunConfig:
                                             or self.max_length < 8):
             raise ValueError(f"max_length must be an integer >= 8 (or None: each evaluator's default), "
                              f"got {self.max_length!r}")
-        if isinstance(self.chunk_words, bool) or not isinstance(self.chunk_words, int) or self.chunk_words < 1:
-            raise ValueError(f"chunk_words must be an integer >= 1, got {self.chunk_words!r}")
+        if self.chunk_words is not None and (isinstance(self.chunk_words, bool) or not isinstance(self.chunk_words, int)
+                                             or self.chunk_words < 1):
+            raise ValueError(f"chunk_words must be an integer >= 1 (or None: each evaluator's own), "
+                             f"got {self.chunk_words!r}")
         if self.reference_reduction not in REFERENCE_REDUCTIONS:
             raise ValueError(f"reference_reduction must be 'mean' or 'max', got {self.reference_reduction!r}")
         if self.long_input not in LONG_INPUT_MODES:

@@ -45,6 +45,7 @@ from .registry.evaluators import Evaluator, format_of, get_evaluator
 from .registry.tasks import DEFAULT_REGISTRY, Aspect, Registry
 from .schema import Signature
 from .settings import EngineSettings, batch_tokens_for
+from .text.prompts import default_chunk_words
 from .text.language import DETECTOR, UNDETERMINED, language_name, record_language
 from .text.sentences import (DEFAULT_SPLITTER, MergePunctuation, SentenceSplitter, as_splitter,
                              missing_splitter_note, splitter_for_language)
@@ -281,9 +282,12 @@ class Engine:
             return self._fingerprints[name]
 
     def _chunk_words(self, evaluator) -> int:
-        """The words per chunk an own-chunking format uses: ``chunk_words``, capped by its ``max_words``."""
-        cap = evaluator.prompt_format.max_words
-        return min(self.config.chunk_words, cap) if cap else self.config.chunk_words
+        """The words per chunk an own-chunking format uses: ``chunk_words``, else the format's own
+        (:func:`~unieval_local.text.prompts.default_chunk_words`: FactCG 550, MiniCheck 500), capped
+        by its ``max_words``."""
+        fmt = evaluator.prompt_format
+        words = self.config.chunk_words or default_chunk_words(fmt)
+        return min(words, fmt.max_words) if fmt.max_words else words
 
     def dtype_for(self, name: str) -> str:
         """The dtype checkpoint ``name`` runs in: the ``dtype`` setting, or with ``auto`` (the
@@ -495,7 +499,8 @@ class Engine:
             splitters = [self.splitter_for(lang) for lang in languages]
             plan, found = build_plan(examples, job.aspects, splitters, long_input=mode,
                                      counter=counter, max_length=self.max_length(job.checkpoint),
-                                     overlap=config.window_overlap, chunk_words=config.chunk_words)
+                                     overlap=config.window_overlap,
+                                     chunk_words=self._chunk_words(get_evaluator(job.checkpoint)))
             out[name] = PlannedJob(job, plan, refused + list(found), languages)
         return out
 

@@ -349,9 +349,11 @@ SETTINGS: tuple[Setting, ...] = (
             "(default {default}; keep it below a window's sentence count, or windows only advance one sentence at "
             "a time)", flag="--window-overlap", changes_score=True, problem=_integer(0), kind=int,
             cli_type=number_type(int, 0)),
-    Setting("chunk_words", 500, "words per document chunk for evaluators that chunk the document themselves "
-            "(MiniCheck's chunk_size; default {default})", flag="--chunk-words", changes_score=True,
-            problem=_integer(1), kind=int, cli_type=number_type(int, 1)),
+    Setting("chunk_words", None, "words per document chunk for evaluators that chunk the document themselves "
+            "(default: each one's own: MiniCheck's chunk_size 500, FactCG's 550; NLI pairs at most 300)",
+            flag="--chunk-words", changes_score=True,
+            problem=_integer(1, optional=True, none=" (or None: each evaluator's own)"), kind=int,
+            cli_type=number_type(int, 1)),
     Setting("language", None, "the records' language (ISO 639-1 code: en, zh, id ...) instead of detecting each "
             "record's with py3langid; a record's own 'language' field still wins. It picks the sentence splitter, "
             "the reports' consistency checker and explanation language", flag="--language", changes_score=True,

@@ -348,10 +348,11 @@ def resolve_checkpoint(
         else:
             looked.append(f"${HOME_ENV} (not set)")
     if hub_id is None:
-        raise CheckpointNotFoundError(
-            f"no checkpoint for {name!r}: looked at " + "; ".join(looked) + ". "
-            "Pass model=<folder> or --model <folder>."
-        )
+        from ..registry.evaluators import EVALUATORS
+
+        how = (f"Pass model={{{name!r}: <folder>}} or --model {name}=<folder>" if name in EVALUATORS
+               else "Pass model=<folder> or --model <folder>")
+        raise CheckpointNotFoundError(f"no checkpoint for {name!r}: looked at " + "; ".join(looked) + f". {how}.")
     cached = _from_hf_cache(hub_id, revision)
     if cached is not None:
         return _local(name, cached, "hf-cache", hub_id)

@@ -51,10 +51,11 @@ def auto_consistency(registry, chosen: str, language: str | None) -> str | None:
 
 def language_options(options: Any, language: str | None, registry) -> tuple[Any, list[str]]:
     """The options a record in ``language`` is reported with, and the notes that say what
-    changed (see the module docstring): ``(options, notes)``."""
+    changed (see the module docstring): ``(options, notes)``. A rating report judged by G-Eval
+    asks no consistency checker, so none is routed for it."""
     update: dict[str, Any] = {}
     notes: list[str] = []
-    if "consistency_aspect" not in options.model_fields_set:
+    if "consistency_aspect" not in options.model_fields_set and getattr(options, "judge", None) != "g-eval":
         checker = auto_consistency(registry, options.consistency_aspect, language)
         if checker is not None:
             update["consistency_aspect"] = checker

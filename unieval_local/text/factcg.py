@@ -74,6 +74,7 @@ class FactCGPrompt:
     own_chunking = True
     cut_field = None  # one sequence, cut at its end past max_length, as the reference does
     max_words = FACTCG_CHUNK_WORDS
+    default_words = FACTCG_CHUNK_WORDS  # without chunk_words: the reference's 550-word chunks
     capabilities = Capabilities(question=False, labels=False, fields=("source", "target"), chunk_settings=False,
                                 document_field="source",
                                 shape='<document chunk>\\n\\nChoose your answer: based on the paragraph above can '
@@ -100,8 +101,8 @@ class FactCGPrompt:
         Args:
             text: the document (the aspect's ``source``).
             splitter: the sentence splitter (English Punkt for FactCG's parity).
-            chunk_words: the run's words per chunk; FactCG's 550 caps it (the engine's
-                ``chunk_words`` default, 500, is MiniCheck's: give 550 for the reference's chunks).
+            chunk_words: the run's words per chunk (550 when the run sets none:
+                :func:`~unieval_local.text.prompts.default_chunk_words`); FactCG's 550 caps it.
         """
         size = min(chunk_words, FACTCG_CHUNK_WORDS)
         groups: list[list[tuple[int, int]]] = []

@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # the registry imports this module: types only
     from ..registry.tasks import Aspect
 
 __all__ = ["BOOLEAN_QA", "BooleanQA", "Capabilities", "Chunk", "HHEM", "HHEMPrompt", "MINICHECK", "MiniCheckPrompt",
-           "NLI_PAIR", "NLIPair", "chunk_word_count",
+           "DEFAULT_CHUNK_WORDS", "NLI_PAIR", "NLIPair", "chunk_word_count", "default_chunk_words",
            "PAIR_SEPARATOR", "SEAHORSE", "SeahorsePrompt", "PromptFormat", "SEPARATOR", "aspect_problems", "field_value", "split_pair"]
 
 #: The literal separator between prompt parts. T5's tokenizer maps it to EOS (id 1).
@@ -57,6 +57,18 @@ SEPARATOR = " </s> "
 #: are character offsets of the chunk's first and last sentence in the document, ``text``
 #: the exact text the format puts in the prompt (whitespace may differ from the document's).
 Chunk = tuple[int, int, str]
+
+
+#: Words per document chunk where neither the run nor the format says: MiniCheck's ``chunk_size``
+#: (Tang et al., 2024, the ``minicheck`` package's default).
+DEFAULT_CHUNK_WORDS = 500
+
+
+def default_chunk_words(fmt: "PromptFormat") -> int:
+    """The words per chunk of a format that chunks the document itself, when the run sets no
+    ``chunk_words``: the format's ``default_words`` (FactCG: 550, as its code), else
+    :data:`DEFAULT_CHUNK_WORDS`."""
+    return getattr(fmt, "default_words", None) or DEFAULT_CHUNK_WORDS
 
 
 _HAN_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff]")
