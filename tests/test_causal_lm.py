@@ -282,3 +282,31 @@ def test_auto_dtype_is_bfloat16_above_3b_parameters(causal_ckpts, tmp_path):
     assert small.dtype_for("g-eval") == "float32"
     assert small.signature("summarization", "geval_coherence").dtype == "float32"
     assert Engine(model={"g-eval": str(big)}, device="cpu", dtype="float32").dtype_for("g-eval") == "float32"
+
+
+def test_prefix_reuse_equals_whole_prompts(causal_ckpts):
+    """Summaries of one source under one aspect share the instruction and the source: their
+    prefix runs once and the suffixes over its cache; the values equal the whole prompts'
+    (to 1e-5 in float32), for both readouts and under tiny token budgets (many batches)."""
+    sources = [ex.source for ex in examples()]
+    targets = ["A park was approved.", "The council met on Tuesday and argued about money.", "Nothing happened.",
+               "It rained."]
+    for layout, evaluator, task, name in CASES[:3]:
+        aspect = get_aspect(task, name)
+        fmt = GEVAL if aspect.checkpoint == "g-eval" else GRANITE_GROUNDEDNESS
+        prompts = [fmt.render(aspect, UniEvalData(source=s * 4, target=t), t)[0] for s in sources for t in targets]
+        spec = get_evaluator(evaluator)
+        model = load(causal_ckpts[layout], evaluator)
+        reuse = CausalLMRunner(model, evaluator=spec, fingerprint="x", batch_tokens=300)
+        whole = CausalLMRunner(model, evaluator=spec, fingerprint="x", prefix_reuse=False)
+        ids = [encode(model, p)[0] for p in prompts]
+        groups, alone = reuse.prefix_groups(ids)
+        assert sorted([i for _, m in groups for i in m] + alone) == list(range(len(prompts)))
+        if name == "geval_coherence":  # the source comes before the summary: one group per source
+            assert len(groups) == len(sources) and not alone
+            assert all(len(m) == len(targets) for _, m in groups)
+        assert groups and all(k >= 128 and all(ids[i][:k] == ids[m[0]][:k] for i in m) for k, m in groups)
+        a, _, da = reuse.evaluate(prompts, max_length=8192)
+        b, _, db = whole.evaluate(prompts, max_length=8192)
+        np.testing.assert_allclose(a, b, atol=1e-5, rtol=0)
+        assert all(x.keys() == y.keys() and max(abs(x[w] - y[w]) for w in x) < 1e-5 for x, y in zip(da, db))

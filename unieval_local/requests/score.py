@@ -362,7 +362,7 @@ def left_out_message(absent: Mapping[str, tuple[str, str]], *, cli: bool) -> str
     for e, why in absent.values():
         by_reason.setdefault(why, []).append(e)
     first = next((e for e in evaluators if get_evaluator(e).hub_id), None)  # g-eval: nothing to download
-    give = (f"--model NAME=DIR gives one, --aspect NAME asks for it" if cli else
+    give = ("--model NAME=DIR gives one, --aspect NAME asks for it" if cli else
             f"model={{{evaluators[0]!r}: DIR, ...}} gives one, aspects=[NAME] asks for it")
     hub = sorted({e for e in evaluators if get_evaluator(e).hub_id})
     stage = (f"`unieval-local download --checkpoint {first}{' ...' if len(hub) > 1 else ''} --to DIR` stages "
