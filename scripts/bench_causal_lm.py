@@ -8,8 +8,8 @@ the same SummEval examples, in one run.
 
 Peak memory: on CUDA ``torch.cuda.max_memory_allocated``; on CPU the process's peak resident set
 (``ru_maxrss``), measured in a fresh subprocess per row (so rows do not inherit each other's peak).
-Prefix reuse (one key/value cache for prompts that share a source) is not implemented: there is no
-row for it.
+Both rows use the runner's default prefix reuse (here every example has its own source, so none
+is shared); ``scripts/bench_prefix_reuse.py`` measures reuse against whole prompts.
 
 Usage:
     python scripts/bench_causal_lm.py [--examples 8] [--device cpu|cuda] [--rows qwen2-f32,qwen2-bf16,t5]

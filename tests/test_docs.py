@@ -431,6 +431,23 @@ def test_docs_evaluators_table_is_the_registry_s():
             assert cells[4].startswith(f"{ev.size_gb} GB"), (name, cells[4], ev.size_gb)
 
 
+def test_readme_evaluators_table_is_the_registry_s():
+    """Each evaluator of the registry is in the README's table with its licence and size."""
+    from unieval_local.registry.evaluators import EVALUATORS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in readme.split("\n") if line.startswith("| `")]
+    for name, ev in EVALUATORS.items():
+        short = re.sub(r"q[1-6]$", "q1", re.sub(r"^unieval-(dialog|fact)$", "unieval-sum", name))
+        row = next((r for r in rows if r.startswith(f"| `{short}`")), None)
+        assert row is not None, f"{name} has no row in README.md's evaluator table"
+        cells = [c.strip() for c in row.split(" | ")]
+        if ev.hub_id:
+            assert cells[2] == ev.licence, (name, cells[2], ev.licence)
+        if ev.size_gb is not None:
+            assert cells[3].startswith(f"{ev.size_gb} GB"), (name, cells[3], ev.size_gb)
+
+
 @pytest.fixture(scope="module")
 def built_site(tmp_path_factory) -> Path:
     """``mkdocs build --strict`` into a temporary folder (offline)."""
