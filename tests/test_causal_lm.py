@@ -266,12 +266,12 @@ def test_auto_dtype_is_bfloat16_above_3b_parameters(causal_ckpts, tmp_path):
     n = parameter_count(__import__("transformers").AutoConfig.from_pretrained(big))
     assert n > 3e9
     engine = Engine(model={"g-eval": str(big)}, device="cpu")
-    with pytest.warns(UserWarning, match=r"g-eval: \d+\.\dB parameters: bfloat16 \(dtype auto"):
+    with pytest.warns(UserWarning, match=r"g-eval: \d+\.\dB parameters: bfloat16 \(--dtype auto"):
         assert engine.dtype_for("g-eval") == "bfloat16"
     assert engine.config.dtype == "float32"  # the run's dtype; per checkpoint it may differ
     assert engine.signature("summarization", "geval_coherence").dtype == "bfloat16"
     assert engine.dtype_for("unieval-sum") == "float32"
-    with pytest.warns(UserWarning, match="bfloat16 \\(dtype auto"):
+    with pytest.warns(UserWarning, match="bfloat16 \\(--dtype auto"):
         with pytest.raises(CheckpointError, match=r"GiB in bfloat16"):
             Scorer(model={"g-eval": str(big)}, device="cpu").score(
                 [{"source": "a b.", "target": "a."}], task="summarization", aspect="geval_coherence")

@@ -124,7 +124,7 @@ def test_cli_score_and_tasks(ckpts, tmp_path):
     got = [json.loads(x)["scores"]["geval_relevance"] for x in run.stdout.splitlines()]
     scorer = Scorer(model={"g-eval": str(ckpts["g-eval"])}, device="cpu")
     want = [e.value for e in scorer.score(DATA, task="summarization", aspect="geval_relevance").examples]
-    np.testing.assert_allclose(got, want, atol=1e-9, rtol=0)
+    np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)  # float32: batch composition moves ~1e-7
     tasks = subprocess.run(CLI + ["tasks"], capture_output=True, text=True, timeout=120).stdout
     line = next(x for x in tasks.splitlines() if "geval_fluency" in x)
     assert "[1, 3] (expected rating)" in line and "g-eval" in line

@@ -78,7 +78,7 @@ def test_dtype_help_no_longer_lists_float16(capsys):
     with pytest.raises(SystemExit):
         main(["score", "--help"])
     out = capsys.readouterr().out
-    assert "--dtype {float32,bfloat16}" in out and "{float32,bfloat16,float16}" not in out
+    assert "--dtype {auto,float32,bfloat16}" in out and ",float16}" not in out
 
 
 def test_threads_are_set_when_the_model_loads(tmp_path, tiny_ckpt):

@@ -26,7 +26,6 @@ import dataclasses
 import threading
 import warnings
 from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,44 +38,19 @@ from .models.checkpoints import ModelSpec, ResolvedCheckpoint, check_identity, r
 from .models.devices import cpu_threads as _cpu_threads
 from .pipeline.evidence import build_evidence, truncated_field
 from .pipeline.fold import fold_all
-from .pipeline.jobs import Job, JobResult, RunStats, jobs_by_checkpoint, truncation_message
-from .pipeline.planning import Plan, build_plan
+from .pipeline.jobs import Job, JobResult, PassResult, PlannedJob, RunStats, jobs_by_checkpoint, truncation_message
+from .pipeline.planning import build_plan
 from .registry.evaluators import Evaluator, format_of, get_evaluator
 from .registry.tasks import DEFAULT_REGISTRY, Aspect, Registry
 from .schema import Signature
 from .settings import EngineSettings, batch_tokens_for
 from .text.prompts import default_chunk_words
-from .text.language import DETECTOR, UNDETERMINED, language_name, record_language
+from .text.language import DETECTOR, UNDETERMINED, language_name, languages_outside, record_language
 from .text.sentences import (DEFAULT_SPLITTER, MergePunctuation, SentenceSplitter, as_splitter,
                              missing_splitter_note, splitter_for_language)
 
 __all__ = ["Engine", "Job", "JobResult", "PassResult", "PlannedJob", "RunStats", "Runner", "RunnerFactory",
            "jobs_by_checkpoint", "truncation_message"]
-
-
-@dataclass(frozen=True)
-class PlannedJob:
-    """One job after planning: its prompts and queries (:class:`~unieval_local.pipeline.planning.Plan`)
-    and the problems planning found (a target without sentences, one too long for fit/chunk, a
-    language ``strict_language`` refuses), and each example's language (None for a None example)."""
-
-    job: Job
-    plan: Plan
-    problems: list[ExampleProblem] = field(default_factory=list)
-    languages: list[str | None] = field(default_factory=list)
-
-
-@dataclass
-class PassResult:
-    """What one :meth:`Engine.execute` gave.
-
-    Attributes:
-        results: job name -> :class:`~unieval_local.pipeline.jobs.JobResult`.
-        stats: the pass's :class:`~unieval_local.pipeline.jobs.RunStats` (distinct queries over all jobs).
-    """
-
-    results: dict[Hashable, JobResult]
-    stats: RunStats
 
 
 class Engine:
@@ -198,11 +172,7 @@ class Engine:
         trained = get_evaluator(checkpoint).languages
         if trained is None:
             return []
-        outside: dict[str, list[int]] = {}
-        for i, lang in enumerate(languages):
-            if lang is not None and (lang if lang != UNDETERMINED else "en") not in trained:
-                outside.setdefault(lang, []).append(i)
-        problems = []
+        outside, problems = languages_outside(trained, languages), []
         told = ", ".join(trained)
         for lang, idx in outside.items():
             for a in aspects:
@@ -290,34 +260,22 @@ class Engine:
         return min(words, fmt.max_words) if fmt.max_words else words
 
     def dtype_for(self, name: str) -> str:
-        """The dtype checkpoint ``name`` runs in: the ``dtype`` setting, or with ``auto`` (the
-        default) float32, except bfloat16 for a ``causal-lm`` checkpoint above
-        :data:`~unieval_local.models.causal_lm.model.BFLOAT16_ABOVE` (3B) parameters, counted from
-        its ``config.json`` before any weight loads (a note says so once; ``dtype="float32"``
-        forces float32). Signed per aspect (``|dtype:``).
-
-        Raises:
-            CheckpointNotFoundError, CheckpointError: not found, or its files are not those recorded
-                (only for a ``causal-lm`` checkpoint under ``auto``).
-        """
+        """The dtype checkpoint ``name`` runs in (signed per aspect): the ``dtype`` setting; ``auto``
+        (the default): float32, bfloat16 for a ``causal-lm`` checkpoint above 3B parameters
+        (:func:`~unieval_local.models.causal_lm.model.auto_dtype`, noted once). Raises
+        CheckpointNotFoundError or CheckpointError as :meth:`checkpoint` (``causal-lm`` under ``auto``)."""
         if self.settings.dtype != "auto" or get_evaluator(name).backend != "causal-lm":
             return self.config.dtype
         with self._dtype_lock:
             if name in self._dtypes:
                 return self._dtypes[name]
-        from .models.causal_lm.model import BFLOAT16_ABOVE, parameter_count
+        from .models.causal_lm.model import auto_dtype
 
-        from transformers import AutoConfig
-
-        path = self.checkpoint(name).path
-        try:
-            n = parameter_count(AutoConfig.from_pretrained(path, trust_remote_code=False))
-        except (OSError, ValueError, KeyError, TypeError):  # no readable config: the load names the problem
-            n = 0
-        dtype = "bfloat16" if n > BFLOAT16_ABOVE else "float32"
+        dtype, n = auto_dtype(self.checkpoint(name).path)
         if dtype == "bfloat16":
-            notes.note(f"{name}: {n / 1e9:.1f}B parameters: bfloat16 (dtype auto; dtype float32 forces float32)",
-                       warn=True, stacklevel=4)
+            slow = "; on CPU that is slow: an 8B model needs a GPU in practice" if self.device == "cpu" else ""
+            notes.note(f"{name}: {n / 1e9:.1f}B parameters: bfloat16 (--dtype auto; --dtype float32 forces "
+                       f"float32){slow}", warn=True, stacklevel=4)
         with self._dtype_lock:
             self._dtypes[name] = dtype
         return dtype
@@ -601,9 +559,8 @@ class Engine:
 
     def count_truncated(self, checkpoint: str, cut: Sequence[tuple[str, Sequence[tuple[str, int, int]]]],
                         stats: RunStats) -> None:
-        """Count in ``stats`` the prompts of ``checkpoint`` that lost their end to its
-        ``max_length`` (``cut``: each with its field spans): ``n_truncated``, ``truncated_by`` and
-        the field each cut fell in (``truncated_fields``: :func:`~unieval_local.pipeline.evidence.truncated_field`)."""
+        """Count in ``stats`` the prompts of ``checkpoint`` cut at its ``max_length`` (``cut``: each
+        with its field spans): ``n_truncated``, ``truncated_by``, ``truncated_fields``."""
         if not cut:
             return
         runner, max_length = self.loaded_runner(checkpoint), self.max_length(checkpoint)

@@ -56,6 +56,12 @@ class Runner(TokenCounter, Protocol):
         hits: :class:`~unieval_local.models.cache.CachedRunner`); none by default."""
         return {}
 
+    def distributions(self, prompts: Sequence[str], *, max_length: int) -> list[dict[str, float]] | None:
+        """Per prompt, its readout's distribution over the answer words or rating digits, for a
+        runner whose readout has one (the causal-lm backend's G-Eval ratings: evidence shows it);
+        None by default."""
+        return None
+
     def score(self, prompts: Sequence[str], *, max_length: int,
               on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(p_yes, n_tokens)`` per prompt, in order.

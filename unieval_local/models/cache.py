@@ -315,6 +315,10 @@ class CachedRunner(Runner):
         """The inner runner's token count without special tokens."""
         return self.inner.count_plain(texts)
 
+    def distributions(self, prompts: Sequence[str], *, max_length: int) -> list[dict[str, float]] | None:
+        """The inner runner's readout distributions (the cache keeps values only)."""
+        return self.inner.distributions(prompts, max_length=max_length)
+
     def cut(self, text: str, n_tokens: int) -> int:
         """The inner runner's cut."""
         return self.inner.cut(text, n_tokens)

@@ -36,17 +36,15 @@ def truncated_field(prompt: str, spans: Sequence[tuple[str, int, int]], counter:
     return spans[-1][0] if spans else None
 
 
-def _distributions(plan: Plan, blocks, counter, max_length: int) -> dict[int, dict[str, float]]:
+def _distributions(plan: Plan, blocks, runner, max_length: int) -> dict[int, dict[str, float]]:
     """Prompt index -> its rating distribution, for the prompts of ``blocks`` (a rating
-    aspect's), from the runner behind ``counter`` (through a score cache); empty when that
-    runner keeps none."""
-    runner = getattr(counter, "inner", counter)
-    get = getattr(runner, "distributions", None)
-    if get is None:
+    aspect's), from ``runner`` (:meth:`Runner.distributions
+    <unieval_local.models.base.Runner.distributions>`); empty when it gives none."""
+    if runner is None:
         return {}
     wanted = [k for b in blocks if b is not None for k in b.indices]
-    got = get([plan.prompts[k] for k in wanted], max_length=max_length)
-    return {k: d for k, d in zip(wanted, got) if d}
+    got = runner.distributions([plan.prompts[k] for k in wanted], max_length=max_length)
+    return {k: d for k, d in zip(wanted, got or []) if d}
 
 
 def build_evidence(plan: Plan, folded: Folded, p_yes: np.ndarray, n_tokens: np.ndarray,

@@ -5,7 +5,7 @@ says about truncated queries (:func:`truncation_message`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -15,8 +15,9 @@ from ..config import LONG_INPUT_MODES
 from ..errors import ExampleProblem
 from ..registry.tasks import Aspect
 from ..schema import Evidence, UniEvalData
+from .planning import Plan
 
-__all__ = ["Job", "JobResult", "RunStats", "jobs_by_checkpoint", "shortened_message", "truncation_message"]
+__all__ = ["Job", "JobResult", "PassResult", "PlannedJob", "RunStats", "jobs_by_checkpoint", "shortened_message", "truncation_message"]
 
 
 @dataclass(frozen=True)
@@ -185,3 +186,28 @@ def shortened_message(stats: RunStats) -> str:
     return (f"{stats.n_shortened} of {stats.n_queries} distinct queries had a long field shortened to fit "
             "max_length (long_input='fit': only the beginning of that field was read; long_input='chunk' "
             "reads all of it); evidence=True shows the windows")
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    """One job after planning: its prompts and queries (:class:`~unieval_local.pipeline.planning.Plan`)
+    and the problems planning found (a target without sentences, one too long for fit/chunk, a
+    language ``strict_language`` refuses), and each example's language (None for a None example)."""
+
+    job: Job
+    plan: Plan
+    problems: list[ExampleProblem] = field(default_factory=list)
+    languages: list[str | None] = field(default_factory=list)
+
+
+@dataclass
+class PassResult:
+    """What one :meth:`Engine.execute` gave.
+
+    Attributes:
+        results: job name -> :class:`~unieval_local.pipeline.jobs.JobResult`.
+        stats: the pass's :class:`~unieval_local.pipeline.jobs.RunStats` (distinct queries over all jobs).
+    """
+
+    results: dict[Hashable, JobResult]
+    stats: RunStats

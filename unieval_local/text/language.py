@@ -35,13 +35,13 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..settings import LANGUAGE_NAMES, check_language
 
 __all__ = ["CANDIDATES", "DETECTOR", "ENGLISH_PRIOR", "LanguageDetector", "MIN_CONFIDENCE", "MIN_LETTERS", "PROBE_CHARS", "UNDETERMINED",
-           "check_language", "detect_language", "language_name", "record_language"]
+           "check_language", "detect_language", "language_name", "record_language", "languages_outside"]
 
 #: The code of a text whose language cannot be told (too short, or no language is likely).
 UNDETERMINED = "und"
@@ -160,6 +160,16 @@ def detect_language(text: str) -> str:
     'zh'
     """
     return DETECTOR(text if isinstance(text, str) else "")
+
+
+def languages_outside(trained: Sequence[str], languages: Sequence[str | None]) -> dict[str, list[int]]:
+    """Language -> indices of the examples in ``languages`` outside ``trained`` (an evaluator's
+    training languages; undetermined text counts as English; None entries skipped)."""
+    outside: dict[str, list[int]] = {}
+    for i, lang in enumerate(languages):
+        if lang is not None and (lang if lang != UNDETERMINED else "en") not in trained:
+            outside.setdefault(lang, []).append(i)
+    return outside
 
 
 def record_language(record: Any, default: str | None = None) -> str:

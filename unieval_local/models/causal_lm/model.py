@@ -24,7 +24,7 @@ from ..checkpoints import ResolvedCheckpoint
 from ..strict_loading import load_strictly
 from ..tokenizer_identity import check_tokenizer_fits, describe_tokenizer
 
-__all__ = ["BFLOAT16_ABOVE", "CausalLMModel", "LAYOUTS", "check_memory", "free_memory", "parameter_count",
+__all__ = ["BFLOAT16_ABOVE", "CausalLMModel", "auto_dtype", "LAYOUTS", "check_memory", "free_memory", "parameter_count",
            "token_forms"]
 
 #: The ``model_type`` values this backend loads (each has a generated test layout:
@@ -55,6 +55,19 @@ def parameter_count(config) -> int:
     layer = attention + 3 * h * config.intermediate_size + 2 * h
     head = 0 if getattr(config, "tie_word_embeddings", False) else v * h
     return v * h + head + n * layer + h
+
+
+def auto_dtype(folder) -> tuple[str, int]:
+    """``(dtype, parameters)`` the ``auto`` dtype gives the decoder in ``folder``: bfloat16 above
+    :data:`BFLOAT16_ABOVE` parameters (counted from ``config.json``, nothing loaded), else float32;
+    float32 and 0 when the config does not read (the load then names the problem)."""
+    from transformers import AutoConfig
+
+    try:
+        n = parameter_count(AutoConfig.from_pretrained(folder, trust_remote_code=False))
+    except (OSError, ValueError, KeyError, TypeError):
+        return "float32", 0
+    return ("bfloat16" if n > BFLOAT16_ABOVE else "float32"), n
 
 
 def free_memory(device: str) -> int | None:
