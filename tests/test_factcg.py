@@ -208,3 +208,11 @@ def test_real_factcg_equals_the_reference(qags):
                             {"target": "The sun rises in the east.", "source": "The sun rises in the east."}],
                            task="fact", aspect="factcg")
     assert obvious.examples[0].value < 0.5 < obvious.examples[1].value
+
+
+def test_chunk_words_above_what_factcg_reads_is_capped_with_a_note(factcg_ckpt):
+    scorer = Scorer(model={"factcg-deberta-large": str(factcg_ckpt)}, device="cpu", chunk_words=800)
+    with pytest.warns(UserWarning, match=r"factcg-deberta-large: chunk_words 800 is more than it reads at once: "
+                                         r"chunks of at most 550 words"):
+        signature = str(scorer.signature("fact", "factcg"))
+    assert "|chunk:550w|" in signature

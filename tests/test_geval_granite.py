@@ -125,6 +125,15 @@ def test_cli_score_and_tasks(ckpts, tmp_path):
     scorer = Scorer(model={"g-eval": str(ckpts["g-eval"])}, device="cpu")
     want = [e.value for e in scorer.score(DATA, task="summarization", aspect="geval_relevance").examples]
     np.testing.assert_allclose(got, want, atol=1e-6, rtol=0)  # float32: batch composition moves ~1e-7
+    mixed = subprocess.run(CLI + ["score", str(src), "--task", "summarization", "--aspect", "geval_coherence",
+                                  "--aspect", "geval_fluency", "--model", f"g-eval={ckpts['g-eval']}", "--no-progress"],
+                           capture_output=True, text=True, timeout=300)
+    assert mixed.returncode == 0, mixed.stderr
+    assert "geval_coherence (1-5), geval_fluency (1-3) entered as (rating - 1) / (K - 1)" in mixed.stderr
+    assert mixed.stderr.count("entered as (rating - 1)") == 1  # once per run, not once per record
+    for line in map(json.loads, mixed.stdout.splitlines()):
+        s = line["scores"]
+        assert line["aspect_mean"] == pytest.approx(((s["geval_coherence"] - 1) / 4 + (s["geval_fluency"] - 1) / 2) / 2)
     tasks = subprocess.run(CLI + ["tasks"], capture_output=True, text=True, timeout=120).stdout
     line = next(x for x in tasks.splitlines() if "geval_fluency" in x)
     assert "[1, 3] (expected rating)" in line and "g-eval" in line

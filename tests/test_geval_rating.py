@@ -148,9 +148,12 @@ def test_a_missing_geval_folder_is_asked_for_by_name(tmp_path, monkeypatch):
     from unieval_local.models.checkpoints import resolve_checkpoint
 
     monkeypatch.setenv("UNIEVAL_LOCAL_HOME", str(tmp_path / "home"))
-    with pytest.raises(CheckpointNotFoundError, match=r"--model g-eval=<folder>") as got:
+    with pytest.raises(CheckpointNotFoundError, match=r"--model g-eval=DIR \(a local instruct model"):
         resolve_checkpoint("g-eval", None, offline=True)
-    assert "model={'g-eval': <folder>}" in str(got.value)
+    with pytest.raises(CheckpointNotFoundError, match=r"model=\{'g-eval': DIR\} \(a local instruct") as got:
+        Scorer(model={"unieval-sum": str(tmp_path)}).score([{"target": "a.", "source": "b."}], task="summarization",
+                                                         aspect="geval_coherence")
+    assert "g-eval=DIR'" not in str(got.value)  # the Python form is a mapping
 
 
 def test_a_geval_judged_record_outside_english_routes_no_consistency_checker():

@@ -44,7 +44,7 @@ from .registry.evaluators import Evaluator, format_of, get_evaluator
 from .registry.tasks import DEFAULT_REGISTRY, Aspect, Registry
 from .schema import Signature
 from .settings import EngineSettings, batch_tokens_for
-from .text.prompts import default_chunk_words
+from .text.prompts import chunk_words_for
 from .text.language import DETECTOR, UNDETERMINED, language_name, languages_outside, record_language
 from .text.sentences import (DEFAULT_SPLITTER, MergePunctuation, SentenceSplitter, as_splitter,
                              missing_splitter_note, splitter_for_language)
@@ -252,12 +252,12 @@ class Engine:
             return self._fingerprints[name]
 
     def _chunk_words(self, evaluator) -> int:
-        """The words per chunk an own-chunking format uses: ``chunk_words``, else the format's own
-        (:func:`~unieval_local.text.prompts.default_chunk_words`: FactCG 550, MiniCheck 500), capped
-        by its ``max_words``."""
-        fmt = evaluator.prompt_format
-        words = self.config.chunk_words or default_chunk_words(fmt)
-        return min(words, fmt.max_words) if fmt.max_words else words
+        """The words per chunk an own-chunking format reads (:func:`~unieval_local.text.prompts.chunk_words_for`:
+        ``chunk_words``, else its own, capped by its ``max_words`` with a note)."""
+        words, capped = chunk_words_for(evaluator.prompt_format, self.config.chunk_words)
+        if capped:
+            notes.note(f"{evaluator.name}: {capped}", warn=True, stacklevel=3)
+        return words
 
     def dtype_for(self, name: str) -> str:
         """The dtype checkpoint ``name`` runs in (signed per aspect): the ``dtype`` setting; ``auto``

@@ -350,8 +350,10 @@ def resolve_checkpoint(
     if hub_id is None:
         from ..registry.evaluators import EVALUATORS
 
-        how = (f"Pass model={{{name!r}: <folder>}} or --model {name}=<folder>" if name in EVALUATORS
-               else "Pass model=<folder> or --model <folder>")
+        spec = EVALUATORS.get(name)
+        how = f"Give its folder with --model {name}=DIR" if spec is not None else "Pass --model <folder>"
+        if spec is not None and spec.backend == "causal-lm":
+            how += " (a local instruct model: Llama, Qwen2 or Granite layout; docs/evaluators.md)"
         raise CheckpointNotFoundError(f"no checkpoint for {name!r}: looked at " + "; ".join(looked) + f". {how}.")
     cached = _from_hf_cache(hub_id, revision)
     if cached is not None:

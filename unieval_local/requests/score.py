@@ -160,7 +160,7 @@ class RecordsRequest(Request[ChunkResult]):
         resolved = [engine.registry.get_aspect(self.task, a) for a in aspects]
         self._scales = [a.scale for a in resolved]
         if mixed := mixed_scales_note(aspects, self._scales):
-            notes.note(mixed, warn=False)
+            notes.note(mixed, warn=True, stacklevel=3)
         examples, problems = validate_examples([r.data if r.error is None else None for r in self.records], resolved)
         hints = input_hint_counts(examples, resolved)
         got = yield Stage(jobs_by_checkpoint(resolved, examples), evidence=self.evidence)

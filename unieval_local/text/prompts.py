@@ -47,7 +47,7 @@ if TYPE_CHECKING:  # the registry imports this module: types only
     from ..registry.tasks import Aspect
 
 __all__ = ["BOOLEAN_QA", "BooleanQA", "Capabilities", "Chunk", "HHEM", "HHEMPrompt", "MINICHECK", "MiniCheckPrompt",
-           "DEFAULT_CHUNK_WORDS", "NLI_PAIR", "NLIPair", "chunk_word_count", "default_chunk_words",
+           "DEFAULT_CHUNK_WORDS", "NLI_PAIR", "NLIPair", "chunk_word_count", "chunk_words_for", "default_chunk_words",
            "PAIR_SEPARATOR", "SEAHORSE", "SeahorsePrompt", "PromptFormat", "SEPARATOR", "aspect_problems", "field_value", "split_pair"]
 
 #: The literal separator between prompt parts. T5's tokenizer maps it to EOS (id 1).
@@ -69,6 +69,17 @@ def default_chunk_words(fmt: "PromptFormat") -> int:
     ``chunk_words``: the format's ``default_words`` (FactCG: 550, as its code), else
     :data:`DEFAULT_CHUNK_WORDS`."""
     return getattr(fmt, "default_words", None) or DEFAULT_CHUNK_WORDS
+
+
+def chunk_words_for(fmt: "PromptFormat", chunk_words: int | None) -> tuple[int, str | None]:
+    """``(words, note)``: the words per chunk ``fmt`` reads under the run's ``chunk_words`` (None:
+    :func:`default_chunk_words`), capped by its ``max_words``; the note says when a larger
+    ``chunk_words`` was capped (None otherwise)."""
+    words = chunk_words or default_chunk_words(fmt)
+    if fmt.max_words and words > fmt.max_words:
+        return fmt.max_words, (None if chunk_words is None else f"chunk_words {words} is more than it reads at "
+                               f"once: chunks of at most {fmt.max_words} words are used")
+    return words, None
 
 
 _HAN_CHAR = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff]")
