@@ -621,8 +621,9 @@ def v11_config(config) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] + " (--layout deberta-nli / hhem: the "
-                                     "mdeberta-nli / HHEM-2.1-Open layouts instead)")
+    parser = argparse.ArgumentParser(description="Build a small random checkpoint in an evaluator's real layout "
+                                     "with a real tokenizer (T5 by default; --layout picks another), so that the "
+                                     "real loading and scoring code runs offline.")
     parser.add_argument("out_dir", help="folder to write the checkpoint into")
     parser.add_argument("--data-dir", default=None, help="shared data folder (default $UNIEVAL_SHARED_DATA, else "
                         "../shared/data beside the clone; without it, the tokenizer is trained on "
@@ -646,7 +647,10 @@ def main(argv: list[str] | None = None) -> int:
                              "(HHEM-2.1-Open's layout, no tokenizer; its foundation flan-t5-base/ beside it) or "
                              "mt5 (SEAHORSE's layout: MT5ForConditionalGeneration, multilingual spiece.model and "
                              "tokenizer.json; answers 1/0; --d-model, --d-ff, --layers, --heads, --vocab-size, --seed, "
-                             "--init-factor, --evaluator apply)")
+                             "--init-factor, --evaluator apply) or llama / qwen2 / granite (a decoder with a locally "
+                             "trained tokenizer and a chat template: a stand-in for a local instruct model, "
+                             "--evaluator g-eval, or with granite Granite Guardian's template variables, --evaluator "
+                             "granite-guardian-3.3-8b; --d-model, --d-ff, --layers, --heads, --vocab-size (at most 1000), --seed apply)")
     parser.add_argument("--answers", default="Yes,No", help="answer words POS,NEG that must be distinct pieces "
                         "(e.g. 1,0 for a MiniCheck-style checkpoint)")
     parser.add_argument("--evaluator", default=None,

@@ -100,6 +100,7 @@ def test_placeholder_cut_points_give_the_not_calibrated_note(geval, direct):
         result = make_report(DATA, "rating", engine=engine, options={"judge": "g-eval"})
     note = next(n for n in result.notes if "not calibrated" in n)
     assert "coherence, consistency, relevance, fluency are placeholders" in note and "G-Eval" in note
+    assert "cut_points" in note and "fit_rating_cutpoints" not in note  # that script fits the unieval judge only
     for i, row in enumerate(result.reports):
         for m in METRICS:
             assert row.report.summary.metrics[m].score == rate(direct[m][i], PLACEHOLDER_CUT_POINTS)

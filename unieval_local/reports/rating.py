@@ -272,9 +272,13 @@ def placeholder_note(config: RatingConfig, coverage_used: bool = True,
         by_reason.setdefault(why, []).append(m)
     return ("the rating cut points of " + "; ".join(f"{', '.join(ms)} are {why}"
                                                     for why, ms in by_reason.items())
-            + ": those 1-3 ratings are not calibrated. Fit them on your data with scripts/fit_rating_cutpoints.py "
-            "and pass the YAML as the rating config (--config FILE in the CLI, config= in Python; README, rating; "
-            "`unieval-local calibration` prints the card)")
+            + ": those 1-3 ratings are not calibrated. " + (
+                "Give cut points fitted on your data in the rating config's cut_points (read on (rating - 1) / "
+                "(K - 1) in [0, 1]; --config FILE in the CLI, config= in Python; docs/reports/rating.md)"
+                if config.judge == "g-eval" else
+                "Fit them on your data with scripts/fit_rating_cutpoints.py and pass the YAML as the rating config "
+                "(--config FILE in the CLI, config= in Python; README, rating; `unieval-local calibration` prints "
+                "the card)"))
 
 
 def _sentence_detail(config: RatingConfig, ev) -> str:
