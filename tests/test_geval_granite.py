@@ -143,13 +143,25 @@ def test_cli_score_and_tasks(ckpts, tmp_path):
 def test_http_v1_score(ckpts, tmp_path):
     from test_service import Server
 
-    server = Server(f"granite-guardian-3.3-8b={ckpts['granite-guardian-3.3-8b']}", tmp_path).wait_ready()
+    from test_service import unieval
+    from test_service_wire import header_notes
+
+    server = Server(f"granite-guardian-3.3-8b={ckpts['granite-guardian-3.3-8b']}", tmp_path,
+                    "--model", f"g-eval={ckpts['g-eval']}").wait_ready()
     try:
         r = server.post("/v1/score", {"task": "fact", "aspects": ["groundedness"], "data": DATA})
         assert r.status_code == 200, r.text
         got = [e["scores"]["groundedness"] for e in r.json()["examples"]]
+        hosted = server.post("/v1/unieval", unieval({"task": "summarization", "evaluation_aspect": "geval_relevance"},
+                                                    DATA))
+        assert hosted.status_code == 200, hosted.text
+        assert any("geval_relevance is an expected rating on 1-5" in n for n in header_notes(hosted))
+        rating = hosted.json()["overall"]["value"]
     finally:
         server.stop()
+    geval = Scorer(model={"g-eval": str(ckpts["g-eval"])}, device="cpu")
+    assert rating == pytest.approx(geval.score(DATA, task="summarization", aspect="geval_relevance").overall.value,
+                                   abs=1e-6) and 1 <= rating <= 5
     scorer = Scorer(model={"granite-guardian-3.3-8b": str(ckpts["granite-guardian-3.3-8b"])}, device="cpu")
     want = [e.value for e in scorer.score(DATA, task="fact", aspect="groundedness").examples]
     np.testing.assert_allclose(got, want, atol=1e-9, rtol=0)

@@ -339,7 +339,9 @@ class Service(CustomRuns):
                     f"a request holds at most {MAX_EXAMPLES_PER_REQUEST} examples (the hosted metric's limit), got "
                     f"{len(data)}; split it, or POST /v1/score")
             task, aspect = config.get("task"), config.get("evaluation_aspect")
-            self.engine.registry.get_aspect(task, aspect)
+            if scale := self.engine.registry.get_aspect(task, aspect).scale:  # the hosted schema reads [0, 1]
+                notes.note(f"{task}/{aspect} is an expected rating on 1-{scale} (G-Eval), not a probability in "
+                           "[0, 1]", warn=False)
 
             def finish(values: Mapping[str, np.ndarray], _ev: Any, _languages: Any) -> dict[str, Any]:
                 bad = np.flatnonzero(~np.isfinite(values[aspect])).tolist()
