@@ -167,3 +167,18 @@ def test_a_geval_judged_record_outside_english_routes_no_consistency_checker():
     assert notes == [] and judged.consistency_aspect == RatingConfig().consistency_aspect
     routed, notes = language_options(RatingConfig(), "zh", DEFAULT_REGISTRY)
     assert routed.consistency_aspect != RatingConfig().consistency_aspect and notes
+
+
+def test_a_geval_model_staged_in_the_home_folder_counts_as_here(geval, tmp_path, monkeypatch):
+    """aspects "all" takes the G-Eval aspects when g-eval is staged at $UNIEVAL_LOCAL_HOME/g-eval
+    (named by its folder), but never from one folder given for every evaluator."""
+    from unieval_local.requests.score import evaluator_unavailable
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("UNIEVAL_LOCAL_HOME", str(home))
+    assert evaluator_unavailable("g-eval", None) == "no default weights: name a local folder for it"
+    (home / "g-eval").symlink_to(geval, target_is_directory=True)
+    assert evaluator_unavailable("g-eval", None) is None
+    assert evaluator_unavailable("g-eval", {"unieval-sum": str(tmp_path)}) is None  # the home folder still names it
+    assert evaluator_unavailable("g-eval", str(geval)) == "no default weights: name a local folder for it"

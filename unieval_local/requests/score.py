@@ -302,7 +302,8 @@ def evaluator_unavailable(name: str, model: Any) -> str | None:
 
     Returns:
         None, ``"not found offline"``, ``"the folder given holds another model"`` or, for an
-        evaluator with no default weights (``g-eval``) that ``model`` does not name,
+        evaluator with no default weights (``g-eval``) found neither in ``model`` (by its name)
+        nor in ``$UNIEVAL_LOCAL_HOME/<name>``,
         ``"no default weights: name a local folder for it"``.
     """
     from ..errors import CheckpointError, CheckpointNotFoundError
@@ -310,12 +311,13 @@ def evaluator_unavailable(name: str, model: Any) -> str | None:
     from ..registry.evaluators import get_evaluator
 
     evaluator = get_evaluator(name)
-    if evaluator.hub_id is None and not (isinstance(model, Mapping) and name in model):
-        return "no default weights: name a local folder for it"  # g-eval: never one folder for every name
+    no_weights = "no default weights: name a local folder for it"
+    if evaluator.hub_id is None and model is not None and not isinstance(model, Mapping):
+        return no_weights  # g-eval: never one folder for every name (its own NAME=DIR, or the home folder's)
     try:
         check_identity(resolve_checkpoint(name, model, offline=True).path, evaluator)
     except CheckpointNotFoundError:
-        return "not found offline"
+        return no_weights if evaluator.hub_id is None else "not found offline"
     except (CheckpointError, ValueError):
         return "the folder given holds another model"
     return None
