@@ -185,6 +185,7 @@ class GEvalPrompt:
     own_chunking = False
     cut_field = "source"
     max_words = None
+    default_words = None
     capabilities = Capabilities(granularities=("output",),
                                 shape="<criteria and steps>\\n\\n<label>:\\n<value>\\n\\n... Evaluation Form | "
                                       "assistant: <Aspect> (1-K):")
@@ -241,6 +242,7 @@ class GraniteGroundednessPrompt:
     own_chunking = True
     cut_field = "source"
     max_words = None
+    default_words = None
     capabilities = Capabilities(question=False, labels=False, fields=("source", "target"), chunk_settings=False,
                                 document_field="source",
                                 shape="documents=[<source chunk>], assistant: <target>, guardian_config="

@@ -68,7 +68,7 @@ def default_chunk_words(fmt: "PromptFormat") -> int:
     """The words per chunk of a format that chunks the document itself, when the run sets no
     ``chunk_words``: the format's ``default_words`` (FactCG: 550, as its code), else
     :data:`DEFAULT_CHUNK_WORDS`."""
-    return getattr(fmt, "default_words", None) or DEFAULT_CHUNK_WORDS
+    return fmt.default_words or DEFAULT_CHUNK_WORDS
 
 
 def chunk_words_for(fmt: "PromptFormat", chunk_words: int | None) -> tuple[int, str | None]:
@@ -146,6 +146,8 @@ class PromptFormat(Protocol):
         cut_field: the field a prompt over ``max_length`` loses its end in, when the backend
             truncates inside one field (the premise); None: right truncation, found from the spans.
         max_words: the most words per chunk whatever ``chunk_words`` says (None: ``chunk_words``).
+        default_words: the words per chunk when the run sets no ``chunk_words`` (None:
+            :data:`DEFAULT_CHUNK_WORDS`).
     """
 
     name: str
@@ -153,6 +155,7 @@ class PromptFormat(Protocol):
     capabilities: Capabilities
     cut_field: str | None
     max_words: int | None
+    default_words: int | None
 
     def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
                overrides: dict[str, str] | None = None) -> tuple[str, list[tuple[str, int, int]]]:
@@ -172,6 +175,7 @@ class BooleanQA:
     own_chunking = False
     cut_field = None  # right truncation: the field at the cut is found from the spans
     max_words = None
+    default_words = None
     capabilities = Capabilities(shape="question: <question> </s> <label>: <value> </s> ...")
 
     def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
@@ -229,6 +233,7 @@ class MiniCheckPrompt:
     own_chunking = True
     cut_field = None
     max_words = None
+    default_words = None
     capabilities = Capabilities(question=False, labels=False, fields=("source", "target"), chunk_settings=False,
                                 document_field="source", shape="predict: <document chunk></s><claim>")
 
@@ -362,6 +367,7 @@ class NLIPair:
     capabilities = Capabilities(question=False, labels=False, fields=("source", "target"), chunk_settings=False,
                                 document_field="source", shape="(premise: <document chunk>, hypothesis: <claim>)")
     max_words = 300
+    default_words = None
 
     def render(self, aspect: "Aspect", example: "UniEvalData", target: str, reference: str | None = None,
                overrides: dict[str, str] | None = None) -> tuple[str, list[tuple[str, int, int]]]:
@@ -393,6 +399,7 @@ class HHEMPrompt:
     own_chunking = False
     cut_field = "source"  # the backend cuts the premise's end and keeps the hypothesis whole
     max_words = None
+    default_words = None
     capabilities = Capabilities(question=False, labels=False, fields=("source", "target"),
                                 shape="<pad> Determine if the hypothesis is true given the premise?\n\n"
                                       "Premise: <source>\n\nHypothesis: <target>")
@@ -432,6 +439,7 @@ class SeahorsePrompt:
     own_chunking = False
     cut_field = None  # the T5 runner cuts the end (the summary's!): the field at the cut comes from the spans
     max_words = None
+    default_words = None
     capabilities = Capabilities(question=False, labels=False, fields=("source", "target"),
                                 shape="premise: <source> hypothesis: <target>")
     head = "premise: "
