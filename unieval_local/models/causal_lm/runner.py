@@ -117,8 +117,8 @@ class CausalLMRunner(tokens.TokenArithmetic, Runner):
         prefix_reuse: prompts that share at least :data:`PREFIX_MIN_TOKENS` leading tokens (the
             summaries of one source under one aspect) run that prefix once and their suffixes over
             its key/value cache (:meth:`prefix_groups`); the values equal the whole prompts' to
-            ~1e-7 in float32 (``scripts/bench_prefix_reuse.py``: 5.6x on 16 SummEval summaries of
-            one article). False: every prompt whole.
+            ~1e-7 in float32 (``scripts/bench_prefix_reuse.py``: 4.45x on 2 SummEval articles x 16
+            summaries, CPU). False: every prompt whole.
     """
 
     def __init__(self, model: CausalLMModel, *, evaluator: Evaluator, fingerprint: str,
