@@ -79,7 +79,7 @@ class UniEvalLoop:
         self.torch = torch
         self.device, self.max_length, self.batch_size = device, max_length, batch_size
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
-        self.model = AutoModelForSeq2SeqLM.from_pretrained(model_dir, dtype=torch.float32).to(device).eval()
+        self.model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).float().to(device).eval()
         self.softmax = torch.nn.Softmax(dim=1)
         self.pos_id = self.tokenizer("Yes").input_ids[0]
         self.neg_id = self.tokenizer("No").input_ids[0]

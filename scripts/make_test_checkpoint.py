@@ -103,12 +103,29 @@ def training_sentences(data_dir: Path | None, n_docs: int = 40, answers: tuple[s
 _LOAD_OPTIONS = ("local_files_only", "cache_dir", "token", "revision", "force_download", "proxies", "_commit_hash")
 
 
+#: keys transformers 5 writes into tokenizer_config.json that no 4.x reads (dropped: they hold no tokens)
+_V5_ONLY_KEYS = ("is_local", "backend")
+
+
 def _without_load_options(path: Path) -> None:
-    """Drop :data:`_LOAD_OPTIONS` from the tokenizer config at ``path`` (rewritten as
-    transformers writes it, only when one was there)."""
+    """Make the tokenizer config at ``path`` independent of the build's environment and
+    readable by every admitted transformers (4.46 ... newest): drop :data:`_LOAD_OPTIONS` and
+    :data:`_V5_ONLY_KEYS`; write transformers 5's ``extra_special_tokens`` LIST as
+    ``additional_special_tokens`` (transformers 4.51-4.57 read a mapping there and fail with
+    "'list' object has no attribute 'keys'"); and its ``"TokenizersBackend"`` class as
+    ``"PreTrainedTokenizerFast"`` (the name both read). The tokens, and so every token id,
+    are unchanged (tests/test_version_matrix.py loads such folders on each leg). Rewritten
+    as transformers writes it, only when something changed."""
     config = json.loads(path.read_text(encoding="utf-8"))
-    if any(k in config for k in _LOAD_OPTIONS):
-        kept = {k: v for k, v in config.items() if k not in _LOAD_OPTIONS}
+    kept = {k: v for k, v in config.items() if k not in _LOAD_OPTIONS and k not in _V5_ONLY_KEYS}
+    extra = kept.get("extra_special_tokens")
+    if isinstance(extra, list):
+        del kept["extra_special_tokens"]
+        named = list(kept.get("additional_special_tokens") or [])
+        kept["additional_special_tokens"] = named + [t for t in extra if t not in named]
+    if kept.get("tokenizer_class") == "TokenizersBackend":
+        kept["tokenizer_class"] = "PreTrainedTokenizerFast"
+    if kept != config:
         path.write_text(json.dumps(kept, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 

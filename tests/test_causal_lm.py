@@ -67,13 +67,14 @@ def prompts_of(task: str, aspect_name: str) -> list[str]:
 
 
 def reference(folder: Path, prompt: str, forms: dict[str, tuple[int, ...]]) -> float:
-    """A plain float64 computation: the tokenizer's chat template, the model class in float64, the
-    softmax at the last position, the readout's formula."""
+    """A plain float64 computation: the folder's tokenizer.json (as a fast tokenizer: transformers 5's
+    AutoTokenizer builds a model type's own class, whose pre-tokenizer may differ from the file) and its
+    chat template, the model class in float64, the softmax at the last position, the readout's formula."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, PreTrainedTokenizerFast
 
-    tok = AutoTokenizer.from_pretrained(folder)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64).eval()
+    tok = PreTrainedTokenizerFast.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder).double().eval()
     q = ChatQuery.decode(prompt)
     messages, documents = q.messages()
     if q.continue_final:

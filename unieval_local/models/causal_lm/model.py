@@ -21,6 +21,8 @@ from ...registry.evaluators import Evaluator
 from ...settings import check_dtype
 from ..batching import first_line
 from ..checkpoints import ResolvedCheckpoint
+from ..stored import (dtype_kwarg, explain_tokenizer_failure, reconcile, require_transformers,
+                      stored_fast_tokenizer)
 from ..strict_loading import load_strictly
 from ..tokenizer_identity import check_tokenizer_fits, describe_tokenizer
 
@@ -30,6 +32,10 @@ __all__ = ["BFLOAT16_ABOVE", "CausalLMModel", "auto_dtype", "LAYOUTS", "check_me
 #: The ``model_type`` values this backend loads (each has a generated test layout:
 #: ``scripts/make_test_checkpoint.py --layout llama|qwen2|granite``).
 LAYOUTS = ("llama", "qwen2", "granite")
+
+#: The oldest transformers the causal-lm backend runs on: tested on 4.57.6 and the newest; 4.46.1
+#: failed (``logits_to_keep`` unknown to Granite, other numbers in batches: docs/development.md).
+CAUSAL_LM_MIN_TRANSFORMERS = (4, 57, 0)
 
 #: Parameters above which bfloat16 is the dtype to use (``verify`` loads such a model in bfloat16;
 #: a float32 run of one is refused by :func:`check_memory` when it does not fit, naming bfloat16).
@@ -142,6 +148,7 @@ class CausalLMModel:
 
         path = self.path = Path(checkpoint.path)
         self.dtype = check_dtype(dtype)
+        require_transformers(CAUSAL_LM_MIN_TRANSFORMERS, "the causal-lm backend (G-Eval, Granite Guardian)")
         try:
             config = AutoConfig.from_pretrained(path, local_files_only=True)
         except Exception as exc:  # noqa: BLE001  named below
@@ -154,14 +161,17 @@ class CausalLMModel:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         except Exception as exc:  # noqa: BLE001
-            raise CheckpointError(f"{path}: its tokenizer does not load: {first_line(exc)}") from None
+            raise CheckpointError(f"{path}: its tokenizer does not load: {explain_tokenizer_failure(path, exc)}") from None
+        self.tokenizer = stored_fast_tokenizer(path, self.tokenizer)  # tokenizer.json's ids, not a class's rules
         if not self.tokenizer.chat_template:
             raise CheckpointError(f"{path}: its tokenizer has no chat template (tokenizer_config.json "
                                   "'chat_template' or chat_template.jinja): the judge's prompt is built with it")
         self.parameters = parameter_count(config)
         self.need_bytes = check_memory(config, self.dtype, device, str(path), free)
         model = load_strictly(AutoModelForCausalLM, path, "a causal LM", use_safetensors=True,
-                              dtype=getattr(torch, self.dtype))
+                              **dtype_kwarg(getattr(torch, self.dtype)))
+        # the head, vocabulary, special ids and dtype as the stored files say (refused otherwise)
+        reconcile(model, path, kind="causal-lm", dtype=self.dtype)
         rows = int(model.get_input_embeddings().weight.shape[0])
         if len(self.tokenizer) > rows:
             raise CheckpointError(f"{path}: its tokenizer has {len(self.tokenizer):,} tokens but the embedding has "

@@ -262,6 +262,10 @@ class CausalLMRunner(tokens.TokenArithmetic, Runner):
             out = lm(input_ids=torch.tensor([ids[members[0]][:k]], device=device), use_cache=True,
                      **{_cache_arg(): None})
         prefix_cache = getattr(out, _cache_arg())
+        if isinstance(prefix_cache, tuple):  # transformers < 4.47 returns the legacy tuple of (k, v) pairs
+            from transformers import DynamicCache
+
+            prefix_cache = DynamicCache.from_legacy_cache(prefix_cache)
         cost = [0] * len(ids)
         for i in members:
             s = len(ids[i]) - k

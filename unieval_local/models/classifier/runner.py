@@ -26,6 +26,7 @@ from .. import tokens
 from ..base import Runner
 from ..batching import first_line, run_batches, sort_by_length
 from ..checkpoints import ResolvedCheckpoint
+from ..stored import dtype_kwarg, explain_tokenizer_failure, reconcile
 from ..strict_loading import load_strictly
 from ..tokenizer_identity import check_tokenizer_fits, describe_tokenizer
 
@@ -109,12 +110,11 @@ class ClassifierModel:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         except Exception as exc:  # noqa: BLE001  named below
-            raise CheckpointError(f"{path}: its tokenizer does not load: {first_line(exc)}") from None
-        import transformers
-
-        key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+            raise CheckpointError(f"{path}: its tokenizer does not load: {explain_tokenizer_failure(path, exc)}") from None
         model = load_strictly(AutoModelForSequenceClassification, path, "a sequence classifier",
-                              hint=_missing_head, **{key: getattr(torch, self.dtype)})
+                              hint=_missing_head, **dtype_kwarg(getattr(torch, self.dtype)))
+        # the label map, vocabulary, special ids and dtype as the stored files say (refused otherwise)
+        reconcile(model, path, kind="classifier", dtype=self.dtype)
         #: the tokenizer's class and flags (signatures), and a doubt about it (None: none)
         self.tokenizer_class = describe_tokenizer(self.tokenizer)
         self.tokenizer_doubt = check_tokenizer_fits(self.tokenizer, model.config,

@@ -36,6 +36,7 @@ from ..classifier.runner import (ClassifierModel, ClassifierRunner, readout_labe
                                  shared_classifier_runner)
 from ..manifest import check_recorded_files
 from ..tokenizer_identity import check_tokenizer_fits, describe_tokenizer
+from ..stored import explain_tokenizer_failure
 
 __all__ = ["HHEMModel", "foundation_folder", "foundation_of", "hhem_runner_factory", "verify_hhem"]
 
@@ -105,7 +106,8 @@ class HHEMModel:
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(base, local_files_only=True)
         except Exception as exc:  # noqa: BLE001
-            raise CheckpointError(f"{base}: the foundation's tokenizer does not load: {first_line(exc)}") from None
+            raise CheckpointError(f"{base}: the foundation's tokenizer does not load: "
+                                  f"{explain_tokenizer_failure(base, exc)}") from None
         model = T5ForTokenClassification(t5_config)
         state = {k[len(PREFIX):]: v for k, v in iter_stored_tensors(path) if k.startswith(PREFIX)}
         if not state:

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from ...errors import CheckpointError
 from ...settings import check_dtype
+from ..stored import dtype_kwarg, explain_tokenizer_failure, reconcile
+from ..weights import iter_stored_tensors, weight_files
 from .spm_check import check_tokenizer
 
 __all__ = ["check_head_matches_config", "iter_stored_tensors", "load_model", "non_finite_tensors",
@@ -34,21 +36,6 @@ _EMBEDDING_KEYS = ("shared.weight", "encoder.embed_tokens.weight", "decoder.embe
 
 
 _HEAD_KEY = "lm_head.weight"
-
-
-def weight_files(folder: Path) -> list[Path]:
-    """The weight files of a checkpoint folder, as ``from_pretrained`` would read them:
-    ``model.safetensors`` (or the shards of its index), else ``pytorch_model.bin`` (or its shards)."""
-    for single, index in (("model.safetensors", "model.safetensors.index.json"),
-                          ("pytorch_model.bin", "pytorch_model.bin.index.json")):
-        if (folder / single).is_file():
-            return [folder / single]
-        if (folder / index).is_file():
-            import json
-
-            shards = sorted(set(json.loads((folder / index).read_text())["weight_map"].values()))
-            return [folder / s for s in shards]
-    return []
 
 
 def stored_weight_names(folder: Path) -> set[str]:
@@ -85,37 +72,6 @@ def stored_weight_names(folder: Path) -> set[str]:
             raise CheckpointError(f"cannot open weight file {str(f)!r} ({type(exc).__name__}: {exc}); "
                                   "it is truncated or corrupt: stage the checkpoint again") from exc
     return names
-
-
-def iter_stored_tensors(folder: Path, names: set[str] | None = None):
-    """``(name, tensor)`` for the tensors stored in a checkpoint's weight files (those in
-    ``names`` only, when given), one file at a time (safetensors read lazily, ``.bin``
-    memory-mapped).
-
-    Raises:
-        CheckpointError: a weight file cannot be opened.
-    """
-    for f in weight_files(folder):
-        try:
-            if f.suffix == ".safetensors":
-                from safetensors import safe_open
-
-                with safe_open(str(f), "pt") as fh:
-                    for k in fh.keys():
-                        if names is None or k in names:
-                            yield k, fh.get_tensor(k)
-            else:
-                import torch
-
-                state = torch.load(f, map_location="cpu", mmap=True, weights_only=True)
-                for k, v in state.items():
-                    if names is None or k in names:
-                        yield k, v
-        except CheckpointError:
-            raise
-        except Exception as exc:
-            raise CheckpointError(f"cannot read weight file {str(f)!r} ({type(exc).__name__}: {exc}); "
-                                  "it is truncated or corrupt: stage the checkpoint again") from exc
 
 
 def non_finite_tensors(folder: Path) -> list[str]:
@@ -217,7 +173,10 @@ def load_model(folder: str | Path, dtype: str = "float32"):
             the config says the LM head is tied while the stored one differs from the
             embeddings (:func:`check_head_matches_config`), or the tokenizer's ids differ from
             SentencePiece's encoding with ``spiece.model`` (:func:`~.spm_check.check_tokenizer`,
-            which first rebuilds a tokenizer that lacks SentencePiece's normalization).
+            which first rebuilds a tokenizer that lacks SentencePiece's normalization), or the loaded
+            model disagrees with the stored files beyond repair (:func:`~unieval_local.models.stored.reconcile`;
+            its facts, the rescale and start id the scores must use, are kept as
+            ``model.unieval_stored_facts``).
     """
     import torch
     import transformers
@@ -235,16 +194,21 @@ def load_model(folder: str | Path, dtype: str = "float32"):
     # reaching handlers further up, e.g. the root logger's) and on transformers' handlers
     filtered = [logging.getLogger(n) for n in ("transformers.modeling_utils", "transformers.utils.loading_report")]
     filtered += logging.getLogger("transformers").handlers
-    key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
     bars = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
     for h in filtered:
         h.addFilter(quiet)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+        except Exception as exc:
+            raise CheckpointError(f"cannot load the tokenizer of checkpoint {str(folder)!r}: "
+                                  f"{explain_tokenizer_failure(folder, exc)}") from exc
         model, info = AutoModelForSeq2SeqLM.from_pretrained(
             folder, trust_remote_code=False, output_loading_info=True, ignore_mismatched_sizes=True,
-            **{key: torch_dtype})
+            **dtype_kwarg(torch_dtype))
+    except CheckpointError:
+        raise
     except Exception as exc:
         raise CheckpointError(f"cannot load checkpoint {str(folder)!r}: {type(exc).__name__}: {exc}") from exc
     finally:
@@ -273,4 +237,5 @@ def load_model(folder: str | Path, dtype: str = "float32"):
             "the scores would be meaningless. Stage the checkpoint again (unieval-local download) or fix its "
             "config.json")
     check_tokenizer(folder, tokenizer)
+    model.unieval_stored_facts = reconcile(model, folder, kind="seq2seq", dtype=check_dtype(dtype))
     return model.eval(), tokenizer

@@ -54,23 +54,14 @@ DTYPES = _DTYPES
 
 
 def rescales_decoder_output(config) -> bool:
-    """Whether the model's own forward multiplies the last decoder state by ``d_model**-0.5``
-    before the LM head (the tied-head T5 layout), so that the fast path does as it does.
+    """Whether transformers' loaded model multiplies the last decoder state by ``d_model**-0.5``
+    before the LM head (its reading of the config; :func:`~unieval_local.models.stored.library_rescale`).
+    The scores follow the STORED files instead (:func:`~unieval_local.models.stored.stored_rescale`,
+    checked and set by :func:`~unieval_local.models.stored.reconcile` at load): transformers 5.0.0
+    read untied T5 v1.1 checkpoints as rescaled."""
+    from ..stored import library_rescale
 
-    transformers 5's T5 says so in ``config.scale_decoder_outputs`` (from the stored
-    ``tie_word_embeddings``); its MT5 never rescales (mT5's head is untied; it forces
-    ``tie_word_embeddings`` True in memory, so that flag says nothing); transformers 4.x rescales
-    T5 and MT5 alike when ``tie_word_embeddings`` is true.
-    """
-    stated = getattr(config, "scale_decoder_outputs", None)
-    if stated is not None:
-        return bool(stated)
-    if getattr(config, "model_type", None) == "mt5":
-        import transformers
-
-        if int(transformers.__version__.split(".")[0]) >= 5:
-            return False
-    return bool(config.tie_word_embeddings)
+    return library_rescale(config)
 
 
 class T5Model:
@@ -109,7 +100,10 @@ class T5Model:
         self.tokenizer.model_max_length = int(1e12)
         self.vocab_size = int(model.config.vocab_size)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
-        self.start_id = model.config.decoder_start_token_id
+        facts = getattr(model, "unieval_stored_facts", None)
+        # the stored config.json's decoder start id (checked against the loaded config at load)
+        self.start_id = facts.start_id if facts is not None and facts.start_id is not None \
+            else model.config.decoder_start_token_id
         if self.start_id is None:
             self.start_id = self.pad_id
         #: one forward at a time on this model (runners over it may be called from several threads)
@@ -117,8 +111,17 @@ class T5Model:
         #: the token budget after an out-of-memory back-off (kept for the rest of the process)
         self.oom_budget: int | None = None
         config = model.config
-        self._scale_decoder_outputs = rescales_decoder_output(config)
+        # the rescale the STORED config means (transformers' reading is checked against it at load)
+        self._scale_decoder_outputs = facts.rescale if facts is not None else rescales_decoder_output(config)
         self.fast_ok = _has_t5_layout(self.model)
+        #: the model's own forward agrees with the stored files (else only the fast path is exact)
+        self.plain_ok = facts is None or facts.plain_forward_ok
+        if not self.plain_ok and not self.fast_ok:
+            from ..stored import REMEDY
+
+            raise CheckpointError(f"{path}: the installed transformers' forward reads the decoder-output rescale "
+                                  f"otherwise than config.json says, and the model lacks the T5 block layout of "
+                                  f"this package's own forward; {REMEDY}")
         self.n_heads = int(getattr(config, "num_heads", 1))
         self.element_bytes = torch.finfo(getattr(torch, self.dtype)).bits // 8
 
@@ -249,6 +252,11 @@ class T5Model:
             h = h * (d_model**-0.5)
         return h @ rows.T
 
+    def _use_fast(self, fast: bool) -> bool:
+        """The package's own forward: asked for and possible, or the only exact one (the model's own
+        forward disagrees with the stored files: :attr:`plain_ok`)."""
+        return self.fast_ok and (fast or not self.plain_ok)
+
     def _two_logits(self, ids: list[list[int]], batch: Sequence[int], fast: bool, answers: tuple[int, int], rows,
                     readout: str = "pair"):
         """(B, 2) float64 "logits" whose sigmoid of the difference is the score, for the prompts
@@ -267,10 +275,10 @@ class T5Model:
             mask[row, : len(ids[i])] = 1
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         if readout == "vocab":
-            logits = (self._fast_two_logits(input_ids, mask, rows) if fast and self.fast_ok
+            logits = (self._fast_two_logits(input_ids, mask, rows) if self._use_fast(fast)
                       else self._plain_logits(input_ids, mask))
             return vocab_pair(logits, answers[0])
-        two = (self._fast_two_logits(input_ids, mask, rows) if fast and self.fast_ok
+        two = (self._fast_two_logits(input_ids, mask, rows) if self._use_fast(fast)
                else self._plain_two_logits(input_ids, mask, answers))
         return two.float().cpu().numpy().astype(np.float64)
 
@@ -379,7 +387,7 @@ class T5Runner(Runner):
     def forward(self) -> str:
         """``fast`` when the single-step forward runs (asked for, and the checkpoint has the T5
         layout it relies on), else ``plain`` (the model's own forward)."""
-        return "fast" if self.fast_forward and self.t5.fast_ok else "plain"
+        return "fast" if self.t5._use_fast(self.fast_forward) else "plain"
 
     def _two_logits(self, ids: list[list[int]], batch: Sequence[int], fast: bool):
         """(B, 2) logits of (positive, negative) answers for one batch (a seam for out-of-memory tests)."""
