@@ -27,6 +27,8 @@ import pytest
 
 from conftest import REAL_HOME, FakeRunner, fake_factory
 
+pytestmark = pytest.mark.parity
+
 GOLDEN = Path(__file__).resolve().parent / "data" / "golden_ids"
 REWRITE = os.environ.get("UNIEVAL_REWRITE_GOLDEN") == "1"
 

@@ -24,6 +24,8 @@ from conftest import LAYOUTS
 
 TOL = 1e-5
 
+pytestmark = pytest.mark.parity
+
 
 def reference_scores(reference, records, aspect, max_length=1024, reduce_refs=np.mean):
     out = []
