@@ -75,10 +75,17 @@ def summeval_records(shared_data) -> list[dict]:
     return mixed
 
 
+@pytest.fixture(scope="session")
+def _hash_memo(tmp_path_factory) -> Path:
+    """A per-session file for the persistent memo of file hashes (never the user's ~/.cache)."""
+    return tmp_path_factory.mktemp("hash-memo") / "file_sha256.json"
+
+
 @pytest.fixture(autouse=True)
-def _offline(monkeypatch):
-    """No test touches the network."""
+def _offline(monkeypatch, _hash_memo):
+    """No test touches the network, nor the user's cache of file hashes."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("UNIEVAL_LOCAL_HASH_MEMO", str(_hash_memo))
     monkeypatch.delenv("UNIEVAL_LOCAL_HOME", raising=False)
 
 

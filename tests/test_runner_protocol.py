@@ -70,7 +70,8 @@ def test_only_the_package_root_and_the_cli_import_the_api():
     package = ROOT / "unieval_local"
     importers = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
                        if {".api", "..api", "unieval_local.api"} & _imports(p))
-    assert set(importers) <= {"__init__.py", "cli.py"} and "__init__.py" in importers
+    # the CLI is a package (cli/): its commands may build a Scorer (verify --known-answers does)
+    assert {p for p in importers if not p.startswith("cli/")} == {"__init__.py"}
 
 
 def test_no_capability_probing_of_runners():

@@ -239,15 +239,15 @@ class Engine:
             if name not in self._fingerprints:
                 from .models.checkpoints import fingerprint_checkpoint
 
-                hasher = self.cache.file_sha256 if self.cache is not None else None
-                fp = fingerprint_checkpoint(ckpt.path, file_hash=hasher)
+                # files hashed through the persistent memo keyed on (path, size, mtime_ns, inode)
+                # (hashing.memo_sha256_file): a file renamed over with the same size and mtime is hashed again
+                fp = fingerprint_checkpoint(ckpt.path)
                 spec = get_evaluator(name)
                 if spec.tokenizer_from:  # its tokenizer and config live in the foundation: they count too
                     from .hashing import sha256_text
                     from .models.hhem.model import foundation_of
 
-                    fp = sha256_text(fp + "\0" + fingerprint_checkpoint(foundation_of(ckpt.path, spec),
-                                                                          file_hash=hasher))
+                    fp = sha256_text(fp + "\0" + fingerprint_checkpoint(foundation_of(ckpt.path, spec)))
                 self._fingerprints[name] = fp
             return self._fingerprints[name]
 

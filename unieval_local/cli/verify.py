@@ -102,9 +102,10 @@ def known_answers_check(folder: str | os.PathLike, sets: Sequence[KnownAnswerSet
 
 def _print_known_answers(reports, args: argparse.Namespace) -> bool:
     """Check and print the known answers of each folder that passed its checks; True when all pass."""
-    from ..models.known_answers import evaluator_of_folder, load_known_answers, without_answers
+    from ..models.known_answers import TOLERANCE, TOLERANCE_WHY, evaluator_of_folder, load_known_answers, without_answers
 
     sets = load_known_answers()
+    print(f"known answers: a score passes within {TOLERANCE:g} of the published one ({TOLERANCE_WHY})")
     ok = True
     for r in reports:
         name, how = evaluator_of_folder(r.folder, args.evaluator)

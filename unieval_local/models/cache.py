@@ -5,8 +5,10 @@ processes writing at once) maps a query key to its P(Yes). The key is a SHA-256
 over everything that can change a score:
 
 - the checkpoint's CONTENT fingerprint (SHA-256 of config, weights and
-  tokenizer files; not its path), memoised per (file, size, mtime) so that a
-  3 GB checkpoint is hashed once;
+  tokenizer files; not its path; a manifest's digest only while the file is the one
+  verified, else hashed through the persistent memo keyed on path, size, mtime_ns and
+  inode, :func:`~unieval_local.hashing.memo_sha256_file`), so that a 3 GB checkpoint is
+  hashed once and replaced weights never get the old weights' scores;
 - the prompt, and :meth:`~unieval_local.config.RunConfig.query_context` of the
   run: ``max_length``, dtype, device type, the forward path,
   :data:`~unieval_local.config.ENGINE_VERSION`, and the torch, transformers,
@@ -35,7 +37,7 @@ import numpy as np
 
 from ..config import RunConfig
 from ..errors import CacheUnusableWarning
-from ..hashing import sha256_file, sha256_text
+from ..hashing import sha256_text
 from ..registry.evaluators import Evaluator
 from .base import Runner
 
@@ -225,34 +227,6 @@ class ScoreCache:
             except (OSError, sqlite3.Error) as exc:
                 self._fail(exc)
                 return 0
-
-    def file_sha256(self, path: Path) -> str:
-        """SHA-256 of a file, memoised on (resolved path, size, mtime) while the cache works
-        (computed from the file, without the memo, once it is disabled).
-
-        Raises:
-            OSError: ``path`` itself cannot be read (a failure of the cache is never raised).
-        """
-        st = path.stat()
-        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
-        row = None
-        with self._lock:
-            if self._db is not None:
-                try:
-                    row = self._db.execute(
-                        "SELECT sha256 FROM file_hashes WHERE path=? AND size=? AND mtime_ns=?", key).fetchone()
-                except (OSError, sqlite3.Error) as exc:
-                    self._fail(exc)
-        if row:
-            return row[0]
-        digest = sha256_file(path)
-        with self._lock:
-            if self._db is not None:
-                try:
-                    self._db.execute("INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?)", (*key, digest))
-                except (OSError, sqlite3.Error) as exc:
-                    self._fail(exc)
-        return digest
 
     def close(self) -> None:
         """Close the database (WAL checkpointed by SQLite when this is its last connection);

@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from ..errors import CheckpointError
-from ..hashing import sha256_file
 from ..registry.tasks import CHECKPOINTS
 from .files import OPTIONAL_FILES, TOKENIZER_FILES
-from .manifest import write_manifest
+from .manifest import file_entry, write_manifest
 
 __all__ = ["HubClient", "HuggingFaceHubClient", "NO_DEFAULT_WEIGHTS", "describe_download", "download_checkpoint",
            "fetch_to_hf_cache", "select_checkpoint_files"]
@@ -106,9 +105,12 @@ def download_checkpoint(
     client: HubClient | None = None, hub_id: str | None = None, progress: bool = False,
     announce: Callable[[str], None] | None = None,
 ) -> Path:
-    """Stage checkpoint ``name`` into ``to/<name>/`` with a checksum manifest (each file's SHA-256
-    and size, and the tokenizer files' fingerprint: :func:`~unieval_local.models.manifest.write_manifest`),
-    against which the folder is checked whenever it resolves.
+    """Stage checkpoint ``name`` into ``to/<name>/`` with a checksum manifest (each file's SHA-256,
+    size, ``st_mtime_ns`` and ``st_ino``, and the tokenizer files' fingerprint:
+    :func:`~unieval_local.models.manifest.write_manifest`), against which the folder is checked
+    whenever it resolves. The content fingerprint trusts a recorded SHA-256 only while the file keeps
+    that stat: copied to another machine, the files are hashed once there (about 0.7 s per GB,
+    remembered), or ``unieval-local verify`` records their new stat.
 
     Run this on a connected machine; copy ``to`` to the offline machine and
     set ``UNIEVAL_LOCAL_HOME=to``.
@@ -159,6 +161,6 @@ def download_checkpoint(
         path = Path(client.download(hub_id, fname, sha, folder))
         if path.resolve() != (folder / fname).resolve():
             raise CheckpointError(f"the hub client wrote {fname} to {path}, not into {folder}")
-        entries[fname] = {"sha256": sha256_file(path), "size": path.stat().st_size}
+        entries[fname] = file_entry(path)
     write_manifest(folder, entries, checkpoint=name, hub_id=hub_id, revision=sha)
     return folder

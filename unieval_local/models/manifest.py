@@ -5,8 +5,13 @@ Two records exist:
 * the download manifest, ``unieval_manifest.json`` (:data:`~unieval_local.models.files.MANIFEST_NAME`),
   written by ``unieval-local download`` (:func:`~unieval_local.models.download.download_checkpoint`)
   and by ``scripts/make_test_checkpoint.py``: ``{"checkpoint", "hub_id", "revision", "files":
-  {name: {"sha256", "size"}}, "tokenizer_sha256", "unieval_local_version"}``
-  (:func:`manifest_entries`, :func:`write_manifest`);
+  {name: {"sha256", "size", "mtime_ns", "inode"}}, "tokenizer_sha256", "unieval_local_version"}``
+  (:func:`manifest_entries`, :func:`write_manifest`). ``mtime_ns`` and ``inode`` are the file's
+  ``st_mtime_ns`` and ``st_ino`` when it was hashed (at download, by ``unieval-local verify``:
+  :func:`record_verified_stats`): the content fingerprint trusts a recorded ``sha256`` only while
+  the file still has that size, mtime and inode (:func:`stat_matches`), else hashes the file
+  (:func:`~unieval_local.hashing.memo_sha256_file`). A copied folder (another machine, ``cp``
+  without ``-p``) or a manifest of an older version (no stat) is therefore hashed once;
 * a Hugging Face cache snapshot (``models--owner--name/snapshots/<revision>/``): each file is a link
   to ``blobs/<etag>``, and the etag of a hub file is its content hash (SHA-256 for files stored with
   Git LFS, the weights and usually ``spiece.model``; the git blob SHA-1 for the others).
@@ -15,11 +20,12 @@ Two records exist:
 changed, and a tokenizer file present in the folder but not in a manifest that lists the others
 (transformers prefers ``tokenizer.json`` to ``spiece.model``: a file dropped in beside them is the
 tokenizer that runs), are refused with a :class:`~unieval_local.errors.CheckpointError` naming each
-file. Small files (config, tokenizer) are hashed every time (memoised per process on path, size and
+file. Small files (config, tokenizer) are hashed every time (memoised per process on path, size, inode and
 modification time); weight files are compared by size only unless ``hash_weights`` (``unieval-local
-verify`` hashes them: SHA-256 runs at about 0.7 GB/s on this project's CI CPUs, 4.6 s for UniEval's
-3.1 GB, too slow for every load). So an in-place edit of a weight file that keeps its size is caught by
-``verify``, not at load. No torch.
+verify`` hashes them: SHA-256 costs about 0.7 s per GB on this project's build machine, 2-3 s for
+UniEval's 3.1 GB, too slow for every load). So an in-place edit of a weight file that keeps its size is
+caught by ``verify``, not at load; it changes the content fingerprint, though (the score cache never
+answers for other weights). No torch.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,20 +41,28 @@ from ..errors import CheckpointError
 from ..hashing import sha256_file, sha256_text
 from .files import MANIFEST_NAME, TOKENIZER_FILES
 
-__all__ = ["WEIGHT_SUFFIXES", "check_recorded_files", "git_blob_sha1", "manifest_entries", "memo_sha256",
-           "read_manifest", "tokenizer_fingerprint", "write_manifest"]
+__all__ = ["STAT_FIELDS", "WEIGHT_SUFFIXES", "check_recorded_files", "file_entry", "git_blob_sha1",
+           "manifest_entries", "memo_sha256", "read_manifest", "record_verified_stats", "stat_matches",
+           "tokenizer_fingerprint", "write_manifest"]
+
+#: The stat fields a manifest entry records beside ``sha256`` (:func:`stat_matches`).
+STAT_FIELDS = ("size", "mtime_ns", "inode")
 
 #: Suffixes of weight files (compared by size at load, hashed by ``verify``).
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
 
-_FILE_HASHES: dict[tuple[str, str, int, int], str] = {}
+_FILE_HASHES: dict[tuple[str, str, int, int, int], str] = {}
 
 
 def memo_sha256(path: Path, kind: str = "sha256") -> str:
     """:func:`~unieval_local.hashing.sha256_file` (``kind="sha1-blob"``: :func:`git_blob_sha1`) of
-    ``path``, memoised per process on (kind, resolved path, size, mtime)."""
+    ``path``, memoised per process on (kind, resolved path, size, mtime, inode).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
     st = path.stat()
-    key = (kind, str(path.resolve()), st.st_size, st.st_mtime_ns)
+    key = (kind, str(path.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
     if key not in _FILE_HASHES:
         _FILE_HASHES[key] = sha256_file(path) if kind == "sha256" else git_blob_sha1(path)
     return _FILE_HASHES[key]
@@ -84,25 +99,125 @@ def tokenizer_fingerprint(entries: dict[str, dict[str, Any]]) -> str | None:
     return sha256_text("".join(f"{n}\0{entries[n]['sha256']}\n" for n in names))
 
 
+def _stat_fields(st: os.stat_result) -> dict[str, int]:
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+
+
+def file_entry(path: str | os.PathLike) -> dict[str, Any]:
+    """A manifest entry for one file: ``{"sha256", "size", "mtime_ns", "inode"}``, the stat taken
+    before hashing (SHA-256 costs about 0.7 s per GB: :mod:`unieval_local.hashing`).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    st = os.stat(path)
+    return {"sha256": sha256_file(path), **_stat_fields(st)}
+
+
+def stat_matches(entry: Any, st: os.stat_result) -> bool:
+    """Whether manifest ``entry`` recorded exactly this stat (size, ``st_mtime_ns``, ``st_ino``):
+    only then is its ``sha256`` taken for the file's content. An entry without the stat fields (a
+    manifest of an older version), or a file replaced, touched or copied since, gives False."""
+    return isinstance(entry, dict) and all(
+        isinstance(entry.get(k), int) and entry.get(k) == v for k, v in _stat_fields(st).items())
+
+
 def manifest_entries(folder: str | os.PathLike, names: list[str] | None = None) -> dict[str, dict[str, Any]]:
-    """``{name: {"sha256", "size"}}`` of the files ``names`` of ``folder`` (default: every file at
-    its top level but the manifest), as the manifest records them."""
+    """``{name: {"sha256", "size", "mtime_ns", "inode"}}`` (:func:`file_entry`) of the files
+    ``names`` of ``folder`` (default: every file at its top level but the manifest), as the
+    manifest records them.
+
+    Raises:
+        OSError: a file cannot be read.
+    """
     folder = Path(folder)
     names = names if names is not None else sorted(p.name for p in folder.iterdir()
                                                    if p.is_file() and p.name != MANIFEST_NAME)
-    return {n: {"sha256": sha256_file(folder / n), "size": (folder / n).stat().st_size} for n in names}
+    return {n: file_entry(folder / n) for n in names}
+
+
+def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` through a temporary file beside it and ``os.replace``.
+
+    Raises:
+        OSError: the folder is not writable (nothing is left behind).
+    """
+    try:
+        mode = path.stat().st_mode & 0o777  # a rewrite keeps the file's permissions
+    except OSError:
+        mode = 0o644  # mkstemp's 0600 would hide a shared home's manifest from its other users
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.chmod(tmp, mode)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(data, indent=2) + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def write_manifest(folder: str | os.PathLike, entries: dict[str, dict[str, Any]], *, checkpoint: str,
                    hub_id: str | None, revision: str | None) -> Path:
-    """Write ``folder``'s manifest (module docstring) from its files' ``entries``; returns its path."""
+    """Write ``folder``'s manifest (module docstring) from its files' ``entries``
+    (:func:`manifest_entries` or :func:`file_entry`, stat included), atomically.
+
+    Returns:
+        The manifest's path.
+
+    Raises:
+        OSError: the folder is not writable.
+    """
     from .._version import __version__
 
     manifest = {"checkpoint": checkpoint, "hub_id": hub_id, "revision": revision, "files": entries,
                 "tokenizer_sha256": tokenizer_fingerprint(entries), "unieval_local_version": __version__}
     path = Path(folder) / MANIFEST_NAME
-    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    _write_json_atomic(path, manifest)
     return path
+
+
+def record_verified_stats(folder: str | os.PathLike, stats: dict[str, os.stat_result]) -> list[str]:
+    """Record in ``folder``'s manifest the stat of files whose SHA-256 was just checked against it
+    (``unieval-local verify``), so that the content fingerprint trusts their recorded digest until
+    they change (:func:`stat_matches`).
+
+    Args:
+        folder: a checkpoint folder with a manifest.
+        stats: ``{file name: os.stat_result}`` taken before the file was hashed; a file whose stat
+            differs now (changed meanwhile), or whose name or size the manifest does not record
+            as such, is left out.
+
+    Returns:
+        The names recorded ([] when nothing changed: the manifest is then not rewritten).
+
+    Raises:
+        OSError: the manifest cannot be rewritten (a read-only folder: ``verify`` says so and goes on).
+    """
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    files = manifest.get("files") if manifest else None
+    if not isinstance(files, dict):
+        return []
+    recorded = []
+    for name, before in stats.items():
+        entry = files.get(name)
+        try:
+            now = (folder / name).stat()
+        except OSError:
+            continue
+        if not isinstance(entry, dict) or entry.get("size") != now.st_size or \
+                _stat_fields(now) != _stat_fields(before):
+            continue
+        if not stat_matches(entry, now):
+            entry.update(_stat_fields(now))
+            recorded.append(name)
+    if recorded:
+        _write_json_atomic(folder / MANIFEST_NAME, manifest)
+    return recorded
 
 
 def _snapshot_blobs(folder: Path) -> dict[str, tuple[Path, str]]:

@@ -13,7 +13,7 @@ from ..hashing import sha256_file
 from ..registry.tasks import CHECKPOINTS
 from .checkpoints import HOME_ENV, MANIFEST_NAME, _named_identity, _read_manifest, read_identity, unverified_message
 from .files import TOKENIZER_FILES
-from .manifest import check_recorded_files, manifest_entries, tokenizer_fingerprint
+from .manifest import check_recorded_files, manifest_entries, record_verified_stats, tokenizer_fingerprint
 from .tokenizer_identity import check_tokenizer_fits, describe_tokenizer
 
 __all__ = ["VerifyReport", "verify_checkpoint"]
@@ -109,6 +109,21 @@ def _verify_record(report: VerifyReport, folder: Path, manifest: dict | None) ->
                         "fingerprint records: a tokenizer of another model; stage the checkpoint again")
 
 
+def _record_stats(report: VerifyReport, folder: Path, matched: dict) -> None:
+    """After every listed file matched its SHA-256: record their stat in the manifest
+    (:func:`~unieval_local.models.manifest.record_verified_stats`), so that the content fingerprint
+    takes the recorded digests instead of hashing the files again. A read-only folder is said, not failed."""
+    try:
+        recorded = record_verified_stats(folder, matched)
+    except OSError as exc:
+        report.info(f"the files' stat is not recorded in {MANIFEST_NAME} ({type(exc).__name__}: {exc}): the "
+                    "content fingerprint hashes them once per change (remembered in ~/.cache/unieval-local)")
+        return
+    if recorded:
+        report.info(f"recorded the stat of {len(recorded)} verified file(s) in {MANIFEST_NAME} (the content "
+                    "fingerprint trusts their digests until they change)")
+
+
 def _verify_fit(report: VerifyReport, folder: Path, tokenizer, config, rows: int) -> None:
     """The loaded tokenizer against its model (:func:`~unieval_local.models.tokenizer_identity.check_tokenizer_fits`)."""
     import warnings
@@ -157,14 +172,20 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
     if manifest is None:
         report.warn(f"no {MANIFEST_NAME} (written by `unieval-local download`): checksums not checked")
     else:
+        matched = {}
         for fname, meta in manifest.get("files", {}).items():
             path = folder / fname
             if not path.is_file():
                 report.fail(f"{fname} is missing")
-            elif sha256_file(path) != meta.get("sha256"):
+                continue
+            before = path.stat()
+            if sha256_file(path) != meta.get("sha256"):
                 report.fail(f"{fname} checksum differs from the manifest")
             else:
                 report.info(f"{fname} sha256 matches")
+                matched[fname] = before
+        if report.ok and matched:
+            _record_stats(report, folder, matched)
     _verify_record(report, folder, manifest)
     try:
         names = stored_weight_names(folder)

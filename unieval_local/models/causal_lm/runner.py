@@ -354,7 +354,7 @@ def _cache_arg() -> str:
 #: how many recent prompts' readout distributions a runner keeps for evidence
 RECENT_DISTRIBUTIONS = 4096
 
-_MODELS: dict[tuple[str, str, str], CausalLMModel] = {}
+_MODELS: dict[tuple[str, str | None, str, str], CausalLMModel] = {}
 _LOCK = threading.Lock()
 
 
@@ -362,13 +362,14 @@ def causal_lm_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, e
                              dtype: str, batch_tokens: int = BATCH_TOKENS["gpu"],
                              attention_mib: float = default("attention_mib"), **_: object) -> CausalLMRunner:
     """The ``causal-lm`` backend's :data:`~unieval_local.models.base.RunnerFactory`: one model per
-    folder, device and dtype per process (``fast_forward`` and ``progress`` do not apply).
+    folder, content fingerprint, device and dtype per process (``fast_forward`` and ``progress`` do
+    not apply).
 
     Raises:
         CheckpointError: the checkpoint does not load strictly or does not fit the device's
             memory (:class:`~unieval_local.models.causal_lm.model.CausalLMModel`).
     """
-    key = (str(Path(checkpoint.path).resolve()), device, check_dtype(dtype))
+    key = (str(Path(checkpoint.path).resolve()), fingerprint, device, check_dtype(dtype))
     with _LOCK:
         if key not in _MODELS:
             _MODELS[key] = CausalLMModel(checkpoint, evaluator, device, dtype)

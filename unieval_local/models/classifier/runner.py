@@ -245,20 +245,20 @@ class ClassifierRunner(tokens.TokenArithmetic, Runner):
         return values[at], np.array([len(full[k]) for k in at], dtype=np.int64)
 
 
-_MODELS: dict[tuple[str, str, str, str], object] = {}
+_MODELS: dict[tuple[str, str, str | None, str, str], object] = {}
 _LOCK = threading.Lock()
 
 
 def shared_classifier_runner(model_class, checkpoint: ResolvedCheckpoint, fingerprint: str, evaluator: Evaluator, *,
                              device: str, dtype: str, batch_tokens: int) -> ClassifierRunner:
     """A :class:`ClassifierRunner` over ``model_class(checkpoint, evaluator, device, dtype)``, loaded
-    once per (model class, folder, device, dtype) per process: the factory of every classifier
-    backend (seq-classifier, hhem).
+    once per (model class, folder, content fingerprint, device, dtype) per process (replaced weights:
+    loaded again): the factory of every classifier backend (seq-classifier, hhem).
 
     Raises:
         CheckpointError, CheckpointNotFoundError: as ``model_class`` raises them.
     """
-    key = (model_class.__name__, str(Path(checkpoint.path).resolve()), device, check_dtype(dtype))
+    key = (model_class.__name__, str(Path(checkpoint.path).resolve()), fingerprint, device, check_dtype(dtype))
     with _LOCK:
         if key not in _MODELS:
             _MODELS[key] = model_class(checkpoint, evaluator, device, dtype)

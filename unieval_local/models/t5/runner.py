@@ -454,13 +454,15 @@ class T5Runner(Runner):
         return scores[where], n_tokens[where]
 
 
-_MODELS: dict[tuple[str, str, str], T5Model] = {}
+_MODELS: dict[tuple[str, str | None, str, str], T5Model] = {}
 _MODELS_LOCK = threading.Lock()
 
 
-def load_t5_model(checkpoint: ResolvedCheckpoint, device: str, dtype: str) -> T5Model:
-    """Load (once per process) the model of ``(checkpoint folder, device, dtype)``."""
-    key = (str(Path(checkpoint.path).resolve()), device, check_dtype(dtype))
+def load_t5_model(checkpoint: ResolvedCheckpoint, device: str, dtype: str, fingerprint: str | None = None) -> T5Model:
+    """Load (once per process) the model of ``(checkpoint folder, content fingerprint, device, dtype)``:
+    a folder whose weights were replaced (another fingerprint) is loaded again, never answered by
+    the model read from the old files."""
+    key = (str(Path(checkpoint.path).resolve()), fingerprint, device, check_dtype(dtype))
     with _MODELS_LOCK:
         model = _MODELS.get(key)
         if model is None:
@@ -478,6 +480,6 @@ def t5_runner_factory(checkpoint: ResolvedCheckpoint, fingerprint: str, evaluato
     Raises:
         CheckpointError: the checkpoint does not load (see :class:`T5Model`).
     """
-    return T5Runner(load_t5_model(checkpoint, device, dtype), evaluator=evaluator, fingerprint=fingerprint,
+    return T5Runner(load_t5_model(checkpoint, device, dtype, fingerprint), evaluator=evaluator, fingerprint=fingerprint,
                     batch_tokens=batch_tokens, attention_mib=attention_mib, fast_forward=fast_forward,
                     progress=progress)
