@@ -116,6 +116,24 @@ def _gelu(x: torch.Tensor) -> torch.Tensor:
 _ACTIVATIONS = {"gelu": _gelu, "tanh": torch.tanh, "relu": torch.relu}
 
 
+class _SlowTokenizer:
+    """A folder without ``tokenizer.json`` (transformers 4.x saves DeBERTa's SentencePiece tokenizer
+    as ``spm.model`` alone): its tokenizer through transformers, with the ``tokenizers`` library's
+    ``encode(a, b).ids`` interface. Token ids are checked elsewhere (tests/test_golden_ids.py)."""
+
+    class _Encoding:
+        def __init__(self, ids):
+            self.ids = ids
+
+    def __init__(self, folder):
+        from transformers import AutoTokenizer
+
+        self._tok = AutoTokenizer.from_pretrained(folder)
+
+    def encode(self, text, pair=None, add_special_tokens=True):
+        return self._Encoding(self._tok(text, pair, add_special_tokens=add_special_tokens).input_ids)
+
+
 class DebertaReference:
     """A DeBERTa-v2/v3 classifier folder read directly (module docstring).
 
@@ -247,6 +265,9 @@ class DebertaReference:
     def tokenizer(self):
         """The folder's ``tokenizer.json`` through the ``tokenizers`` library (no padding, no truncation)."""
         if self._tokenizer is None:
+            if not (self.folder / "tokenizer.json").is_file():  # saved by transformers 4.x: spm.model only
+                self._tokenizer = _SlowTokenizer(self.folder)
+                return self._tokenizer
             from tokenizers import Tokenizer
 
             tok = Tokenizer.from_file(str(self.folder / "tokenizer.json"))
