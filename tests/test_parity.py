@@ -168,8 +168,9 @@ def test_plan_batches_respects_the_budget():
 
 
 def test_loaded_models_are_cached(tiny_ckpt, scorer):
-    r1 = load_t5_model(scorer.checkpoint("unieval-sum"), "cpu", "float32")
-    assert r1 is scorer.runner("unieval-sum").t5  # one model per (folder, device, dtype) per process
+    r1 = load_t5_model(scorer.checkpoint("unieval-sum"), "cpu", "float32", scorer.engine.fingerprint("unieval-sum"))
+    # one model per (folder, content fingerprint, device, dtype) per process
+    assert r1 is scorer.runner("unieval-sum").t5
     a = score([{"target": "A b. C d.", "source": "Doc."}], aspect="coherence", model=tiny_ckpt, device="cpu")
     b = score([{"target": "A b. C d.", "source": "Doc."}], aspect="coherence", model=tiny_ckpt, device="cpu")
     assert a.examples[0].value == b.examples[0].value
