@@ -209,11 +209,11 @@ def minicheck_reference(ref: T5Reference, document: str, claim: str, max_length:
                for chunk in minicheck_chunks(document, DEFAULT_SPLITTER, 500))
 
 
-def _compare(got, want, what: str) -> float:
+def _compare(got, want, what: str, tol: float = TOL) -> float:
     got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
     diff = float(np.abs(got - want).max())
     print(f"[golden] {what}: max |package - reference| = {diff:.3g} over {got.size} values")
-    assert diff < TOL, f"{what}: max |diff| {diff:.3g} >= {TOL}\npackage   {got}\nreference {want}"
+    assert diff < tol, f"{what}: max |diff| {diff:.3g} >= {tol}\npackage   {got}\nreference {want}"
     return diff
 
 
@@ -317,7 +317,11 @@ def test_seahorse_q1_to_q6(standins, refs, summeval, long_record, fast):
             for r in records]
     _compare(got, want, f"seahorse q1..q6 ({'fast' if fast else 'plain'})")
     assert len(ref.ids(f"premise: {long_record['source']} hypothesis: {long_record['target']}")) > 2048
-    assert np.std(np.asarray(got)[:, 0]) > 1e-3
+    # P("1") over the whole vocabulary can be tiny (a stand-in built by transformers 4.x's mT5
+    # initialisation gives 1e-8..1e-6, where 1e-5 on the probability is vacuous): compare the log
+    # probabilities too (float32 logits: 1e-4), and ask for a spread there
+    _compare(np.log(got), np.log(want), f"seahorse q1..q6 log P ({'fast' if fast else 'plain'})", tol=1e-4)
+    assert np.std(np.log(np.asarray(got)[:, 0])) > 0.1
 
 
 # ----------------------------------------------------------------------------- HHEM

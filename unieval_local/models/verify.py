@@ -217,7 +217,9 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
         else:
             report.info(f"{words} token ids {pos}/{neg} ({spec.name} answers)")
     except Exception as exc:
-        report.fail(f"loading failed: {type(exc).__name__}: {exc}")
+        from .stored import explain_tokenizer_failure
+
+        report.fail(f"loading failed: {explain_tokenizer_failure(folder, exc)}")
         return report
     try:
         bad = non_finite_tensors(folder)
