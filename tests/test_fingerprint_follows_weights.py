@@ -208,3 +208,30 @@ def test_verify_on_a_read_only_folder_passes_without_recording(tmp_path, two_sta
     assert report.ok, report.messages
     assert (folder / MANIFEST_NAME).read_bytes() == manifest
     assert any("not recorded" in m and "PermissionError" in m for m in report.messages), report.messages
+
+
+def test_new_content_with_the_old_mtime_restored_still_changes_the_fingerprint(tmp_path, two_stand_ins):
+    """Size, mtime and inode all as recorded (new bytes written in place, the mtime set back): the
+    ctime, which no user-space call sets, tells the file changed; scoring warns that the weights
+    are not those of the manifest."""
+    import warnings
+
+    a, b = two_stand_ins
+    folder = shutil.copytree(a, tmp_path / "forged" / "unieval-sum", copy_function=shutil.copy2)
+    from make_test_checkpoint import write_test_manifest
+
+    write_test_manifest(folder)
+    old_fp = fingerprint_checkpoint(folder)
+    before = (folder / WEIGHTS).stat()
+    with open(folder / WEIGHTS, "r+b") as fh:  # same inode, same size
+        fh.write((b / WEIGHTS).read_bytes())
+    os.utime(folder / WEIGHTS, ns=(before.st_atime_ns, before.st_mtime_ns))
+    after = (folder / WEIGHTS).stat()
+    assert (after.st_size, after.st_mtime_ns, after.st_ino) == (before.st_size, before.st_mtime_ns, before.st_ino)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        new_fp = fingerprint_checkpoint(folder)
+    assert new_fp != old_fp and new_fp == fingerprint_checkpoint(b)
+    assert any(f"{WEIGHTS} differs from the SHA-256 its {MANIFEST_NAME} records" in str(w.message)
+               and "delete its unieval_manifest.json" in str(w.message) for w in caught), \
+        [str(w.message) for w in caught]

@@ -123,9 +123,10 @@ def _write_memo(path: Path, entries: dict[str, dict]) -> None:
 
 def memo_sha256_file(path: str | os.PathLike) -> str:
     """:func:`sha256_file` of ``path``, remembered by (resolved path, size, ``st_mtime_ns``,
-    ``st_ino``) in the process and in a JSON file (:func:`hash_memo_path`), so that a file is
-    hashed once per change, in any process. A file changed in any of those four is hashed again
-    (a weight file replaced by another of the same size gets a new mtime or inode).
+    ``st_ino``, ``st_ctime_ns``) in the process and in a JSON file (:func:`hash_memo_path`), so that a file is
+    hashed once per change, in any process. A file changed in any of those five is hashed again
+    (a weight file replaced by another of the same size gets a new mtime, inode or ctime; a
+    restored mtime does not restore the ctime, which no user-space call can set).
 
     The memo file is written atomically; one that is corrupt, unreadable or unwritable gives ONE
     :class:`~unieval_local.errors.CacheUnusableWarning` per process and the hash is computed (a
@@ -144,12 +145,13 @@ def memo_sha256_file(path: str | os.PathLike) -> str:
     path = Path(path)
     resolved = str(path.resolve())
     st = os.stat(resolved)
-    key = (resolved, st.st_size, st.st_mtime_ns, st.st_ino)
+    # ctime too: no user-space call sets it, so a content change with a restored mtime is still seen
+    key = (resolved, st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
     with _MEMO_LOCK:
         if key in _MEMO:
             return _MEMO[key]
     memo_file = hash_memo_path()
-    stat = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+    stat = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino, "ctime_ns": st.st_ctime_ns}
     if memo_file is not None:
         with _MEMO_LOCK:
             entry = _read_memo(memo_file).get(resolved)
@@ -160,7 +162,7 @@ def memo_sha256_file(path: str | os.PathLike) -> str:
             return entry["sha256"]
     digest = sha256_file(resolved)
     after = os.stat(resolved)
-    if (after.st_size, after.st_mtime_ns, after.st_ino) != key[1:]:
+    if (after.st_size, after.st_mtime_ns, after.st_ino, after.st_ctime_ns) != key[1:]:
         return digest  # changed while hashed: remember nothing
     with _MEMO_LOCK:
         _MEMO[key] = digest

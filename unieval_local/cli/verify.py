@@ -95,7 +95,10 @@ def known_answers_check(folder: str | os.PathLike, sets: Sequence[KnownAnswerSet
             scorers["scorer"] = Scorer(model={s.evaluator: os.fspath(folder)}, device=device, dtype="float32",
                                        offline=True, progress=False)
         result = scorers["scorer"].evaluate([dict(e) for e in s.examples], task=s.task, aspects=list(s.aspects))
-        return [ex.scores for ex in result.examples], str(result.per_aspect[s.aspects[0]].signature)
+        # the run's identity (checkpoint and fingerprint, settings, versions): task and aspect vary by set
+        line = str(result.per_aspect[s.aspects[0]].signature)
+        return [ex.scores for ex in result.examples], "|".join(
+            f for f in line.split("|") if not f.startswith(("task:", "aspect:")))
 
     return check_known_answers(sets, name, score)
 
@@ -135,7 +138,8 @@ def run(args: argparse.Namespace) -> int:
 
     reports = verify_checkpoint(args.dir, args.evaluator)
     for r in reports:
-        print(f"{r.folder}: {'OK' if r.ok else 'FAILED'}")
+        what = " (files, tokenizer, weights; known answers below)" if getattr(args, "known_answers", False) else ""
+        print(f"{r.folder}: {'OK' if r.ok else 'FAILED'}{what}")
         for m in r.messages:
             print(f"  {m}")
     ok = all(r.ok for r in reports)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +32,7 @@ from ..hashing import memo_sha256_file, sha256_file, sha256_text  # noqa: F401  
 from ..registry.evaluators import HUB_ID  # noqa: F401  (re-exported)
 from ..registry.tasks import CHECKPOINTS
 from .files import MANIFEST_NAME, OPTIONAL_FILES, TOKENIZER_FILES
-from .manifest import check_recorded_files, read_manifest, stat_matches
+from .manifest import WEIGHT_SUFFIXES, check_recorded_files, read_manifest, stat_matches
 
 __all__ = ["CheckpointIdentity", "EVALUATOR_KEY", "HOME_ENV", "ModelSpec", "ResolvedCheckpoint", "check_identity",
            "fingerprint_checkpoint", "is_offline", "read_identity", "resolve_checkpoint", "unverified_message"]
@@ -417,8 +418,31 @@ def fingerprint_checkpoint(folder: str | os.PathLike, file_hash=None) -> str:
     for p in files:
         entry = manifest.get(p.name)
         digest = entry.get("sha256") if stat_matches(entry, p.stat()) else None
-        parts.append(f"{p.name}\0{digest if isinstance(digest, str) else file_hash(p)}\n")
+        if not isinstance(digest, str):
+            digest = file_hash(p)
+            recorded = entry.get("sha256") if isinstance(entry, dict) else None
+            if isinstance(recorded, str) and recorded != digest and p.suffix in WEIGHT_SUFFIXES:
+                _warn_replaced(folder, p.name, digest)
+        parts.append(f"{p.name}\0{digest}\n")
     return sha256_text("".join(parts))
+
+
+_REPLACED_WARNED: set[tuple[str, str, str]] = set()
+
+
+def _warn_replaced(folder: Path, name: str, digest: str) -> None:
+    """Warn once per (folder, file, content) that a weight file is not the one its manifest records
+    (a fine-tune written over a download, a damaged copy): the scores are still signed with the
+    file's own content fingerprint, so the cache never answers for the recorded weights."""
+    key = (str(folder), name, digest)
+    if key in _REPLACED_WARNED:
+        return
+    _REPLACED_WARNED.add(key)
+    warnings.warn(f"checkpoint {str(folder)!r}: {name} differs from the SHA-256 its {MANIFEST_NAME} records: these "
+                  "are not the weights downloaded or verified there (scores are signed with the new content "
+                  "fingerprint). Stage the checkpoint again (unieval-local download), or, for weights of your own "
+                  f"written over it, delete its {MANIFEST_NAME}", UserWarning,
+                  stacklevel=3)
 
 
 # --------------------------------------------------------------------------- download

@@ -46,7 +46,7 @@ __all__ = ["STAT_FIELDS", "WEIGHT_SUFFIXES", "check_recorded_files", "file_entry
            "tokenizer_fingerprint", "write_manifest"]
 
 #: The stat fields a manifest entry records beside ``sha256`` (:func:`stat_matches`).
-STAT_FIELDS = ("size", "mtime_ns", "inode")
+STAT_FIELDS = ("size", "mtime_ns", "inode", "ctime_ns")
 
 #: Suffixes of weight files (compared by size at load, hashed by ``verify``).
 WEIGHT_SUFFIXES = (".safetensors", ".bin")
@@ -100,7 +100,9 @@ def tokenizer_fingerprint(entries: dict[str, dict[str, Any]]) -> str | None:
 
 
 def _stat_fields(st: os.stat_result) -> dict[str, int]:
-    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+    """The stat a manifest records of a verified file: size, mtime, inode and ctime (no user-space
+    call sets a ctime: writing new content and restoring the old mtime still changes it)."""
+    return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino, "ctime_ns": st.st_ctime_ns}
 
 
 def file_entry(path: str | os.PathLike) -> dict[str, Any]:
@@ -115,7 +117,7 @@ def file_entry(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def stat_matches(entry: Any, st: os.stat_result) -> bool:
-    """Whether manifest ``entry`` recorded exactly this stat (size, ``st_mtime_ns``, ``st_ino``):
+    """Whether manifest ``entry`` recorded exactly this stat (size, ``st_mtime_ns``, ``st_ino``, ``st_ctime_ns``):
     only then is its ``sha256`` taken for the file's content. An entry without the stat fields (a
     manifest of an older version), or a file replaced, touched or copied since, gives False."""
     return isinstance(entry, dict) and all(

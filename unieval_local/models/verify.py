@@ -180,7 +180,9 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
                 continue
             before = path.stat()
             if sha256_file(path) != meta.get("sha256"):
-                report.fail(f"{fname} checksum differs from the manifest")
+                report.fail(f"{fname} checksum differs from the manifest: not the file downloaded or verified "
+                            "there (a damaged copy, or other weights written over it); stage the checkpoint again "
+                            "(unieval-local download), or, for weights of your own, delete its unieval_manifest.json")
             else:
                 report.info(f"{fname} sha256 matches")
                 matched[fname] = before
