@@ -1,4 +1,6 @@
-"""A self-contained HTML report of a ``score`` output, and the same plots for notebooks.
+"""A self-contained HTML report of a ``score`` output, and the same plots for notebooks; and the page
+of a label meta-evaluation (``meta --labels --html``: the label table and ROC curves per aspect,
+:func:`build_label_html`).
 
 ``render_html(output)`` writes one HTML file with no network access needed: plots are
 inline SVG (matplotlib), the page is a jinja2 template. Sections: run signature,
@@ -242,4 +244,126 @@ def render_html(output: str | Path, html_path: str | Path, **kwargs: Any) -> Pat
     return path
 
 
-__all__ = ["build_report", "render_html", "plot_distributions", "plot_systems", "system_means"]
+# ----------------------------------------------------------------------------- binary labels (meta --labels)
+def roc_points(labels: Any, scores: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The ROC curve ``(fpr, tpr)`` of ``scores`` for label 1, from (0, 0) to (1, 1), one point
+    per distinct score (as sklearn's ``roc_curve`` with ``drop_intermediate=False``)."""
+    y = np.asarray(labels, dtype=np.int64)
+    s = np.asarray(scores, dtype=np.float64)
+    order = np.argsort(-s, kind="stable")
+    ys, ss = y[order], s[order]
+    last = np.r_[np.flatnonzero(np.diff(ss)), len(ss) - 1]  # the last row of each distinct score
+    tps, fps = np.cumsum(ys)[last], np.cumsum(1 - ys)[last]
+    return np.r_[0.0, fps / max(int((y == 0).sum()), 1)], np.r_[0.0, tps / max(int(y.sum()), 1)]
+
+
+def plot_roc(predictions: dict[str, Any], labels: Any, groups: Any = None):
+    """A matplotlib Figure: one panel per aspect, one ROC curve per group (legend: its AUC).
+
+    Args:
+        predictions, labels, groups: as :func:`unieval_local.analysis.labels.label_report` takes
+            them (``labels`` one array for every aspect, or ``{aspect: array}``).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from .labels import roc_auc
+
+    aspects = list(predictions)
+    names = np.asarray(["all"] * len(next(iter(predictions.values()))) if groups is None else groups).astype(str)
+    fig, axes = plt.subplots(1, len(aspects), figsize=(3.6 * len(aspects), 3.4), squeeze=False)
+    for ax, a in zip(axes[0], aspects):
+        y = np.asarray(labels[a] if hasattr(labels, "keys") else labels)
+        s = np.asarray(predictions[a], dtype=np.float64)
+        for g in dict.fromkeys(names):
+            rows = names == g
+            if 0 < y[rows].sum() < rows.sum():  # both classes: a curve exists
+                fpr, tpr = roc_points(y[rows], s[rows])
+                ax.plot(fpr, tpr, lw=1.2, label=f"{g} ({roc_auc(y[rows], s[rows]):.3f})")
+        ax.plot([0, 1], [0, 1], ls=":", color="#999", lw=0.8)
+        ax.set_title(a, fontsize=9)
+        ax.set_xlabel("false positive rate")
+        if ax.get_lines()[:-1]:  # some group has both classes
+            ax.legend(fontsize=7, loc="lower right", title="group (AUC)", title_fontsize=7)
+    axes[0][0].set_ylabel("true positive rate")
+    fig.tight_layout()
+    return fig
+
+
+LABEL_TEMPLATE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>unieval-local labels: {{ title }}</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px;color:#222}
+h1{font-size:22px} h2{font-size:17px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:28px}
+table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}
+th{background:#f3f3f3} td.l{text-align:left} tr.mean{font-weight:bold} .muted{color:#777;font-size:12px}
+svg{max-width:100%;height:auto}
+</style></head><body>
+<h1>unieval-local labels: {{ title }}</h1>
+<p>Fixed threshold {{ report.threshold }} (score &gt; threshold = supported); {{ boot }}.</p>
+<section id="label-metrics"><h2>Label metrics</h2>
+{% for a in report.aspects %}<h3>{{ a }} (tuned by {{ report.mean[a].tuning }})</h3>
+<table><tr><th>group</th><th>n</th><th>supported</th><th>unsupported</th><th>balanced accuracy</th><th>tuned threshold</th>
+<th>tuned balanced accuracy</th><th>ROC AUC</th><th>F1 unsupported</th></tr>
+{% for g, m, cls in rows[a] %}<tr class="{{ cls }}"><td class="l">{{ g }}</td><td>{{ m.n }}</td><td>{{ m.n_supported }}</td>
+<td>{{ m.n_unsupported }}</td><td>{{ cell(m, "balanced_accuracy") }}</td><td>{{ num(m.tuned_threshold, 2) }}</td>
+<td>{{ cell(m, "tuned_balanced_accuracy") }}</td><td>{{ cell(m, "roc_auc") }}</td><td>{{ num(m.f1_unsupported, 4) }}</td></tr>
+{% endfor %}</table>{% endfor %}</section>
+{% if report.comparisons %}<section id="comparisons"><h2>Paired comparisons (A &minus; B)</h2>
+<table><tr><th>A</th><th>B</th><th>group</th><th>balanced accuracy diff [95% CI]</th><th>p</th><th>ROC AUC diff [95% CI]</th>
+<th>p</th><th>only A right</th><th>only B right</th><th>McNemar p</th></tr>
+{% for c in report.comparisons %}<tr><td class="l">{{ c.a }}</td><td class="l">{{ c.b }}</td><td class="l">{{ c.group or "mean" }}</td>
+<td>{{ diff(c.balanced_accuracy_diff, c.balanced_accuracy_interval) }}</td><td>{{ num(c.balanced_accuracy_p, 4) }}</td>
+<td>{{ diff(c.roc_auc_diff, c.roc_auc_interval) }}</td><td>{{ num(c.roc_auc_p, 4) }}</td><td>{{ c.a_only_correct }}</td>
+<td>{{ c.b_only_correct }}</td><td>{{ num(c.mcnemar_p, 4) }}</td></tr>{% endfor %}</table></section>{% endif %}
+<section id="roc"><h2>ROC curves</h2>{{ roc_svg | safe }}</section>
+{% if notes %}<section id="notes"><h2>Notes</h2><ul>{% for n in notes %}<li>{{ n }}</li>{% endfor %}</ul></section>{% endif %}
+<p class="muted">Made by unieval-local meta --labels; docs/meta-evaluation.md (Binary labels) explains each figure.</p>
+</body></html>
+"""
+
+
+def build_label_html(report: Any, predictions: dict[str, Any], labels: Any, *, groups: Any = None,
+                     title: str = "binary labels") -> str:
+    """The HTML text of a label meta-evaluation: the table of
+    :class:`~unieval_local.analysis.labels.LabelReport` (per aspect and group, and the mean), its
+    paired comparisons and notes, and :func:`plot_roc` as inline SVG; ``predictions``, ``labels``
+    and ``groups`` are those the report was computed from."""
+    require("html")
+    import jinja2
+
+    def num(v: float, digits: int) -> str:
+        return "" if v != v else f"{v:.{digits}f}"
+
+    def cell(m: Any, fig: str) -> str:
+        iv = m.intervals.get(fig)
+        v = getattr(m, fig)
+        return "n/a" if v != v else f"{v:.4f}" + (f" [{iv[0]:.4f}, {iv[1]:.4f}]" if iv and iv[0] == iv[0] else "")
+
+    def diff(v: float, iv: tuple[float, float]) -> str:
+        return "n/a" if v != v else f"{v:+.4f}" + (f" [{iv[0]:+.4f}, {iv[1]:+.4f}]" if iv[0] == iv[0] else "")
+
+    rows = {a: [(g, m, "") for g, m in report.metrics[a].items()] + [(f"mean ({len(report.groups)} groups)",
+                                                                      report.mean[a], "mean")]
+            for a in report.aspects}
+    notes = [f"{a}, {g}: {x}" for a in report.aspects for g, m in report.metrics[a].items() for x in m.notes]
+    notes += [f"{a}, mean: {x}" for a in report.aspects for x in report.mean[a].notes]
+    boot = (f"{report.bootstrap} bootstrap resamples of rows within each group, 95% intervals" if report.bootstrap
+            else "no bootstrap intervals")
+    return jinja2.Environment(autoescape=True).from_string(LABEL_TEMPLATE).render(
+        title=title, report=report, rows=rows, notes=notes, boot=boot, num=num, cell=cell, diff=diff,
+        roc_svg=_svg(plot_roc({a: predictions[a] for a in report.aspects}, labels, groups)))
+
+
+def render_label_html(report: Any, predictions: dict[str, Any], labels: Any, html_path: str | Path,
+                      **kwargs: Any) -> Path:
+    """Write :func:`build_label_html` to ``html_path``; returns the path."""
+    path = Path(html_path)
+    path.write_text(build_label_html(report, predictions, labels, **kwargs), encoding="utf-8")
+    return path
+
+
+__all__ = ["build_label_html", "build_report", "plot_distributions", "plot_roc", "plot_systems", "render_html",
+           "render_label_html", "roc_points", "system_means"]

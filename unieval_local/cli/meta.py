@@ -1,13 +1,18 @@
-"""``unieval-local meta``: correlations of predicted with human scores (sample, summary, system level)."""
+"""``unieval-local meta``: correlations of predicted with human scores (sample, summary, system level), or
+with ``--labels`` the binary-label figures (balanced accuracy, tuned thresholds, ROC AUC; issue 36)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import sys
+from typing import Any
 
+from ..settings import number_type
 from .common import EXIT_OK, HelpFormatter, check_writable, examples, non_negative, usage_error
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "load_labels", "run"]
 
 
 def add_parser(sub) -> None:
@@ -20,11 +25,13 @@ def add_parser(sub) -> None:
         "level, per aspect, with seeded bootstrap 95% intervals (documents resampled when doc ids exist). "
         "PREDICTIONS is a UniEval reproduce file (its records hold predict_scores and the human scores in "
         "scores) or a score output joined by key to --human FILE (the scored input; human scores in the "
-        "field 'human', as scripts/convert_summeval.py writes them).",
+        "field 'human', as scripts/convert_summeval.py writes them). With --labels the human field holds binary "
+        "labels (1/true = supported): balanced accuracy at a fixed and at a tuned threshold, ROC AUC and F1 of "
+        "the unsupported class, per group (--group-by) and their mean, with paired comparisons (--compare).",
         formatter_class=HelpFormatter,
         epilog=examples("unieval-local meta scores.jsonl --human summeval.jsonl",
-                        "unieval-local meta scores.jsonl --human qags.jsonl --human-aspect support=consistency "
-                        "--bootstrap 2000 --seed 1 --json meta.json",
+                        "unieval-local meta scores.jsonl --human claims.jsonl --labels --group-by dataset "
+                        "--dev dev_scores.jsonl --compare support consistency --json labels.json",
                         docs="docs/meta-evaluation.md"),
     )
     inputs = p.add_argument_group("input")
@@ -35,7 +42,7 @@ def add_parser(sub) -> None:
                     help="records with id and human scores (e.g. the score input), joined by key")
     inputs.add_argument("--human-field", default=None, metavar="FIELD",
                     help="field of the human scores (default: 'human' with --human, as scripts/convert_summeval.py "
-                    "writes; 'scores' in a UniEval reproduce file)")
+                    "writes; 'scores' in a UniEval reproduce file; 'label' with --labels)")
     aspects = p.add_argument_group("aspects")
     aspects.add_argument("--aspect", action="append", dest="aspects",
                          help="an aspect to correlate, repeatable (default: every aspect the predictions and the "
@@ -43,14 +50,40 @@ def add_parser(sub) -> None:
     aspects.add_argument("--human-aspect", action="append", default=None, metavar="PREDICTED=HUMAN",
                     help="compare a predicted aspect with a human score of another name, e.g. support=consistency "
                     "for MiniCheck's fact/support against QAGS's consistency (repeatable)")
+    labels = p.add_argument_group(
+        "binary labels", "label mode: the human field holds 0/1/true/false, one per record (the truth for every "
+        "aspect) or one per aspect ({aspect: label}, read as human scores are, --human-aspect included)")
+    labels.add_argument("--labels", action="store_true",
+                        help="binary labels instead of graded scores: balanced accuracy, tuned thresholds, ROC AUC "
+                        "(without it binary human scores get correlations, as before)")
+    labels.add_argument("--group-by", default=None, metavar="FIELD",
+                        help="a field of the --human records (else of the score output) that groups the rows, e.g. "
+                        "dataset: figures per group and their unweighted mean, as LLM-AggreFact reports")
+    labels.add_argument("--threshold", type=number_type(float, 0, high=1), default=0.5,
+                        help="the fixed threshold: score > THRESHOLD is 'supported' (default 0.5)")
+    labels.add_argument("--dev", default=None, metavar="PRED_FILE",
+                        help="a score output of the dev split: each group's threshold is tuned on its dev rows "
+                        "(default: k-fold cross-validation on the test rows)")
+    labels.add_argument("--dev-human", default=None, metavar="FILE",
+                        help="the labels of the --dev rows, joined by key (default: the --human file, which may "
+                        "hold the records of both splits)")
+    labels.add_argument("--folds", type=number_type(int, 2), default=5,
+                        help="k of the cross-validation that tunes thresholds without --dev (default 5)")
+    labels.add_argument("--compare", action="append", nargs=2, metavar=("A", "B"), default=None,
+                        help="compare aspect A with aspect B on the same rows: paired bootstrap of the difference "
+                        "of balanced accuracy and ROC AUC, McNemar's exact test (repeatable)")
+    labels.add_argument("--html", default=None, metavar="FILE.html",
+                        help="also write an HTML page with the table and ROC curves per aspect (needs the html extra)")
     stats = p.add_argument_group("bootstrap intervals")
     stats.add_argument("--bootstrap", type=non_negative, default=1000,
                        help="bootstrap resamples for the 95%% intervals (default 1000; 0 = no intervals)")
     stats.add_argument("--seed", type=int, default=0,
-                       help="seed of the resampling (default 0): the same seed gives the same intervals")
+                       help="seed of the resampling (default 0; with --labels also of the folds): the same seed "
+                       "gives the same intervals")
     output = p.add_argument_group("output", "the table is printed on stdout")
     output.add_argument("--json", dest="json_out", default=None, metavar="FILE.json",
-                        help="also write the table as JSON here")
+                        help="also write the table as JSON here (with --labels: every figure, interval, note and "
+                        "comparison)")
     output.add_argument("--no-progress", action="store_true",
                     help="no progress bar over resamples (it shows only when stderr is a terminal)")
     p.set_defaults(run=run)
@@ -65,6 +98,14 @@ def run(args: argparse.Namespace) -> int:
     """
     from ..analysis.meta import format_meta, load_items, meta_evaluate, rename_human
 
+    if args.labels:
+        return _run_labels(args)
+    label_flags = (("--group-by", args.group_by), ("--dev", args.dev), ("--dev-human", args.dev_human),
+                   ("--compare", args.compare), ("--html", args.html))
+    given = [flag for flag, value in label_flags if value]
+    given += ["--threshold"] * (args.threshold != 0.5) + ["--folds"] * (args.folds != 5)
+    if given:
+        return usage_error(ValueError(f"{', '.join(given)}: only with --labels (binary labels)"))
     try:
         if args.json_out:  # before the bootstrap: an unwritable --json is a usage error, not a late traceback
             try:
@@ -98,3 +139,126 @@ def run(args: argparse.Namespace) -> int:
             json.dump(clean({"n": result.n, "unit": result.unit, "n_boot": result.n_boot, "table": result.table}),
                       fh, indent=2, allow_nan=False)
     return EXIT_OK
+
+
+# ----------------------------------------------------------------------------- label mode
+def _run_labels(args: argparse.Namespace) -> int:
+    """``meta --labels``: print :meth:`~unieval_local.analysis.labels.LabelReport.table`; exit 0, or 2."""
+    from ..analysis.labels import label_report
+
+    try:
+        for path, flag in ((args.json_out, "--json"), (args.html, "--html")):
+            if path:
+                try:
+                    check_writable(path)
+                except ValueError as exc:
+                    raise ValueError(str(exc).replace("--output", flag)) from None
+        if args.human is None:
+            raise ValueError("--labels needs --human FILE: the records with the labels, joined by key")
+        field = args.human_field or "label"
+        renamed = _human_aspects(args.human_aspect)
+        preds, labels, groups = load_labels(args.predictions, args.human, field, args.group_by, renamed, args.aspects)
+        dev = None
+        if args.dev:
+            dev = load_labels(args.dev, args.dev_human or args.human, field, args.group_by, renamed, list(preds))
+        elif args.dev_human:
+            raise ValueError("--dev-human needs --dev (the score output of the dev split)")
+        report = label_report(preds, labels, groups=groups, dev=dev, threshold=args.threshold, folds=args.folds,
+                              bootstrap=args.bootstrap, seed=args.seed, compare=[tuple(c) for c in args.compare or []])
+        if args.html:
+            from ..analysis.html_report import render_label_html
+
+            render_label_html(report, preds, labels, args.html, groups=groups, title=args.predictions)
+    except (ValueError, OSError, KeyError) as exc:
+        return usage_error(exc)
+    print(report.table())
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as fh:
+            json.dump(report.to_json(), fh, indent=2, allow_nan=False)
+    return EXIT_OK
+
+
+def _human_aspects(pairs: list[str] | None) -> dict[str, str]:
+    """``--human-aspect PREDICTED=HUMAN`` as ``{predicted: human}``."""
+    out = {}
+    for pair in pairs or []:
+        pred, sep, human = pair.partition("=")
+        if not sep or not pred.strip() or not human.strip():
+            raise ValueError(f"--human-aspect wants PREDICTED=HUMAN, got {pair!r}")
+        out[pred.strip()] = human.strip()
+    return out
+
+
+def load_labels(predictions: str, human: str, field: str, group_by: str | None = None,
+                human_aspects: dict[str, str] | None = None, aspects: list[str] | None = None) -> tuple[Any, Any, Any]:
+    """``(predictions, labels, groups)`` for :func:`~unieval_local.analysis.labels.label_report` from a
+    ``score`` output joined by key (``id``, else the record's index) to the records of ``human``.
+
+    ``field`` of a human record holds one label (0/1/true/false: the truth for every aspect) or a
+    mapping ``{aspect: label}`` (``human_aspects`` maps a predicted aspect to its label's name);
+    ``group_by`` names each row's group, read from the human record, else from the output record.
+    Error records of the output are skipped (a line on stderr counts them). ``aspects``: the
+    aspects to keep (default: every aspect with a score, and a label, on every record).
+
+    Raises:
+        ValueError: a key missing from ``human``, a record without ``field`` or ``group_by``, a label
+            not 0/1/true/false, a score that is not a finite number (each naming the record), no
+            scored records, an aspect without scores or labels on every record.
+    """
+    import numpy as np
+
+    from ..analysis.labels import parse_label
+    from ..records import read_records
+
+    by_key = {json.dumps(h.get("id", i)): h for i, h in enumerate(read_records(human)) if isinstance(h, dict)}
+    keys, scores, truth, groups, skipped = [], [], [], [], 0
+    for i, r in enumerate(read_records(predictions)):
+        if not isinstance(r, dict) or "key" not in r:
+            raise ValueError(f"record {i} of {predictions} has no 'key': it is not a score output")
+        if "scores" not in r:
+            skipped += 1
+            continue
+        key, h = r["key"], by_key.get(json.dumps(r["key"]))
+        if h is None:
+            raise ValueError(f"output key {key!r} is not in {human}")
+        if field not in h:
+            raise ValueError(f"record {key!r} of {human} has no field {field!r}; name the labels' field with "
+                             f"--human-field (its fields: {sorted(h)})")
+        where, value = f"record {key!r} of {human}, field {field!r}", h[field]
+        truth.append({k: parse_label(v, f"{where}, {k!r}") for k, v in value.items()} if isinstance(value, dict)
+                     else parse_label(value, where))
+        if group_by:
+            g = h.get(group_by, r.get(group_by))
+            if g is None:
+                raise ValueError(f"record {key!r} has no field {group_by!r} (--group-by) in {human} nor in "
+                                 f"{predictions}")
+            groups.append(str(g))
+        keys.append(key)
+        scores.append(r["scores"])
+    if not keys:
+        raise ValueError(f"{predictions} holds no scored records")
+    if skipped:
+        print(f"{predictions}: {skipped} error record(s) without scores skipped", file=sys.stderr)
+    per_aspect = isinstance(truth[0], dict)
+    if any(isinstance(t, dict) != per_aspect for t in truth):
+        raise ValueError(f"{human}: field {field!r} holds one label on some records, a mapping on others")
+    name = (human_aspects or {}).get
+    common = [a for a in scores[0] if all(a in s for s in scores)
+              and (not per_aspect or all(name(a, a) in t for t in truth))]
+    chosen = list(aspects or common)
+    missing = [a for a in chosen if a not in common]
+    if missing or not chosen:
+        raise ValueError(f"aspect(s) {missing} lack a score or a label on some record of {predictions}; with both "
+                         f"on every record: {common}" if chosen else f"no aspect has a score and a label on every "
+                         f"record of {predictions} (scores: {sorted(scores[0])}); pair names with --human-aspect")
+    preds = {}
+    for a in chosen:
+        bad = next((i for i, s in enumerate(scores) if isinstance(s[a], bool) or not isinstance(s[a], (int, float))
+                    or not math.isfinite(s[a])), None)
+        if bad is not None:
+            raise ValueError(f"record {keys[bad]!r} of {predictions}: the score of {a!r} is {scores[bad][a]!r}, "
+                             "not a finite number")
+        preds[a] = np.array([s[a] for s in scores], dtype=np.float64)
+    labels = ({a: np.array([t[name(a, a)] for t in truth], dtype=np.int8) for a in chosen}
+              if per_aspect else np.array(truth, dtype=np.int8))
+    return preds, labels, (np.array(groups) if group_by else None)
