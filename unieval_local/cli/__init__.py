@@ -69,6 +69,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "download": ("download", "stage checkpoints for an offline machine (run where the hub is reachable)"),
     "meta": ("meta", "correlation of scores with human judgements"),
     "compare": ("compare", "paired bootstrap test: are systems better than a baseline?"),
+    "benchmark": ("benchmark", "balanced accuracy of the fact checkers on LLM-AggreFact or your own labelled claims"),
     "report-html": ("report_html", "a self-contained HTML report of a score output"),
     "report": ("report", "rating / summ / autoeval reports from UniEval queries (no LLM)"),
     "serve": ("serve", "a local HTTP service answering the hosted evaluators' requests"),

@@ -4,6 +4,8 @@ atomic text output, and the stderr routing of the library's logs and warnings.""
 
 from __future__ import annotations
 
+import contextlib
+
 import argparse
 import sys
 from collections.abc import Mapping
@@ -14,8 +16,8 @@ from ..settings import cli_settings
 __all__ = ["EXIT_CHECKPOINT", "EXIT_INTERRUPTED", "EXIT_MODEL", "EXIT_OK", "EXIT_ROWS_FAILED", "EXIT_TERMINATED",
            "EXIT_USAGE", "EXIT_WRITE", "HelpFormatter", "LogHandler", "WarningLines", "add_engine_flags",
            "check_writable", "examples",
-           "engine_settings", "given_settings", "non_negative", "read_outputs", "task_name", "usage_error",
-           "usage_exit", "write_text"]
+           "engine_settings", "given_settings", "non_negative", "read_outputs", "stop_on_signals", "task_name",
+           "usage_error", "usage_exit", "write_text"]
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT, EXIT_WRITE, EXIT_MODEL = 0, 1, 2, 3, 4, 5
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
@@ -222,3 +224,37 @@ class WarningLines:
     def __exit__(self, *exc):
         self.warnings.showwarning = self.previous
         return False
+
+
+@contextlib.contextmanager
+def stop_on_signals():
+    """Ctrl-C and SIGTERM (a scheduler's preemption) stop the run, keeping what was written:
+    the handlers raise ``KeyboardInterrupt`` / :class:`~unieval_local.errors.Terminated`, also
+    recorded with :func:`~unieval_local.batch.request_stop` in case the raise is lost in a
+    ``__del__`` (whose "Exception ignored" traceback is kept quiet)."""
+    import signal
+    import threading
+
+    from ..batch import request_stop
+    from ..errors import Terminated
+
+    def on_signal(signum, frame):
+        exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+        request_stop(exc)
+        raise exc
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = ({n: signal.signal(n, on_signal) for n in (signal.SIGTERM, signal.SIGINT)} if main_thread else {})
+    default_unraisable = sys.unraisablehook
+
+    def quiet_stop(unraisable):
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):  # request_stop has it (Terminated too)
+            default_unraisable(unraisable)
+
+    sys.unraisablehook = quiet_stop
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        sys.unraisablehook = default_unraisable

@@ -4,7 +4,6 @@ per record or per request out; resume, shards, Ray). Exit statuses: :mod:`unieva
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 
 from ..settings import number_type
@@ -22,6 +21,7 @@ from .common import (
     engine_settings,
     examples,
     given_settings,
+    stop_on_signals,
     task_name,
     usage_error,
 )
@@ -121,40 +121,6 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
-@contextlib.contextmanager
-def _stop_on_signals():
-    """Ctrl-C and SIGTERM (a scheduler's preemption) stop the run, keeping what was written:
-    the handlers raise ``KeyboardInterrupt`` / :class:`~unieval_local.errors.Terminated`, also
-    recorded with :func:`~unieval_local.batch.request_stop` in case the raise is lost in a
-    ``__del__`` (whose "Exception ignored" traceback is kept quiet)."""
-    import signal
-    import threading
-
-    from ..batch import request_stop
-    from ..errors import Terminated
-
-    def on_signal(signum, frame):
-        exc = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
-        request_stop(exc)
-        raise exc
-
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = ({n: signal.signal(n, on_signal) for n in (signal.SIGTERM, signal.SIGINT)} if main_thread else {})
-    default_unraisable = sys.unraisablehook
-
-    def quiet_stop(unraisable):
-        if not isinstance(unraisable.exc_value, KeyboardInterrupt):  # request_stop has it (Terminated too)
-            default_unraisable(unraisable)
-
-    sys.unraisablehook = quiet_stop
-    try:
-        yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        sys.unraisablehook = default_unraisable
-
-
 def _source(args: argparse.Namespace):
     """INPUT, or the line-aligned files; None after printing a usage error."""
     from ..records import AlignedInput
@@ -236,7 +202,7 @@ def run(args: argparse.Namespace) -> int:
     _warn_about_flags(args, settings)
     aspects = None if not args.aspects else ("all" if "all" in args.aspects else list(dict.fromkeys(args.aspects)))
     try:
-        with _stop_on_signals():
+        with stop_on_signals():
             summary = run_batch(
                 source, args.output, task=args.task, aspects=aspects, settings=settings,
                 resume=args.resume, shard=parse_shard(args.shard), engine=args.engine,
