@@ -6,15 +6,27 @@ subcommand, every flag (hidden ones marked), its default, choices, help and the 
 around an engine that loads no checkpoint (the schema needs none), and each path, request body,
 answer and component schema becomes Markdown. Both pages are added as generated files: nothing
 is written into ``docs/``. Listed in ``mkdocs.yml`` under ``hooks``.
+
+A page's flag table is generated too: a line ``<!-- flags: COMMAND -->`` in a page of ``docs/``
+becomes the tables of that command's flags, group by group (:func:`flag_tables`);
+``<!-- flags: COMMAND engine=brief -->`` gives the engine flags it shares with ``score``
+(model, device, precision, long inputs ...) as one row that names them all and links to the
+CLI reference. No flag table is kept by hand (``tests/test_docs_flags.py``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import posixpath
+import re
 from typing import Any
 
-__all__ = ["cli_markdown", "http_markdown", "openapi_schema", "on_files"]
+__all__ = ["FLAGS_MARKER", "cli_markdown", "flag_tables", "http_markdown", "openapi_schema", "on_files",
+           "on_page_markdown"]
+
+#: A page's generated flag table: ``<!-- flags: COMMAND -->`` or ``<!-- flags: COMMAND engine=brief -->``.
+FLAGS_MARKER = re.compile(r"^<!-- flags: (?P<command>[\w-]+)(?P<brief> engine=brief)? -->$", re.M)
 
 
 def _cell(text: Any) -> str:
@@ -45,7 +57,10 @@ def _default(action: argparse.Action) -> str:
     return _code(str(action.default))
 
 
-def _flag_rows(parser: argparse.ArgumentParser) -> list[str]:
+def _flag_rows(parser: argparse.ArgumentParser, brief: set[str] = frozenset(), brief_help: str = "") -> list[str]:
+    """The tables of ``parser``'s arguments, one per group; the actions whose dest is in ``brief``
+    are one row (where the first of them is) naming them all, with ``brief_help`` (those hidden
+    from ``--help`` left out)."""
     formatter = parser._get_formatter()
     out: list[str] = []
     for group in parser._action_groups:
@@ -54,7 +69,13 @@ def _flag_rows(parser: argparse.ArgumentParser) -> list[str]:
             continue
         out += ["", f"**{group.title}**" + (f": {group.description}" if group.description else ""), "",
                 "| argument | default | help |", "|---|---|---|"]
+        briefed = [a for a in parser._actions if a.dest in brief and a.help != argparse.SUPPRESS]
         for action in actions:
+            if action.dest in brief:
+                if briefed and action is briefed[0]:
+                    names = ", ".join(_code(f) for a in briefed for f in a.option_strings)
+                    out.append(f"| {_cell(names)} | | {_cell(brief_help)} |")
+                continue
             name = ", ".join(action.option_strings) or action.dest
             if action.option_strings and action.nargs != 0:
                 metavar = formatter._format_args(action, formatter._get_default_metavar_for_optional(action))
@@ -65,8 +86,9 @@ def _flag_rows(parser: argparse.ArgumentParser) -> list[str]:
                 text = "(hidden from --help)"
             else:
                 text = formatter._expand_help(action) if action.help else ""
-            if action.choices is not None and not isinstance(action.choices, dict):
-                text += " Choices: " + ", ".join(_code(str(c)) for c in action.choices) + "."
+            if (action.choices is not None and not isinstance(action.choices, dict)
+                    and not all(str(c) in text for c in action.choices)):
+                text = text.rstrip(". ") + ". Choices: " + ", ".join(_code(str(c)) for c in action.choices) + "."
             out.append(f"| {_cell(_code(name))} | {_cell(_default(action))} | {_cell(text)} |")
     return out
 
@@ -92,6 +114,35 @@ def cli_markdown() -> str:
         if sub.epilog:
             lines += ["", "```text", sub.epilog.rstrip(), "```"]
     return "\n".join(lines) + "\n"
+
+
+def flag_tables(command: str, page: str = "index.md", brief_engine: bool = False) -> str:
+    """The flag tables of ``unieval-local COMMAND`` for the page ``page`` (its path under
+    ``docs/``, for the link to the CLI reference), one per argument group, from the parser.
+
+    Args:
+        brief_engine: the engine flags (:func:`unieval_local.settings.cli_settings`, shared with
+            ``score``, and ``--no-progress``) as one row naming them all, linking to the reference.
+    """
+    from unieval_local.cli import _build_parser
+    from unieval_local.settings import cli_settings
+
+    sub = _subparsers(_build_parser(command)).get(command)
+    if sub is None:
+        raise ValueError(f"<!-- flags: {command} -->: no such command")
+    link = posixpath.relpath("reference/cli.md", posixpath.dirname(page) or ".") + f"#unieval-local-{command}"
+    brief = {s.name for s in cli_settings()} | {"no_progress"} if brief_engine else set()
+    help_text = (f"the engine flags, the same as `score`'s (one declaration makes both): each with its help and "
+                 f"default in the [Command line reference]({link})")
+    rows = _flag_rows(sub[0], brief, help_text)
+    full = "--help-all" if any("--help-all" in a.option_strings for a in sub[0]._actions) else "--help"
+    return "\n".join([f"Generated from `unieval-local {command}`'s parser when this site was built "
+                      f"(`unieval-local {command} {full}` prints the same):", *rows]).strip() + "\n"
+
+
+def on_page_markdown(markdown: str, page, config, files):  # noqa: ANN001 (MkDocs hook signature)
+    """Replace each ``<!-- flags: COMMAND -->`` line of a page with its flag tables (:data:`FLAGS_MARKER`)."""
+    return FLAGS_MARKER.sub(lambda m: flag_tables(m["command"], page.file.src_uri, bool(m["brief"])), markdown)
 
 
 def openapi_schema() -> dict[str, Any]:

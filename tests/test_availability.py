@@ -1,4 +1,5 @@
-"""Issue 29: default aspects are those whose evaluators are here (one short note for the rest),
+"""Issue 29: ``all+`` aspects are those whose evaluators are here (one short note for the rest;
+the default is the task's own set since issue 37, tests/test_stable_aspects.py),
 an aspect or record routed to a missing evaluator fails alone, errors raised from the caller's
 frame in Python names, empty calls, and what a call did (RunInfo)."""
 
@@ -27,12 +28,12 @@ def _scorer(folder, runner=None, **kw):
     return Scorer(model=folder, runner_factory=fake_factory(runner), **kw), runner
 
 
-def test_evaluate_without_aspects_scores_the_available_ones_with_one_warning(official_shape_ckpt):
+def test_evaluate_all_plus_scores_the_available_ones_with_one_warning(official_shape_ckpt):
     # official_shape_ckpt names unieval-sum (a t5 model): SEAHORSE's six mT5 evaluators are not here
     scorer, _ = _scorer(official_shape_ckpt)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = scorer.evaluate(SUM, task="summarization")
+        result = scorer.evaluate(SUM, task="summarization", aspects="all+")
     left = [w for w in caught if "left out" in str(w.message)]
     assert len(left) == 1 and left[0].category is UserWarning
     text = str(left[0].message)
@@ -41,6 +42,10 @@ def test_evaluate_without_aspects_scores_the_available_ones_with_one_warning(off
     assert left[0].filename == __file__  # the caller's line
     assert result.aspects == OWN
     named = scorer.evaluate(SUM, task="summarization", aspects=OWN)  # the same numbers as naming them
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the default (issue 37): the task's own set, no note
+        default = scorer.evaluate(SUM, task="summarization")
+    assert default.aspects == OWN and [e.scores for e in default.examples] == [e.scores for e in named.examples]
     assert [e.scores for e in result.examples] == [e.scores for e in named.examples]
 
 
@@ -102,9 +107,10 @@ def test_available_aspects_keeps_named_ones_and_all_when_none_is_here(official_s
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no note when aspects are named
         assert available_aspects(engine, "summarization", ["grammar"]) == ["grammar"]
+        assert available_aspects(engine, "summarization", "all") == OWN  # the own set: nothing to leave out
     with pytest.warns(UserWarning, match="left out [0-9]+ aspects"):
-        assert available_aspects(engine, "summarization", "all") == OWN
-    absent = unavailable_aspects(engine.registry, "fact", engine.registry.aspect_names("fact", None), engine.model)
+        assert available_aspects(engine, "summarization", "all+") == OWN
+    absent = unavailable_aspects(engine.registry, "fact", engine.registry.aspect_names("fact", "all+"), engine.model)
     named = {a: e for a, (e, _) in absent.items()}
     assert {"support": "minicheck-flan-t5-large", "sentence_support": "minicheck-flan-t5-large",  # names unieval-sum
             "nli_support": "mdeberta-nli", "hhem": "hhem-2.1-open"}.items() <= named.items()
@@ -122,7 +128,8 @@ def test_cli_score_prints_one_line_for_the_missing_evaluators(tmp_path, tiny_ckp
     src = tmp_path / "in.jsonl"
     src.write_text("".join(json.dumps(r) + "\n" for r in SUM))
     out = tmp_path / "o.jsonl"
-    assert main(["score", str(src), "--model", str(tiny_ckpt), "-o", str(out), "--no-progress"]) == 0
+    assert main(["score", str(src), "--model", str(tiny_ckpt), "--aspect", "all+", "-o", str(out),
+                 "--no-progress"]) == 0
     err = capsys.readouterr().err
     lines = [x for x in err.splitlines() if "seahorse" in x]
     assert len(lines) == 1 and lines[0].startswith("unieval-local: warning: left out "), err

@@ -282,3 +282,46 @@ def test_real_weights_reproduce_the_board_mean(tmp_path, monkeypatch, aspect, bo
                         progress=False)
     mean = 100 * res.report.mean[aspect].balanced_accuracy
     assert not math.isnan(mean) and abs(mean - board_mean) <= 0.5, res.table()
+
+
+# ----------------------------------------------------------------------------- what a newcomer tripped on
+def test_compare_with_an_unstaged_aspect_is_refused_before_scoring(tmp_path, standins, capsys):
+    write_jsonl(tmp_path / "test.jsonl", synthetic_rows("test"))
+    out = tmp_path / "out"
+    status = main(["benchmark", "llm-aggrefact", str(tmp_path / "test.jsonl"), "-o", str(out), "--aspect", "support",
+                   "--aspect", "factcg", "--compare", "support", "factcg", "--no-progress", *models(standins)])
+    err = capsys.readouterr().err
+    assert status == 2 and "cannot compare fact/factcg: not staged" in err, err
+    assert not (out / "test.scores.jsonl").exists()  # nothing was scored
+
+
+def test_the_staged_input_keeps_labels_for_meta_and_both_compare_forms_agree(tmp_path, standins, capsys):
+    from unieval_local.cli import main as cli
+
+    src = write_jsonl(tmp_path / "test.jsonl", synthetic_rows("test"))
+    out, js = tmp_path / "out", tmp_path / "b.json"
+    assert main(["benchmark", "llm-aggrefact", str(src), "-o", str(out), "--json", str(js), "--aspect", "support",
+                 "--aspect", "hhem", "--compare", "support,hhem", "--bootstrap", "50", "--no-progress",
+                 *models(standins)]) == 0
+    staged = [json.loads(line) for line in (out / "test.input.jsonl").read_text().splitlines()]
+    assert [r["label"] for r in staged] == [int(r["label"]) for r in synthetic_rows("test")]
+    assert {r["dataset"] for r in staged} == {r["dataset"] for r in synthetic_rows("test")}
+    capsys.readouterr()
+    mj = tmp_path / "m.json"
+    assert cli(["meta", str(out / "test.scores.jsonl"), "--human", str(out / "test.input.jsonl"), "--labels",
+                "--group-by", "dataset", "--compare", "fact/support,fact/hhem", "--bootstrap", "50",
+                "--json", str(mj)]) == 0
+    bench, meta = json.loads(js.read_text())["report"], json.loads(mj.read_text())
+    meta = meta.get("report", meta)
+    for aspect in ("support", "hhem"):  # the score output names aspects without their task
+        assert bench["groups"][f"fact/{aspect}"] == meta["groups"][aspect]
+
+
+def test_a_row_without_its_document_names_the_accepted_fields(tmp_path, standins, capsys):
+    rows = [{"claim": "A is B.", "doc": "A is B.", "label": 1}, {"claim": "C is D.", "text": "C is D.", "label": 0}]
+    src = write_jsonl(tmp_path / "mine.jsonl", rows)
+    status = main(["benchmark", "labelled", str(src), "-o", str(tmp_path / "out"), "--aspect", "hhem", "--no-progress",
+                   *models(standins)])
+    err = capsys.readouterr().err
+    assert status != 0 and "row 1: no document field (source, doc, document, premise; name yours with " \
+                           "--source-field)" in err, err

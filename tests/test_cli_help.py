@@ -227,3 +227,41 @@ def test_report_format_meta_and_report_html_document_their_arguments():
     assert "score output" in meta["predictions"] and "seed" in meta["seed"]
     html = {a.dest: a.help for a in cmds["report-html"]._actions}
     assert "score output" in html["output_jsonl"] and "title" in html["title"]
+
+
+# ----------------------------------------------------------------------------- a short score --help (issue 37, item 7)
+def _help_output(argv: list[str]) -> str:
+    import contextlib
+    import io
+
+    from unieval_local.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as stop:
+        main(argv)
+    assert stop.value.code == 0
+    return out.getvalue()
+
+
+def test_score_help_is_short_and_points_to_help_all(monkeypatch):
+    """``score --help``: the common flags in at most 60 lines (an 80-column terminal), then where
+    the others are; ``-h`` is the same."""
+    monkeypatch.setenv("COLUMNS", "80")
+    text = _help_output(["score", "--help"])
+    assert len(text.splitlines()) <= 60, len(text.splitlines())
+    assert _help_output(["score", "-h"]) == text
+    for flag in ("--aspect", "--task", "--model", "--output", "--targets", "--resume", "--shard", "--help-all"):
+        assert flag in text, flag
+    assert "docs/reference/cli.md" in text
+    assert "examples:\n  unieval-local score " in text
+
+
+def test_score_help_all_lists_every_flag(monkeypatch):
+    """``score --help-all`` is argparse's whole help: every option string of the command."""
+    monkeypatch.setenv("COLUMNS", "80")
+    text = _help_output(["score", "--help-all"])
+    score = _commands()["score"]
+    assert text == score.format_help()
+    missing = [flag for a in score._actions for flag in a.option_strings if flag not in text]
+    assert missing == []
+    assert len(text.splitlines()) > 60

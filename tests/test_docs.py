@@ -6,7 +6,8 @@ Conventions of the pages (docs/development.md points writers here):
 - a ```` ```bash ```` block runs, line by line, in a working folder of its own page: ``unieval-local``
   lines in this process (``unieval_local.cli.main``: one import of torch for the whole suite),
   ``python scripts/make_test_checkpoint.py DEST ...`` from a per-session cache (the checkpoint is
-  built once per argument list and linked where the example expects it), anything else by bash
+  built once per argument list and linked where the example expects it, with what the script
+  writes beside it: HHEM's foundation ``flan-t5-base/``), anything else by bash
   (``export`` carries over to the next lines);
 - a ```` ```python ```` block is exec'd, the page's blocks sharing one namespace;
 - a block titled ``Output`` is the stdout of the block above it, compared line by line (numbers to
@@ -247,15 +248,19 @@ class Runner:
         argv = self._expand(line.split(None, 2)[2])
         dest, rest = Path(argv[0]), argv[1:]
         key = re.sub(r"[^A-Za-z0-9.,=-]+", "_", "_".join(rest)) or "default"
-        built = self.cache / key
+        built = self.cache / key / "ckpt"
         if not built.exists():
             with contextlib.redirect_stdout(io.StringIO()):
                 assert make([str(built), *rest]) == 0
         target = self.work / dest if not dest.is_absolute() else dest
-        if target.is_symlink() or target.exists():
-            target.unlink() if target.is_symlink() else shutil.rmtree(target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.symlink_to(built, target_is_directory=True)
+        # what the script wrote beside the folder (HHEM's foundation flan-t5-base/) is linked beside it too
+        beside = [(p.name, p) for p in sorted((self.cache / key).iterdir()) if p.name != "ckpt"]
+        for name, source in [(target.name, built), *beside]:
+            link = target.parent / name
+            if link.is_symlink() or link.exists():
+                link.unlink() if link.is_symlink() else shutil.rmtree(link)
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(source, target_is_directory=True)
         self.stdout, self.stderr, self.status = f"wrote {dest}\n", "", 0
 
     def _shell(self, line: str) -> None:
@@ -503,3 +508,40 @@ def test_docs_http_page_has_every_path(built_site):
     for path, methods in openapi_schema()["paths"].items():
         for method in methods:
             assert f"{method.upper()} {path}" in page, (method, path)
+
+
+def test_docs_evaluators_page_scores_with_every_evaluator():
+    """Issue 37, item 7: each evaluator beyond UniEval's own (whose examples are the README's and
+    Getting started's) has a scoring command on the Evaluators page that the docs tests run (not in
+    SKIP), with its checkpoint named by ``--model NAME=DIR`` (one SEAHORSE question stands for six)."""
+    from unieval_local.registry.evaluators import EVALUATORS
+
+    page = next(p for p in PAGES if p.name == "evaluators.md")
+    runnable = [b.text for b in page.blocks if b.lang == "bash" and _skip_reason(page.name, b) is None]
+    for name in EVALUATORS:
+        if name.startswith("unieval-"):
+            continue
+        pattern = r"seahorse-large-q[1-6]" if name.startswith("seahorse-large-q") else re.escape(name)
+        assert any(re.search(rf"^unieval-local score .*--model {pattern}=", line, re.M)
+                   for text in runnable for line in logical_lines(text)), f"{name}: no scoring example run"
+
+
+def test_docs_say_how_to_read_the_built_site():
+    """Issue 37, item 7: opened from file:// the built site's search stays at "Initializing search";
+    where the docs say to build the site they say to read it through a server."""
+    for path in (ROOT / "README.md", DOCS / "development.md", ROOT / "mkdocs.yml"):
+        text = " ".join(path.read_text(encoding="utf-8").split())
+        assert "python -m http.server -d site" in text, path
+        assert "Initializing search" in text, path
+
+
+def test_docs_flag_tables_are_generated_on_the_site(built_site):
+    """Issue 37, item 7: the pages' flag tables are filled at build time (tests/test_docs_flags.py
+    checks every flag): the serving page lists the two its hand-kept table had missed."""
+    import html as html_lib
+
+    page = html_lib.unescape((built_site / "serving" / "index.html").read_text(encoding="utf-8"))
+    for flag in ("--rating-config FILE.yaml", "--consistency-aspect TASK/ASPECT"):
+        assert f"<code>{flag}</code>" in page, flag
+    for name in ("serving", "scoring", "reports"):
+        assert "<!-- flags:" not in (built_site / name / "index.html").read_text(encoding="utf-8"), name

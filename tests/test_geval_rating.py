@@ -170,7 +170,7 @@ def test_a_geval_judged_record_outside_english_routes_no_consistency_checker():
 
 
 def test_a_geval_model_staged_in_the_home_folder_counts_as_here(geval, tmp_path, monkeypatch):
-    """aspects "all" takes the G-Eval aspects when g-eval is staged at $UNIEVAL_LOCAL_HOME/g-eval
+    """aspects "all+" takes the G-Eval aspects when g-eval is staged at $UNIEVAL_LOCAL_HOME/g-eval
     (named by its folder), but never from one folder given for every evaluator."""
     from unieval_local.requests.score import evaluator_unavailable
 

@@ -43,7 +43,7 @@ from make_test_checkpoint import build_hhem_checkpoint, build_mt5_checkpoint, bu
 from reference_t5 import HHEMReference, T5Reference, minicheck_chunks  # noqa: E402
 
 from unieval_local import Scorer  # noqa: E402
-from unieval_local.text.sentences import DEFAULT_SPLITTER  # noqa: E402
+from unieval_local.text.sentences import DEFAULT_SPLITTER, MergeLetterless  # noqa: E402
 
 TOL = 1e-5
 TRAVEL_ENV = "UNIEVAL_TRAVEL_CKPTS"
@@ -286,14 +286,27 @@ def test_minicheck(standins, refs, summeval, long_record, fast):
     got = [[e.scores[a] for a in ("support", "sentence_support", "sentence_support_min")] for e in result.examples]
     want = []
     for r in records:
-        per_sentence = [minicheck_reference(ref, r["source"], s) for s in DEFAULT_SPLITTER(r["target"])]
+        claims = MergeLetterless(DEFAULT_SPLITTER)(r["target"])  # a piece without a letter or digit merged
+        per_sentence = [minicheck_reference(ref, r["source"], s) for s in claims]
         want.append([minicheck_reference(ref, r["source"], r["target"]), np.mean(per_sentence), np.min(per_sentence)])
     _compare(got, want, f"minicheck-flan-t5-large ({'fast' if fast else 'plain'})")
-    # a max_length below the chunks' lengths: each chunk's prompt is right-truncated (MiniCheck's tokenizer call)
+    # a max_length below the chunks' lengths: each chunk is cut to fit (issue 37; MiniCheck would right-truncate
+    # it): the reference reads the prompts the package planned, each within 256 tokens, untruncated
     short = Scorer(model={"minicheck-flan-t5-large": str(folder)}, device="cpu", dtype="float32", fast_forward=fast,
                    max_length=256)
     got = [e.value for e in short.score(records, task="fact", aspect="support").examples]
-    want = [minicheck_reference(ref, r["source"], r["target"], max_length=256) for r in records]
+    from unieval_local.pipeline.jobs import Job
+    from unieval_local.schema import UniEvalData
+
+    aspect = short.engine.registry.get_aspect("fact", "support")
+    want = []
+    for r in records:
+        prompts = short.engine.plan({0: Job((aspect,), (UniEvalData(target=r["target"], source=r["source"]),),
+                                            language="en")})[0].plan.prompts
+        assert len(prompts) > len(minicheck_chunks(r["source"], DEFAULT_SPLITTER, 500))
+        assert all(p.startswith("predict: ") and p.endswith("</s>" + r["target"]) for p in prompts)
+        assert max(len(ref.token_ids(p, 10**6)) for p in prompts) <= 256  # the reference's own tokens: none cut
+        want.append(max(ref.pair(p, ("1", "0"), 256) for p in prompts))
     _compare(got, want, f"minicheck-flan-t5-large max_length=256 ({'fast' if fast else 'plain'})")
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -33,9 +34,21 @@ def qags(shared_data):
     return [{"target": r["system_output"], "source": r["source"]} for r in rows[:5]]
 
 
-def summac_zs(folder, example, chunk_words=500, max_length=512):
+def package_premises(scorer, example) -> list[str]:
+    """The premises the package reads for ``example``: NLI_PAIR's chunks, each whose pair would be over
+    512 tokens cut to fit (issue 37; tests/test_chunks_in_tokens.py checks the cut)."""
+    from unieval_local.pipeline.jobs import Job
+    from unieval_local.schema import UniEvalData
+    from unieval_local.text.prompts import split_pair
+
+    aspect = scorer.engine.registry.get_aspect("fact", "nli_support")
+    plan = scorer.engine.plan({"j": Job((aspect,), (UniEvalData(**example),), language="en")})["j"].plan
+    return list(dict.fromkeys(split_pair(p)[0] for p in plan.prompts))
+
+
+def summac_zs(folder, example, chunk_words=500, max_length=512, chunks=None):
     """SummaC-ZS (Laban et al., TACL 2022) in float64: per target sentence, max over the document's
-    chunks of P(entailment) = softmax(logits)[entailment]; mean over sentences."""
+    chunks (``chunks``, else NLI_PAIR's) of P(entailment) = softmax(logits)[entailment]; mean over sentences."""
     import torch
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
@@ -44,7 +57,8 @@ def summac_zs(folder, example, chunk_words=500, max_length=512):
     ent = {v: int(k) for k, v in model.config.id2label.items()}["entailment"]
     target = example["target"]
     sentences = [target[a:b] for a, b in field_spans(target, "sentence", DEFAULT_SPLITTER)]
-    chunks = [text for _, _, text in NLI_PAIR.chunks(example["source"], DEFAULT_SPLITTER, chunk_words)]
+    if chunks is None:
+        chunks = [text for _, _, text in NLI_PAIR.chunks(example["source"], DEFAULT_SPLITTER, chunk_words)]
     per_sentence = []
     for s in sentences:
         best = 0.0
@@ -63,11 +77,19 @@ def test_nli_support_equals_a_float64_summac_zs_reference(nli_ckpt, qags):
                 "source": " ".join(qags[0]["source"] for _ in range(3))}  # several chunks
     one_claim = {"target": "The man was arrested.", "source": qags[1]["source"]}
     examples = qags + [long_doc, one_claim]
-    with pytest.warns(UserWarning):  # some chunks are longer than 512 tokens of this small vocabulary
+    with warnings.catch_warnings(record=True) as caught:  # chunks over 512 tokens of this small vocabulary
+        warnings.simplefilter("always")                    # are cut to fit: none is truncated
         got = scorer.score(examples, task="fact", aspect="nli_support", evidence=True)
+    assert not [w for w in caught if "max_length" in str(w.message)]
+    cut = 0
     for ex, e in zip(examples, got.examples):
-        want, n_chunks = summac_zs(nli_ckpt, ex)
+        premises = package_premises(scorer, ex)
+        own = [t for _, _, t in NLI_PAIR.chunks(ex["source"], DEFAULT_SPLITTER, 300)]
+        cut += len(premises) > len(own)
+        want, n_chunks = summac_zs(nli_ckpt, ex, chunks=premises)
         assert e.value == pytest.approx(want, abs=1e-5)
+        assert not any(q.truncated for q in e.evidence.queries)
+    assert cut >= 1  # some chunks were cut
     assert summac_zs(nli_ckpt, long_doc)[1] >= 3
     values = [e.value for e in got.examples]
     assert len({round(v, 4) for v in values}) > 3  # the generated weights tell the examples apart
@@ -76,10 +98,8 @@ def test_nli_support_equals_a_float64_summac_zs_reference(nli_ckpt, qags):
 def test_nli_scores_do_not_depend_on_batching(nli_ckpt, qags):
     small = Scorer(model={"mdeberta-nli": str(nli_ckpt)}, device="cpu", batch_tokens=600)
     large = Scorer(model={"mdeberta-nli": str(nli_ckpt)}, device="cpu", batch_tokens=20000)
-    with pytest.warns(UserWarning):
-        a = [e.value for e in small.score(qags, task="fact", aspect="nli_support").examples]
-    with pytest.warns(UserWarning):
-        b = [e.value for e in large.score(qags[::-1], task="fact", aspect="nli_support").examples][::-1]
+    a = [e.value for e in small.score(qags, task="fact", aspect="nli_support").examples]
+    b = [e.value for e in large.score(qags[::-1], task="fact", aspect="nli_support").examples][::-1]
     np.testing.assert_allclose(a, b, atol=1e-6, rtol=0)
 
 
@@ -117,8 +137,7 @@ def test_cli_scores_qags_with_nli_support_and_refuses_a_broken_folder_with_exit_
     assert ok.returncode == 0, ok.stderr
     lines = [json.loads(x) for x in ok.stdout.splitlines()]
     scorer = Scorer(model={"mdeberta-nli": str(nli_ckpt)}, device="cpu")
-    with pytest.warns(UserWarning):
-        want = [e.value for e in scorer.score(qags, task="fact", aspect="nli_support").examples]
+    want = [e.value for e in scorer.score(qags, task="fact", aspect="nli_support").examples]
     np.testing.assert_allclose([x["scores"]["nli_support"] for x in lines], want, atol=1e-6, rtol=0)  # float32: batch composition
     broken = build_nli_checkpoint(tmp_path / "broken", data_dir=shared_data, head=False)
     from unieval_local.cli import main  # the same command in this process: exit status and message
@@ -148,9 +167,18 @@ def test_real_mdeberta_nli_equals_the_reference(qags):
 
 
 def test_nli_truncation_is_named_in_the_source_and_the_signature_gives_the_chunk_cap(nli_ckpt, qags):
+    # chunks are cut to fit the window (issue 37): only a claim too long for any chunk beside it (here
+    # within 4 tokens of the 64) leaves the model to cut, and it cuts the premise, never the claim
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(nli_ckpt))
+    words = qags[0]["source"].replace(".", "").split()
+    claim = next(" ".join(words[:k]) for k in range(1, len(words)) if len(tok("", " ".join(words[:k])).input_ids) >= 59)
+    assert len(tok("", claim).input_ids) < 64
     scorer = Scorer(model={"mdeberta-nli": str(nli_ckpt)}, device="cpu", max_length=64)
+    examples = [{"target": claim + ".", "source": q["source"]} for q in qags[:2]]
     with pytest.warns(UserWarning, match="the cut fell in: source") as caught:
-        got = scorer.score(qags[:2], task="fact", aspect="nli_support", evidence=True)
+        got = scorer.score(examples, task="fact", aspect="nli_support", evidence=True)
     assert not any("target (" in str(w.message) for w in caught)
     fields = {q.truncated_field for e in got.examples for q in e.evidence.queries if q.truncated}
     assert fields == {"source"}

@@ -371,7 +371,7 @@ def test_a_byte_fallback_model_is_refused_naming_the_file(tmp_path):
         check_tokenizer(folder, AutoTokenizer.from_pretrained(folder))
 
 
-def test_cli_aspect_all_includes_seahorse_where_its_checkpoints_are(tmp_path, tiny_ckpt, mapping, refs, capsys):
+def test_cli_aspect_all_plus_includes_seahorse_where_its_checkpoints_are(tmp_path, tiny_ckpt, mapping, refs, capsys):
     from unieval_local.cli import main
 
     src = tmp_path / "in.jsonl"
@@ -383,7 +383,7 @@ def test_cli_aspect_all_includes_seahorse_where_its_checkpoints_are(tmp_path, ti
     assert "skipped aspect attribution" not in err  # one 'left out' line (a warning: this module ignores them)
     both = tmp_path / "both.jsonl"
     models = [f"--model=unieval-sum={tiny_ckpt}", *(f"--model={k}={v}" for k, v in mapping.items())]
-    assert main(["score", str(src), *models, "--aspect", "all", "-o", str(both), "--no-progress"]) == 0
+    assert main(["score", str(src), *models, "--aspect", "all+", "-o", str(both), "--no-progress"]) == 0
     lines = [json.loads(x) for x in both.read_text().splitlines()]
     assert list(lines[0]["scores"]) == ["coherence", "consistency", "fluency", *ASPECTS]  # relevance: no references
     for line, (s, t) in zip(lines, PAIRS[:2]):

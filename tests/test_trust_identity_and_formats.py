@@ -329,7 +329,7 @@ def test_minicheck_truncation_advice_does_not_recommend_long_input(fake_ckpt):
                     max_length=40)
     rec = [{"target": "word " * 60, "source": "The vault in Oslo was empty."}]
     with pytest.warns(UserWarning, match=r"max_length \(minicheck-flan-t5-large 40 tokens\).*the cut fell in: "
-                                         r"target.*in chunks of chunk_words='N' words") as got:
+                                         r"target.*in chunks of chunk_words=N words") as got:
         scorer.score(rec, task="fact", aspect="support")
     text = next(str(w.message) for w in got if "max_length" in str(w.message))
     assert "long_input='chunk' reads" not in text

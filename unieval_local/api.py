@@ -184,7 +184,7 @@ class Scorer:
         if not items and allow_empty:
             return []
         if not items:
-            raise InvalidExampleError([ExampleProblem(0, "data", "the request holds no examples")])
+            raise InvalidExampleError([ExampleProblem(None, "data", "the request is empty: it holds no examples")])
         examples, problems = validate_examples(items, resolved)
         if problems:
             raise InvalidExampleError(problems)
@@ -224,9 +224,12 @@ class Scorer:
                 the parallel lists below. No examples (``[]``): an empty result (no
                 model loads), where :meth:`score` raises.
             task: task name.
-            aspects: aspect names; ``None`` or ``"all"``: every aspect of the task whose
-                evaluator is here (found offline, of the right model: checked before any model
-                loads, nothing fetched), the others named in ONE ``UserWarning``
+            aspects: aspect names; ``None`` or ``"all"``: the task's own set (its own
+                evaluator's aspects: UniEval's four for summarization), the same on every machine
+                whatever else is staged; ``"all+"``: every aspect of the task whose evaluator is
+                here (found offline, of the right model: checked before any model loads, nothing
+                fetched), the others named in ONE ``UserWarning``; ``"geval"``, ``"seahorse"``: a
+                family's aspects, as if named
                 (:func:`~unieval_local.requests.score.available_aspects`). An aspect NAMED here
                 whose checkpoint is missing raises (you asked for that number: a NaN beside the
                 others would be a number silently missing from a mean).
@@ -237,7 +240,8 @@ class Scorer:
 
         Returns:
             :class:`EvaluationResult`: per example its score per aspect and its
-            ``aspect_mean`` (mean over aspects, UniEval's per-sample "overall");
+            ``aspect_mean`` (mean over aspects, UniEval's per-sample "overall"; ``mean_of``
+            names them);
             per aspect a :class:`UniEvalResult` whose ``overall`` is the mean over
             examples. Ranges: [0, 1] except dialogue engagingness ([0, n_sentences]) and
             G-Eval ratings ([1, K], ``aspect_mean`` then rescales them and notes it).

@@ -170,10 +170,7 @@ class SummarizationEvaluator:
         require("reports")
         #: a note about an ignored ``model_credentials`` (the value itself is never kept)
         self._credentials_note = None
-        if model_credentials is not None:
-            self._credentials_note = ("model_credentials is not used: this evaluator rates with local UniEval "
-                                      "checkpoints and calls no API, so it needs no credentials (the value was "
-                                      "neither kept nor logged)")
+        given_credentials = model_credentials is not None
         del model_credentials
         from .reports.options import load_options
         from .reports.rating import RatingConfig
@@ -190,6 +187,11 @@ class SummarizationEvaluator:
             self.config = load_options(RatingConfig, None, {**dict(config or {}), **overrides})
         else:
             raise ValueError(f"config must be a RatingConfig, a dict, a YAML path or None, got {type(config).__name__}")
+        if given_credentials:  # the judge actually used: UniEval's checkpoints, or the G-Eval judge's local model
+            judge = ("a local instruct model (the G-Eval judge, judge: g-eval)" if self.config.judge == "g-eval"
+                     else "local UniEval checkpoints")
+            self._credentials_note = (f"model_credentials is not used: this evaluator rates with {judge} and calls "
+                                      "no API, so it needs no credentials (the value was neither kept nor logged)")
         self.model = model
         self.device = device
         self._engine = engine

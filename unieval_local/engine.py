@@ -44,10 +44,10 @@ from .registry.evaluators import Evaluator, format_of, get_evaluator
 from .registry.tasks import DEFAULT_REGISTRY, Aspect, Registry
 from .schema import Signature
 from .settings import EngineSettings, batch_tokens_for
-from .text.prompts import chunk_words_for
 from .text.language import DETECTOR, UNDETERMINED, language_name, languages_outside, record_language
-from .text.sentences import (DEFAULT_SPLITTER, MergePunctuation, SentenceSplitter, as_splitter,
-                             missing_splitter_note, splitter_for_language)
+from .text.prompts import BooleanQA, chunk_words_for
+from .text.sentences import (DEFAULT_SPLITTER, MergeLetterless, MergePunctuation, SentenceSplitter, as_splitter,
+                             missing_splitter_note, signed_splitters, splitter_for_language)
 
 __all__ = ["Engine", "Job", "JobResult", "PassResult", "PlannedJob", "RunStats", "Runner", "RunnerFactory",
            "jobs_by_checkpoint", "truncation_message"]
@@ -139,14 +139,21 @@ class Engine:
             return None
         return record_language(example, self.settings.language)
 
-    def splitter_for(self, language: str | None) -> SentenceSplitter:
+    def splitter_for(self, language: str | None, checkpoint: str | None = None) -> SentenceSplitter:
         """The sentence splitter of text in ``language``: the ``splitter=`` the engine was given
         (for every language), else the language's built-in one
         (:func:`~unieval_local.text.sentences.splitter_for_language`: NLTK's English Punkt for en,
         Chinese rules for zh/ja and Chinese varieties, Punkt with Indonesian abbreviations for id/ms,
-        sentencex for the rest), under ``MergePunctuation`` with ``merge_punctuation``. A language
+        sentencex for the rest), under ``MergePunctuation`` with ``merge_punctuation``, and for an
+        evaluator ``checkpoint`` other than UniEval's (Boolean-QA: NLTK's pieces kept, parity) under
+        :class:`~unieval_local.text.sentences.MergeLetterless`. A language
         without a splitter of its own (generic terminators) is noted for the request, and warned
         once per engine (:func:`~unieval_local.text.sentences.missing_splitter_note`)."""
+        split = self._language_splitter(language)
+        keep = checkpoint is None or isinstance(get_evaluator(checkpoint).prompt_format, BooleanQA)
+        return split if keep else MergeLetterless(split)
+
+    def _language_splitter(self, language: str | None) -> SentenceSplitter:
         if self.settings.splitter or language in (None, "en", UNDETERMINED):
             return self.splitter
         split = self._splitters.get(language)
@@ -395,7 +402,8 @@ class Engine:
         ``long_input``: the mode the jobs were planned with, where it was not the engine's
         (:attr:`Job.long_input <unieval_local.pipeline.jobs.Job.long_input>`)."""
         a = self.registry.get_aspect(task, aspect)
-        language, splitter = self._languages_signed(languages)
+        language, splitter = signed_splitters(languages, lambda lang: self.splitter_for(lang, a.checkpoint),
+                                              self.splitter)
         ckpt = self.checkpoint(a.checkpoint)
         evaluator = get_evaluator(a.checkpoint)
         chunking = evaluator.prompt_format.own_chunking
@@ -421,20 +429,6 @@ class Engine:
                 update["threads"] = _cpu_threads()
         return signature.model_copy(update=update) if update else signature
 
-    def _languages_signed(self, languages: Sequence[str | None] | None) -> tuple[str | None, str | None]:
-        """``(language, splitter)`` of a signature over examples in ``languages`` (None, None
-        without any: the run's defaults)."""
-        seen = [lang for lang in (languages or ()) if lang is not None]
-        if not seen:
-            return None, None
-        from collections import Counter
-
-        order = [lang for lang, _ in sorted(Counter(seen).items(), key=lambda kv: (-kv[1], kv[0]))]
-        names = {lang: self.splitter_for(lang).name for lang in order}
-        splitter = (next(iter(names.values())) if len(set(names.values())) == 1
-                    else ";".join(f"{lang}={name}" for lang, name in names.items()))
-        return ",".join(order), splitter
-
     # ------------------------------------------------------------------ running
     def plan(self, jobs: Mapping[Hashable, Job]) -> dict[Hashable, PlannedJob]:
         """Plan named jobs: each job's prompts and queries (:func:`~unieval_local.pipeline.planning.build_plan`),
@@ -448,13 +442,14 @@ class Engine:
         config, out = self.config, {}
         for name, job in jobs.items():
             mode = job.long_input or config.long_input
-            counter = self.runner(job.checkpoint) if mode != "truncate" else None
+            counter = (self.runner(job.checkpoint) if mode != "truncate"  # own chunks are fitted in its tokens
+                       or get_evaluator(job.checkpoint).prompt_format.own_chunking else None)
             languages = [None if ex is None else job.language or self.record_language(ex) for ex in job.examples]
             refused = self.language_problems(job.checkpoint, job.aspects, languages)
             examples = list(job.examples)
             for p in refused:
                 examples[p.index] = None
-            splitters = [self.splitter_for(lang) for lang in languages]
+            splitters = [self.splitter_for(lang, job.checkpoint) for lang in languages]
             plan, found = build_plan(examples, job.aspects, splitters, long_input=mode,
                                      counter=counter, max_length=self.max_length(job.checkpoint),
                                      overlap=config.window_overlap,

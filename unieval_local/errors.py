@@ -28,14 +28,15 @@ class ExampleProblem:
     """One problem with one example of a request.
 
     Attributes:
-        index: 0-based position of the example in the request (or input row).
+        index: 0-based position of the example in the request (or input row); None for a
+            problem of the request as a whole (an empty request).
         field: the field at fault (``target``, ``source``, ``references`` ...).
         message: what is wrong and what the aspect needs.
         aspect: the aspect that needs the field, or ``None`` for problems that
             do not depend on the aspect (e.g. a record that is not an object).
     """
 
-    index: int
+    index: int | None
     field: str
     message: str
     aspect: str | None = None
@@ -46,7 +47,7 @@ class ExampleProblem:
         return f"{where}field {self.field!r}: {self.message}"
 
     def __str__(self) -> str:
-        return f"example {self.index}, {self.describe()}"
+        return f"{'the request' if self.index is None else f'example {self.index}'}, {self.describe()}"
 
 
 class InvalidExampleError(ValueError, UniEvalError):
@@ -58,7 +59,8 @@ class InvalidExampleError(ValueError, UniEvalError):
 
     def __init__(self, problems: list[ExampleProblem]):
         self.problems = list(problems)
-        lines = [f"{len(self.problems)} problem(s) in the input:"]
+        n = len(self.problems)
+        lines = [f"{n} problem{'' if n == 1 else 's'} in the input:"]
         lines += [f"  - {p}" for p in self.problems[:50]]
         if len(self.problems) > 50:
             lines.append(f"  ... and {len(self.problems) - 50} more")

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["ALIASES", "FIELDS", "RATING_EVALUATOR_NAMES", "Alias", "alias_hint", "hinted_field", "read_aliases",
+__all__ = ["ALIASES", "AUTOEVAL_NAMES", "FIELDS", "RATING_EVALUATOR_NAMES", "Alias", "alias_hint", "hinted_field", "read_aliases",
            "user_names"]
 
 #: Our field names.
@@ -62,6 +62,8 @@ ALIASES: tuple[Alias, ...] = (
 
 #: Our fields in the rating evaluator's words (its SummaryData has ``input`` and ``summary``).
 RATING_EVALUATOR_NAMES: dict[str, str] = {"source": "input", "target": "summary"}
+#: Our fields in autoeval's words (its records have ``transcript`` and ``summary``).
+AUTOEVAL_NAMES: dict[str, str] = {"source": "transcript", "target": "summary"}
 
 _HINTED = {a.name: a.field for a in ALIASES if a.read != "everywhere"}
 

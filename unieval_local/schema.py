@@ -363,6 +363,10 @@ class EvaluationResult(BaseModel):
         per_aspect: aspect -> :class:`UniEvalResult`, whose ``overall`` is the
             mean over examples of that aspect (empty for a call of no examples: no mean of nothing).
         run: what the call did on the model (:class:`RunInfo`), or None.
+        mean_of: (a property) the aspects each example's ``aspect_mean`` averages, in order:
+            ``aspects``, as asked (``aspects=None`` / ``"all"``: the task's own set, the same on
+            every machine; ``"all+"``: those whose evaluator was here). Not part of the JSON
+            (``aspects`` says it there).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -372,3 +376,8 @@ class EvaluationResult(BaseModel):
     examples: list[ExampleScores]
     per_aspect: dict[str, UniEvalResult]
     run: RunInfo | None = None
+
+    @property
+    def mean_of(self) -> tuple[str, ...]:
+        """The aspects each example's ``aspect_mean`` averages (``aspects``, in order)."""
+        return tuple(self.aspects)

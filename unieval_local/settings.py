@@ -156,6 +156,10 @@ _NAME_ALIASES = {"mandarin": "zh", "putonghua": "zh", "farsi": "fa", "bahasa": "
                  "castilian": "es", "flemish": "nl", "bangla": "bn", "deutsch": "de", "espanol": "es",
                  "español": "es", "francais": "fr", "français": "fr", "italiano": "it", "nederlands": "nl",
                  "português": "pt", "русский": "ru", "中文": "zh", "汉语": "zh", "日本語": "ja", "한국어": "ko"}
+#: Country codes written for a language's code (did-you-mean only; none of them is a language
+#: subtag: ``jp`` is Japan, the language is ``ja``).
+_COUNTRY_CODES = {"jp": "ja", "cn": "zh", "kr": "ko", "gr": "el", "dk": "da", "cz": "cs", "ua": "uk", "vn": "vi",
+                  "us": "en", "gb": "en", "il": "he", "ir": "fa", "rs": "sr", "at": "de"}
 
 
 def _did_you_mean(text: str) -> str:
@@ -168,7 +172,7 @@ def _did_you_mean(text: str) -> str:
 
     key = " ".join(text.lower().replace("_", " ").replace("-", " ").split())
     by_name = {name.lower(): code for code, name in LANGUAGE_NAMES.items() if code != "und"} | _NAME_ALIASES
-    code = by_name.get(key)
+    code = by_name.get(key) or _COUNTRY_CODES.get(key.split(" ")[0] if len(key.split(" ")[0]) == 2 else key)
     if code is None:
         close = difflib.get_close_matches(key, list(by_name), n=1, cutoff=0.85)
         code = by_name[close[0]] if close else None
@@ -180,8 +184,9 @@ def _did_you_mean(text: str) -> str:
             primary = None
         if primary and primary != text and langcodes.tag_is_valid(primary):
             code = primary
-    if code is None:
-        return ""
+    if code is None:  # a name we know nothing close to (klingon): say so, rather than nothing
+        return (f"; no language named {text!r} is known here: give its ISO 639 code (en, ja, zh ...)"
+                if len(key) > 3 and text.replace(" ", "").isalpha() else "")
     return f"; did you mean {code!r}" + (f" ({LANGUAGE_NAMES[code]})?" if code in LANGUAGE_NAMES else "?")
 
 

@@ -135,7 +135,7 @@ Queries cut by max_length (repeated prompts counted): {{ truncation }}.</p></sec
 <table><tr><th>aspect</th><th>n</th><th>mean</th><th>median</th><th>min</th><th>max</th></tr>
 {% for row in overall %}<tr><td style="text-align:left">{{ row.aspect }}</td><td>{{ row.n }}</td><td>{{ "%.4f"|format(row.mean) }}</td>
 <td>{{ "%.4f"|format(row.median) }}</td><td>{{ "%.4f"|format(row.min) }}</td><td>{{ "%.4f"|format(row.max) }}</td></tr>{% endfor %}
-</table></section>
+</table>{% if mean_of %}<p class="mean-of">Each record's <code>aspect_mean</code> is the mean of {{ mean_of|join(", ") }}.</p>{% endif %}</section>
 <section id="distributions"><h2>Score distributions</h2>{{ dist_svg | safe }}</section>
 {% if systems_svg %}<section id="systems"><h2>Per-system means (95% bootstrap intervals)</h2>{{ systems_svg | safe }}</section>{% endif %}
 <section id="lowest"><h2>Lowest-scoring examples</h2>
@@ -234,6 +234,7 @@ def build_report(output: str | Path, *, input: str | Path | None = None, title: 
         n_scored=len(scored),
         n_failed=len(lines) - len(scored), truncation=truncation, overall=overall, dist_svg=dist_svg,
         systems_svg=_svg(sys_fig) if sys_fig is not None else "", lowest=lowest,
+        mean_of=next((list(x["scores"]) for x in scored if "aspect_mean" in x), None),
     )
 
 

@@ -441,6 +441,17 @@ def load_items(predictions: str | Path, human: str | Path | None = None,
     return items
 
 
+def aspect_mean_of(predictions: str | Path) -> list[str] | None:
+    """The aspects the ``aspect_mean`` of a ``score`` output averages (what ``meta``'s
+    ``overall`` is then the mean of): the first scored record's aspects, as the run wrote them
+    (every record of one run has the same); None when no record has an ``aspect_mean`` (one
+    aspect, or a UniEval reproduce file)."""
+    for r in read_records(predictions):
+        if isinstance(r, dict) and "aspect_mean" in r and isinstance(r.get("scores"), dict):
+            return list(r["scores"])
+    return None
+
+
 def rename_human(items: Sequence[Item], human_aspect: str, as_aspect: str) -> list[Item]:
     """The items with human score ``human_aspect`` also available as ``as_aspect``, so a
     predicted aspect of another name can be compared with it (MiniCheck's ``support`` with

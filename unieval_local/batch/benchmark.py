@@ -119,12 +119,21 @@ def read_split(name: str, files: Sequence[str | os.PathLike], *, label_field: st
                 target, source, label = _field(row, t_name), _field(row, s_name), _field(row, label_field)
                 group = None if group_field is None else _field(row, group_field)
             except KeyError as exc:
-                raise InputFileError(f"{where}: no field {exc.args[0]!r} (fields: {', '.join(map(str, row))})") from None
+                missing = exc.args[0]
+                what = (f"no claim field ({', '.join(TARGET_FIELDS)}; name yours with --target-field)"
+                        if missing == t_name and not target_field else
+                        f"no document field ({', '.join(SOURCE_FIELDS)}; name yours with --source-field)"
+                        if missing == s_name and not source_field else f"no field {missing!r}")
+                raise InputFileError(f"{where}: {what} (fields: {', '.join(map(str, row))})") from None
             try:
                 labels.append(parse_label(label, f"{where}: {label_field}"))
             except ValueError as exc:
                 raise InputFileError(str(exc)) from None
-            records.append({"target": target, "source": source})
+            # the label (and group) kept beside them: `meta --labels --human <split>.input.jsonl` reads them
+            record = {"target": target, "source": source, "label": labels[-1]}
+            if group_field is not None:
+                record[group_field] = group
+            records.append(record)
             groups.append(str(group))
     if not records:
         raise InputFileError(f"the {name} split ({', '.join(map(str, files))}) holds no rows")
@@ -374,6 +383,12 @@ def run_benchmark(splits: Mapping[str, Sequence[str | os.PathLike]], output: str
     if not pairs:
         raise CheckpointNotFoundError("no aspect's evaluator is staged here: "
                                       + "; ".join(f"{a}: {why}" for a, why in skipped.items()))
+    scored = {f"{t}/{a}" for t, a in pairs}
+    for pair in compare:  # before any scoring: hours of it on LLM-AggreFact
+        for name in ("/".join(_qualified(x)) for x in pair):
+            if name not in scored:
+                why = skipped.get(name) or "not among the aspects scored (--aspect)"
+                raise ValueError(f"cannot compare {name}: {why}")
     registry = registry_with(settings.aspects_config)
     names = [f"{t}/{a}" for t, a in pairs]
     evaluators = {f"{t}/{a}": registry.get_aspect(t, a).checkpoint for t, a in pairs}

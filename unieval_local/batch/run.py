@@ -28,6 +28,7 @@ from ..errors import InputFileError, ModelRuntimeError, NothingToScoreError, Res
 from ..locks import is_stream_path, output_lock
 from ..pipeline.validate import check_example, input_hint_message, parse_example
 from ..records import AlignedInput, InputSpec, Record, input_fingerprint, iter_records
+from ..registry.tasks import ALL, ALL_AVAILABLE, GROUP_NAMES
 from ..registry.user_aspects import registry_with
 from ..settings import EngineSettings
 from .. import notes
@@ -109,15 +110,13 @@ def run_batch(
             :func:`~unieval_local.records.input_fingerprint`.
         output: the output JSONL; ``None`` (or ``"-"``) writes to ``stream`` (stdout),
             without sidecar or resume.
-        task, aspects: what to score. ``"all"``: every aspect of the task that some record can
-            be scored for; ``None``: every aspect that all the records can be scored for that
-            any aspect can (as UniEval's ``evaluate`` scores every dimension, without one
-            aspect's missing field turning a record into an error line; the others are named in
-            ``summary.skipped_aspects``); for stdin, which is read once, both mean the aspects
-            the first record has the fields for. Both leave out the aspects of an evaluator other
-            than the task's own (SEAHORSE's, MiniCheck's ...) whose checkpoint is not found
-            offline or is of another family (never fetched), named in ONE ``UserWarning`` (the CLI's
-            one ``warning:`` line) before any model loads.
+        task, aspects: what to score. ``"all"``: the aspects of the task's own set (UniEval's
+            four for summarization, whatever is staged) some record can be scored for; ``None``:
+            those all the records can be scored for that any can (as UniEval's ``evaluate``; the
+            others in ``summary.skipped_aspects``); stdin (read once): the first record's.
+            ``"all+"``: as ``"all"`` over every aspect of the task, less those of another
+            evaluator not found offline or of another family (never fetched), named in ONE
+            ``UserWarning`` before any model loads. ``"geval"``, ``"seahorse"``: as if named.
         settings: keyword arguments of :class:`~unieval_local.engine.Engine` (the same as
             :class:`~unieval_local.Scorer`'s: model, device, dtype, max_length ...).
         resume: keep the records already in ``output`` and score the rest.
@@ -269,22 +268,27 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
                     model: Any = None) -> tuple[list[str], dict[str, str], Survey | None]:
     """The aspects to score, those left out (aspect -> why) and the survey of the input.
 
-    ``aspects`` named: those. ``"all"``: every aspect some record can be scored for. None: those
-    that every record can be scored for that any aspect can (so no record loses all its scores
-    to one aspect it lacks a field for; the others are named, with how to score them). From
-    stdin (read once): the aspects the first record has the fields for. With ``"all"`` or None,
-    the aspects of another evaluator than the task's own are left out when its checkpoint is not
-    here (:func:`~unieval_local.requests.score.unavailable_aspects`; ``model``: the run's model
-    spec), named in ONE warning (:func:`~unieval_local.requests.score.left_out_message`), not
-    among the aspects returned as left out.
+    ``aspects`` named: those (a family group such as ``"geval"``: its aspects, as named).
+    ``"all"``: those of the task's own set (:meth:`~unieval_local.registry.tasks.Registry.own_aspects`,
+    the same whatever is staged) some record can be scored for; ``"all+"``: likewise of every
+    aspect of the task. None: those of the own set that every record can be scored for that any
+    aspect can (so no record loses all its scores to one aspect it lacks a field for; the others
+    are named, with how to score them). From stdin (read once): the aspects the first record has
+    the fields for. With ``"all+"``, the aspects of another evaluator than the task's own are
+    left out when its checkpoint is not here
+    (:func:`~unieval_local.requests.score.unavailable_aspects`; ``model``: the run's model spec),
+    named in ONE warning (:func:`~unieval_local.requests.score.left_out_message`), not among the
+    aspects returned as left out.
 
     Raises:
         NothingToScoreError: no record of the input can be scored for the aspects.
     """
-    expand_all = aspects is None or aspects == "all" or aspects == ["all"]
-    names = registry.aspect_names(task, None if expand_all else aspects)
+    asked = [aspects] if isinstance(aspects, str) else list(aspects or ())
+    expand_all = aspects is None or ALL in asked or ALL_AVAILABLE in asked
+    names = registry.aspect_names(task, aspects)
     skipped: dict[str, str] = {}
-    absent = unavailable_aspects(registry, task, names, model) if expand_all else {}
+    optional = registry.optional_aspects(task, aspects)
+    absent = unavailable_aspects(registry, task, optional, model) if optional else {}
     if absent and len(absent) < len(names):
         names = [a for a in names if a not in absent]
         notes.note(left_out_message(absent, cli=True), warn=True, stacklevel=4)
@@ -353,7 +357,8 @@ def _open_run(settings: EngineSettings, engine: str, engine_options: Mapping[str
         run.written = list(kept)
         run.writer = OutputWriter(out_path, stream, resumable=not hosted)
         run.meta = {"run": run_id, "input": input_fp, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
-                    "progress": {"records_seen": 0, "records_in_shard": 0, "written": len(kept), "complete": False}}
+                    "progress": {"records_seen": 0, "records_in_shard": 0, "written": len(kept), "complete": False},
+                    **({"aspect_mean_of": list(names)} if len(names) > 1 else {})}  # what aspect_mean averages
         if sidecar:
             write_sidecar(out_path, run.meta)
     except BaseException:
@@ -564,7 +569,8 @@ def _check_hosted_aspects(aspects: Sequence[str] | str | None, names: Sequence[s
         why = "no --aspect was given"
     elif len(names) != 1:
         asked = [aspects] if isinstance(aspects, str) else list(aspects)
-        why = (f"--aspect all resolves to {len(names)} aspects ({', '.join(names)})" if "all" in asked
+        group = next((g for g in asked if g in GROUP_NAMES), None)
+        why = (f"--aspect {group} resolves to {len(names)} aspects ({', '.join(names)})" if group
                else f"{len(names)} aspects were given ({', '.join(names)})")
     if why:
         raise ValueError(f"--output-format hosted scores exactly one aspect per run (the hosted metric's "

@@ -8,32 +8,21 @@ import argparse
 import sys
 
 from .common import (
-    EXIT_CHECKPOINT,
-    EXIT_INTERRUPTED,
-    EXIT_MODEL,
     EXIT_OK,
-    EXIT_TERMINATED,
     EXIT_WRITE,
     HelpFormatter,
     add_engine_flags,
+    aspect_pairs,
     engine_settings,
     examples,
     non_negative,
-    usage_error,
+    run_failure_status,
     write_text,
 )
 
 __all__ = ["add_parser", "run"]
 
 DOCS = "docs/which-checker.md, docs/batch.md (--resume), docs/exit-status.md"
-
-
-def _pair(text: str) -> tuple[str, str]:
-    """``--compare A,B``: two aspects."""
-    parts = [p.strip() for p in text.split(",")]
-    if len(parts) != 2 or not all(parts):
-        raise argparse.ArgumentTypeError(f"give two aspects as A,B (e.g. fact/support,fact/hhem), got {text!r}")
-    return parts[0], parts[1]
 
 
 def _common_flags(p: argparse.ArgumentParser) -> None:
@@ -54,8 +43,8 @@ def _common_flags(p: argparse.ArgumentParser) -> None:
     figures.add_argument("--bootstrap", type=non_negative, default=1000,
                          help="bootstrap resamples for the 95%% intervals (default 1000; 0: none)")
     figures.add_argument("--seed", type=int, default=0, help="seed of the resamples and folds (default 0)")
-    figures.add_argument("--compare", action="append", type=_pair, default=[], metavar="A,B",
-                         help="paired comparison of two aspects on the same rows (bootstrap interval of the "
+    figures.add_argument("--compare", action="append", nargs="+", default=[], metavar="A,B",
+                         help="paired comparison of two aspects on the same rows (A,B or A B) (bootstrap interval of the "
                          "difference, McNemar's exact test); repeatable; needs the 'meta' extra (scipy)")
     add_engine_flags(p.add_argument_group("model and engine", "speed and precision: docs/speed.md"))
     out = p.add_argument_group("output")
@@ -122,9 +111,7 @@ def run(args: argparse.Namespace) -> int:
 
     Exit 0; 2 for unreadable data, a missing extra, bad options or an output to resume; 3 when no
     aspect's evaluator is staged; 4, 5, 130, 143 as ``score`` (rerun with --resume)."""
-    from ..batch import OutputWriteError, ResumeError, RunInterrupted
     from ..batch.benchmark import aggrefact_splits, labelled_splits, run_benchmark
-    from ..errors import CheckpointError, CheckpointNotFoundError, InputFileError, Terminated
     from .common import stop_on_signals
 
     settings = engine_settings(args)
@@ -136,21 +123,13 @@ def run(args: argparse.Namespace) -> int:
         with stop_on_signals():
             result = run_benchmark(splits, args.output, kind=args.benchmark, aspects=args.aspects, settings=settings,
                                    resume=args.resume, threshold=args.threshold, folds=args.folds,
-                                   bootstrap=args.bootstrap, seed=args.seed, compare=args.compare,
+                                   bootstrap=args.bootstrap, seed=args.seed, compare=aspect_pairs(args.compare),
                                    progress=settings["progress"], **fields)
-    except RunInterrupted as exc:
-        print(f"unieval-local: {exc}", file=sys.stderr)
-        if isinstance(exc.cause, Terminated):
-            return EXIT_TERMINATED
-        return EXIT_INTERRUPTED if isinstance(exc.cause, KeyboardInterrupt) else EXIT_MODEL
-    except (CheckpointNotFoundError, CheckpointError) as exc:
-        print(f"unieval-local: error: {exc}", file=sys.stderr)
-        return EXIT_CHECKPOINT
-    except OutputWriteError as exc:
-        print(f"unieval-local: error: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_WRITE
-    except (ResumeError, InputFileError, ValueError, OSError) as exc:
-        return usage_error(exc)
+    except Exception as exc:  # noqa: BLE001  the run's failures, each with its exit status
+        status = run_failure_status(exc)
+        if status is None:
+            raise
+        return status
     print(result.table())
     if args.json:
         import json

@@ -14,9 +14,9 @@ from typing import Any
 from ..settings import cli_settings
 
 __all__ = ["EXIT_CHECKPOINT", "EXIT_INTERRUPTED", "EXIT_MODEL", "EXIT_OK", "EXIT_ROWS_FAILED", "EXIT_TERMINATED",
-           "EXIT_USAGE", "EXIT_WRITE", "HelpFormatter", "LogHandler", "WarningLines", "add_engine_flags",
-           "check_writable", "examples",
-           "engine_settings", "given_settings", "non_negative", "read_outputs", "stop_on_signals", "task_name",
+           "EXIT_USAGE", "EXIT_WRITE", "HelpFormatter", "LogHandler", "ShortHelp", "WarningLines", "add_engine_flags",
+           "add_short_help", "check_writable", "examples", "format_short_help",
+           "engine_settings", "given_settings", "non_negative", "read_outputs", "run_failure_status", "stop_on_signals", "aspect_pairs", "task_name",
            "usage_error", "usage_exit", "write_text"]
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_USAGE, EXIT_CHECKPOINT, EXIT_WRITE, EXIT_MODEL = 0, 1, 2, 3, 4, 5
@@ -37,6 +37,66 @@ def examples(*commands: str, docs: str) -> str:
     """A command's epilog: its example command lines (each runs as written, from a folder holding
     the files it names; a test parses every one), then the documentation pages (``docs/*.md``) to read."""
     return "examples:\n" + "".join(f"  {c}\n" for c in commands) + f"\nmore: {docs}"
+
+
+class ShortHelp(argparse._HelpAction):
+    """``-h``/``--help`` of a command with many flags: :func:`format_short_help` (the common
+    flags); ``--help-all`` is argparse's whole help (:func:`add_short_help`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser._print_message(format_short_help(parser), sys.stdout)
+        parser.exit()
+
+
+def add_short_help(p: argparse.ArgumentParser, description: str, common: Mapping[str, str | None]) -> None:
+    """Give ``p`` (made with ``add_help=False``) a short ``-h``/``--help`` and ``--help-all``.
+
+    Args:
+        p: the command's parser.
+        description: the paragraph the short help shows instead of the parser's description.
+        common: the flags (or a positional's dest) the short help shows, in their groups and
+            order, each with a shorter help text or None for its own.
+    """
+    p.add_argument("-h", "--help", action=ShortHelp, help="show the common flags and exit")
+    p.add_argument("--help-all", action="help", help="show every flag and exit")
+    p._short_help = (description, dict(common))
+
+
+def _short_key(action: argparse.Action) -> str:
+    return action.option_strings[-1] if action.option_strings else action.dest
+
+
+def format_short_help(parser: argparse.ArgumentParser) -> str:
+    """The short help of a parser given :func:`add_short_help`: a usage of the common flags,
+    the short description, the common flags in their groups, how many others there are and
+    where to read them (``--help-all``, the CLI reference), then the examples (the epilog)."""
+    import copy
+
+    description, common = parser._short_help
+    keys = dict(common)
+    shown = [a for a in parser._actions if _short_key(a) in keys or any(f in keys for f in a.option_strings)]
+    formatter = parser._get_formatter()
+    formatter.add_usage(None, shown, [])
+    formatter.add_text(description)
+    for group in parser._action_groups:
+        actions = []
+        for action in group._group_actions:
+            key = next((f for f in [*action.option_strings, action.dest] if f in keys), None)
+            if key is None:
+                continue
+            if keys[key]:
+                action = copy.copy(action)
+                action.help = keys[key]
+            actions.append(action)
+        if actions:
+            formatter.start_section(group.title)
+            formatter.add_arguments(actions)
+            formatter.end_section()
+    hidden = [a for a in parser._actions if a not in shown and a.help != argparse.SUPPRESS]
+    formatter.add_text(f"{len(hidden)} more flags ({', '.join(a.option_strings[0] for a in hidden[:6] if a.option_strings)}"
+                       f" ...): --help-all lists every one; so does docs/reference/cli.md (the built site)")
+    formatter.add_text(parser.epilog)
+    return formatter.format_help()
 
 
 def usage_exit(message: str):
@@ -258,3 +318,44 @@ def stop_on_signals():
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         sys.unraisablehook = default_unraisable
+
+
+def aspect_pairs(values: list[list[str]]) -> list[tuple[str, str]]:
+    """The pairs of ``--compare`` options (``meta`` and ``benchmark`` take the same forms): each
+    ``A B`` or ``A,B``.
+
+    Raises:
+        SystemExit: exit 2 (usage) naming the option that is neither form.
+    """
+    pairs = []
+    for given in values:
+        parts = [p.strip() for v in given for p in v.split(",") if p.strip()]
+        if len(parts) != 2:
+            usage_exit(f"--compare takes two aspects, as A B or A,B (e.g. fact/support fact/hhem), got {' '.join(given)!r}")
+        pairs.append((parts[0], parts[1]))
+    return pairs
+
+
+def run_failure_status(exc: BaseException) -> int | None:
+    """The exit status of a batch run (``score``, ``benchmark``) that raised ``exc``, its message
+    printed on stderr (docs/exit-status.md): 143 / 130 / 5 for a run interrupted by SIGTERM,
+    Ctrl-C or a model error; 3 for a checkpoint that is missing or unusable; 4 for an output that
+    cannot be written; 2 for a usage problem (resume, input, values, files). None: not a run
+    failure (the caller re-raises)."""
+    from ..errors import (CheckpointError, CheckpointNotFoundError, InputFileError, OutputWriteError, ResumeError,
+                          RunInterrupted, Terminated)
+
+    if isinstance(exc, RunInterrupted):
+        print(f"unieval-local: {exc}", file=sys.stderr)
+        if isinstance(exc.cause, Terminated):
+            return EXIT_TERMINATED
+        return EXIT_INTERRUPTED if isinstance(exc.cause, KeyboardInterrupt) else EXIT_MODEL
+    if isinstance(exc, (CheckpointNotFoundError, CheckpointError)):
+        print(f"unieval-local: error: {exc}", file=sys.stderr)
+        return EXIT_CHECKPOINT
+    if isinstance(exc, OutputWriteError):
+        print(f"unieval-local: error: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_WRITE
+    if isinstance(exc, (ResumeError, InputFileError, ValueError, OSError)):  # also unknown aspects, bad config
+        return usage_error(exc)
+    return None

@@ -10,7 +10,7 @@ import sys
 from typing import Any
 
 from ..settings import number_type
-from .common import EXIT_OK, HelpFormatter, check_writable, examples, non_negative, usage_error
+from .common import EXIT_OK, HelpFormatter, aspect_pairs, check_writable, examples, non_negative, usage_error
 
 __all__ = ["add_parser", "load_labels", "run"]
 
@@ -69,7 +69,7 @@ def add_parser(sub) -> None:
                         "hold the records of both splits)")
     labels.add_argument("--folds", type=number_type(int, 2), default=5,
                         help="k of the cross-validation that tunes thresholds without --dev (default 5)")
-    labels.add_argument("--compare", action="append", nargs=2, metavar=("A", "B"), default=None,
+    labels.add_argument("--compare", action="append", nargs="+", metavar="A B", default=None,
                         help="compare aspect A with aspect B on the same rows: paired bootstrap of the difference "
                         "of balanced accuracy and ROC AUC, McNemar's exact test (repeatable)")
     labels.add_argument("--html", default=None, metavar="FILE.html",
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     UniEval reproduce file; see :func:`unieval_local.analysis.meta.load_items`). A progress bar over
     the bootstrap resamples shows on a terminal unless ``--no-progress``.
     """
-    from ..analysis.meta import format_meta, load_items, meta_evaluate, rename_human
+    from ..analysis.meta import aspect_mean_of, format_meta, load_items, meta_evaluate, rename_human
 
     if args.labels:
         return _run_labels(args)
@@ -123,6 +123,10 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, OSError, KeyError) as exc:
         return usage_error(exc)
     print(format_meta(result))
+    pooled = args.human and any("overall" in rows for rows in result.table.values())
+    mean_of = aspect_mean_of(args.predictions) if pooled else None
+    if mean_of:  # which aspects a published "overall" averages (issue 37)
+        print(f"\noverall: each record's aspect_mean, the mean of {', '.join(mean_of)}")
     if args.json_out:
         import math
 
@@ -136,8 +140,8 @@ def run(args: argparse.Namespace) -> int:
             return x
 
         with open(args.json_out, "w", encoding="utf-8") as fh:
-            json.dump(clean({"n": result.n, "unit": result.unit, "n_boot": result.n_boot, "table": result.table}),
-                      fh, indent=2, allow_nan=False)
+            json.dump(clean({"n": result.n, "unit": result.unit, "n_boot": result.n_boot, "table": result.table,
+                             **({"overall_mean_of": mean_of} if mean_of else {})}), fh, indent=2, allow_nan=False)
     return EXIT_OK
 
 
@@ -163,8 +167,11 @@ def _run_labels(args: argparse.Namespace) -> int:
             dev = load_labels(args.dev, args.dev_human or args.human, field, args.group_by, renamed, list(preds))
         elif args.dev_human:
             raise ValueError("--dev-human needs --dev (the score output of the dev split)")
+        # `fact/support` names the output's `support` (benchmark writes task-qualified names)
+        compare = [tuple(a if a in preds or a.rpartition("/")[2] not in preds else a.rpartition("/")[2] for a in pair)
+                   for pair in aspect_pairs(args.compare or [])]
         report = label_report(preds, labels, groups=groups, dev=dev, threshold=args.threshold, folds=args.folds,
-                              bootstrap=args.bootstrap, seed=args.seed, compare=[tuple(c) for c in args.compare or []])
+                              bootstrap=args.bootstrap, seed=args.seed, compare=compare)
         if args.html:
             from ..analysis.html_report import render_label_html
 

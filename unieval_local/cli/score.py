@@ -8,25 +8,44 @@ import sys
 
 from ..settings import number_type
 from .common import (
-    EXIT_CHECKPOINT,
-    EXIT_INTERRUPTED,
-    EXIT_MODEL,
     EXIT_OK,
     EXIT_ROWS_FAILED,
-    EXIT_TERMINATED,
     EXIT_USAGE,
-    EXIT_WRITE,
     HelpFormatter,
     add_engine_flags,
+    add_short_help,
     engine_settings,
     examples,
     given_settings,
+    run_failure_status,
     stop_on_signals,
     task_name,
     usage_error,
 )
 
-__all__ = ["add_parser", "run"]
+__all__ = ["SHORT_DESCRIPTION", "SHORT_HELP", "add_parser", "run"]
+
+#: ``score --help``: what it says instead of the whole description (``--help-all`` gives that).
+SHORT_DESCRIPTION = (
+    "Score every record of INPUT (.jsonl, '-' for stdin, a .json list, .csv/.tsv), or of line-aligned "
+    "text files (--targets ...), and write one JSON line per record, in input order; the mean per aspect "
+    "goes to stderr. Exit status: 0 all scored, 1 some records failed, 2 usage or input error, 3 checkpoint, "
+    "4 writing failed, 5 the model failed, 130/143 interrupted: docs/exit-status.md."
+)
+#: The flags ``score --help`` shows (the others: ``--help-all``), each with a shorter help or None.
+SHORT_HELP: dict[str, str | None] = {
+    "--help": None, "--help-all": None,
+    "input": "records: .jsonl ('-' for stdin), .json or .csv/.tsv; or leave it out and give --targets",
+    "--targets": "instead of INPUT: one target per line (--sources ... in --help-all)",
+    "--task": None,
+    "--aspect": "aspect to score, repeatable, or a set such as 'all' (--help-all says which; "
+                "unieval-local tasks lists each task's aspects)",
+    "--model": "checkpoint folder or hub id, or NAME=DIR per evaluator (repeatable; default: "
+               "$UNIEVAL_LOCAL_HOME, the HF cache, the hub)",
+    "--device": None, "--long-input": "prompts over --max-length: truncate, fit or chunk",
+    "--output": None, "--resume": "continue OUTPUT: skip the records already in it (a requeued job)",
+    "--shard": None,
+}
 
 
 def add_parser(sub) -> None:
@@ -71,7 +90,9 @@ def add_parser(sub) -> None:
                         "unieval-local score --targets hyp.txt --sources src.txt --aspect consistency "
                         "--model ckpt/unieval-sum -o scores.jsonl",
                         docs="docs/scoring.md, docs/batch.md (--resume, --shard, Ray), docs/exit-status.md"),
+        add_help=False,
     )
+    add_short_help(p, SHORT_DESCRIPTION, SHORT_HELP)
     inputs = p.add_argument_group("input", "a records file, or line-aligned text files")
     inputs.add_argument("input", nargs="?", default=None,
                     help="records: .jsonl (streamed; '-' for stdin), a .json list, or .csv/.tsv (header row = "
@@ -91,8 +112,10 @@ def add_parser(sub) -> None:
     scoring.add_argument("--task", default="summarization", type=task_name, metavar="{" + ",".join(TASKS) + "}",
                     help="task (default summarization)")
     scoring.add_argument("--aspect", action="append", dest="aspects", metavar="ASPECT",
-                    help=f"aspect to score, repeatable; 'all' for every aspect of the task (default, as UniEval's "
-                    f"evaluate: every aspect of the task that the records have the fields for). {aspects_help}")
+                    help=f"aspect to score, repeatable; 'all' (the default): the task's own set, the aspects of its "
+                    f"own evaluator (UniEval's), the same on every machine (as UniEval's evaluate: those the records "
+                    f"have the fields for); 'all+': every aspect of the task whose evaluator is here; 'geval', "
+                    f"'seahorse': that family's aspects, as if named. {aspects_help}")
     scoring.add_argument("--evidence", action="store_true",
                     help="add per-sentence scores, windows and truncation flags to each output line")
     add_engine_flags(p.add_argument_group("model and engine", "speed and precision: docs/speed.md"))
@@ -190,8 +213,7 @@ def run(args: argparse.Namespace) -> int:
     ``--contexts``]: a :class:`~unieval_local.records.AlignedInput`); exit 2 when both or
     neither are given, when ``--sources`` / ``--references`` / ``--contexts`` come without
     ``--targets``, or when the aligned files differ in line count (each named with its count)."""
-    from ..batch import OutputWriteError, ResumeError, RunInterrupted, parse_shard, run_batch
-    from ..errors import CheckpointError, CheckpointNotFoundError, InputFileError, Terminated
+    from ..batch import parse_shard, run_batch
 
     source = _source(args)
     if source is None:
@@ -200,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
     engine_options = ({"actors": args.ray_actors, "gpus_per_actor": args.gpus_per_actor, "address": args.ray_address}
                       if args.engine == "ray" else {})
     _warn_about_flags(args, settings)
-    aspects = None if not args.aspects else ("all" if "all" in args.aspects else list(dict.fromkeys(args.aspects)))
+    aspects = None if not args.aspects else list(dict.fromkeys(args.aspects))
     try:
         with stop_on_signals():
             summary = run_batch(
@@ -209,18 +231,10 @@ def run(args: argparse.Namespace) -> int:
                 engine_options=engine_options, evidence=args.evidence,
                 progress=settings["progress"], output_format=args.output_format,
             )
-    except RunInterrupted as exc:
-        print(f"unieval-local: {exc}", file=sys.stderr)
-        if isinstance(exc.cause, Terminated):
-            return EXIT_TERMINATED
-        return EXIT_INTERRUPTED if isinstance(exc.cause, KeyboardInterrupt) else EXIT_MODEL
-    except (CheckpointNotFoundError, CheckpointError) as exc:
-        print(f"unieval-local: error: {exc}", file=sys.stderr)
-        return EXIT_CHECKPOINT
-    except OutputWriteError as exc:
-        print(f"unieval-local: error: {exc.strerror or exc}", file=sys.stderr)
-        return EXIT_WRITE
-    except (ResumeError, InputFileError, ValueError, OSError) as exc:  # also unknown aspects, bad config, device
-        return usage_error(exc)
+    except Exception as exc:  # noqa: BLE001  the run's failures, each with its exit status
+        status = run_failure_status(exc)
+        if status is None:
+            raise
+        return status
     _print_summary(summary, args, settings["long_input"])
     return EXIT_ROWS_FAILED if summary.n_failed else EXIT_OK

@@ -4,7 +4,9 @@ Exit status: 0 after SIGTERM or Ctrl-C once every accepted request is answered; 
 error (a non-loopback ``--host`` without an API key and without ``--no-auth``, an unreadable
 ``--api-key-file``, a blank API key or one with surrounding whitespace, a port in use, a missing
 ``serve`` extra, an invalid setting, a ``--max-connections`` over the file limit, a ``--rating-config``
-that cannot be read or holds an invalid option: checked before the model loads); 3 when a preloaded
+that cannot be read or holds an invalid option: checked before the model loads); 3 when a model,
+judge or checker an option names (``--rating-config`` with ``judge: g-eval``, ``--consistency-aspect``)
+is not staged (one line, before the port is bound, as ``report`` refuses it), or a preloaded
 checkpoint cannot be found or loaded (the server stops; ``/health`` said 503 ``failed``
 meanwhile); 5 when loading failed otherwise.
 
@@ -193,6 +195,28 @@ def api_key(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _unstaged(settings: dict, named: dict[str, str]) -> str | None:
+    """Why a checkpoint that an option names (``named``: checkpoint -> the option, from
+    :func:`~unieval_local.service.work.named_checkpoints`) cannot be used, in one line, or None:
+    it is not found without the network (one with a hub id, online, is fetched on first use), or
+    its folder holds another evaluator's model. Nothing is loaded."""
+    from ..errors import CheckpointError, CheckpointNotFoundError
+    from ..models.checkpoints import CHECKPOINTS, check_identity, is_offline, resolve_checkpoint
+    from ..registry.evaluators import get_evaluator
+
+    for name, option in named.items():
+        try:
+            found = resolve_checkpoint(name, settings.get("model"), offline=True)
+            check_identity(found.path, get_evaluator(name))
+        except CheckpointNotFoundError as exc:
+            if CHECKPOINTS.get(name) and not is_offline(settings.get("offline")):
+                continue
+            return " ".join(f"{option} needs the {name} checkpoint, and it is not staged: {exc}".split())
+        except CheckpointError as exc:
+            return " ".join(f"{option} needs the {name} checkpoint: {exc}".split())
+    return None
+
+
 def _port_problem(host: str, port: int) -> str | None:
     """Why ``host:port`` cannot be bound (in use, not an address of this machine), or None."""
     try:
@@ -224,8 +248,6 @@ def run(args: argparse.Namespace) -> int:
         return usage_error(f"--port must be in 0..65535, got {args.port}")
     if args.replicas < 1:
         return usage_error(f"--replicas must be >= 1, got {args.replicas}")
-    if problem := _port_problem(args.host, args.port):
-        return usage_error(problem)
     if args.engine == "ray" and (flags := _connection_flags_given(args)):
         return usage_error(f"{', '.join(flags)}: for --engine local only; under --engine ray, Ray Serve's HTTP proxy "
                            "takes the connections (its keep-alive: RAY_SERVE_HTTP_KEEP_ALIVE_TIMEOUT_S)")
@@ -238,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "ray" and args.consistency_aspect is not None:
         return usage_error("--consistency-aspect: for --engine local only (the Ray Serve replicas use each "
                            "format's default)")
-    from ..service.work import RatingConfigFile
+    from ..service.work import RatingConfigFile, named_checkpoints
 
     try:  # read before the model loads: a bad file costs no load
         rating = RatingConfigFile.load(args.rating_config) if args.rating_config is not None else None
@@ -256,6 +278,11 @@ def run(args: argparse.Namespace) -> int:
     # the report endpoints read long inputs as `report` does (chunk), the score endpoints as the
     # hosted metric does (the engine's default, truncate); --long-input given: one mode for all
     report_long_input = None if args.long_input is not None else "chunk"
+    if problem := _unstaged(settings, named_checkpoints(rating, args.consistency_aspect)):
+        print(f"unieval-local: error: {problem}", file=sys.stderr)  # before the port is bound, as `report` refuses
+        return EXIT_CHECKPOINT
+    if problem := _port_problem(args.host, args.port):
+        return usage_error(problem)
     if args.engine == "ray":
         from ..service.ray_serve import run_ray_serve, serve_deployment
 

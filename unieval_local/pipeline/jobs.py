@@ -17,7 +17,8 @@ from ..registry.tasks import Aspect
 from ..schema import Evidence, UniEvalData
 from .planning import Plan
 
-__all__ = ["Job", "JobResult", "PassResult", "PlannedJob", "RunStats", "jobs_by_checkpoint", "shortened_message", "truncation_message"]
+__all__ = ["SURFACES", "Job", "JobResult", "PassResult", "PlannedJob", "RunStats", "evidence_words", "jobs_by_checkpoint",
+           "setting_words", "shortened_message", "truncation_message"]
 
 
 @dataclass(frozen=True)
@@ -140,19 +141,51 @@ class RunStats:
         return cls(**{**d, **{k: dict(d.get(k, {})) for k in ("hints", "truncated_fields", "truncated_by")}})
 
 
-def truncation_message(stats: RunStats, max_lengths: Mapping[str, int], long_input: str, *, cli: bool) -> str:
+#: How each surface names a setting and asks for evidence: Python keywords, the CLI's flags, the
+#: HTTP service's (the server's ``serve`` flags; ``evidence`` is a field of a ``/v1/score`` body).
+SURFACES = ("python", "cli", "http")
+
+
+def setting_words(name: str, value: str | None, surface: str) -> str:
+    """A setting as ``surface`` (:data:`SURFACES`) sets it: ``long_input='chunk'`` and
+    ``chunk_words=N`` (a metavariable stays bare) in Python, ``--long-input chunk`` in the CLI,
+    ``serve --long-input chunk`` over HTTP; ``value`` None: the name alone.
+
+    Example:
+        >>> [setting_words("chunk_words", "N", s) for s in SURFACES]
+        ['chunk_words=N', '--chunk-words N', 'serve --chunk-words N']
+    """
+    flag = f"--{name.replace('_', '-')}"
+    if surface == "python":
+        return name if value is None else f"{name}={value}" if value.isupper() else f"{name}={value!r}"
+    words = flag if value is None else f"{flag} {value}"
+    return f"serve {words}" if surface == "http" else words
+
+
+def evidence_words(surface: str) -> str:
+    """How ``surface`` asks for the windows and sentences behind a score."""
+    return {"python": "evidence=True", "cli": "--evidence",
+            "http": '"evidence": true in a /v1/score body'}[surface]
+
+
+def truncation_message(stats: RunStats, max_lengths: Mapping[str, int], long_input: str, *, cli: bool = False,
+                       surface: str | None = None) -> str:
     """One sentence on the queries that lost their end to ``max_length`` (``stats.n_truncated``),
     for every entry point: how many, each checkpoint's limit, the field the cut fell in, and
-    what helps, in the CLI's (``cli``) or Python's words.
+    what helps, in the words of the surface that reads it.
 
     Args:
         stats: the run's counters (``n_truncated``, ``truncated_by``, ``truncated_fields``).
         max_lengths: checkpoint name -> its tokens per query (:meth:`Engine.max_length`).
         long_input: the run's long-input mode.
         cli: name flags (``--long-input chunk``) instead of keywords (``long_input='chunk'``).
+        surface: ``python``, ``cli`` or ``http`` (:data:`SURFACES`; default from ``cli``): the
+            service names its ``serve`` flags and the ``evidence`` field of a request body.
     """
+    surface = surface or ("cli" if cli else "python")
+
     def opt(name: str, value: str) -> str:
-        return f"--{name.replace('_', '-')} {value}" if cli else f"{name}={value!r}"
+        return setting_words(name, value, surface)
 
     limits = ", ".join(f"{n} {max_lengths.get(n, '?')} tokens" for n in (stats.truncated_by or max_lengths))
     where = ", ".join(f"{f} ({k})" for f, k in sorted(stats.truncated_fields.items(), key=lambda x: -x[1]))
@@ -165,8 +198,9 @@ def truncation_message(stats: RunStats, max_lengths: Mapping[str, int], long_inp
     others = [n for n in stats.truncated_by if n not in chunking]
     if chunking:
         advice.append(f"{', '.join(chunking)} read(s) the document in chunks of {opt('chunk_words', 'N')} words "
-                      f"whatever {opt('long_input', '...').split()[0] if cli else 'long_input'} says: lower "
-                      f"{opt('chunk_words', 'N')} or check long claims sentence by sentence (fact/sentence_support)")
+                      f"whatever {setting_words('long_input', None, surface)} says, each "
+                      "cut to fit the window, so the claim alone is that long: check long claims sentence by "
+                      "sentence (fact/sentence_support)")
     if others or not chunking:
         if set(stats.truncated_fields) <= {"target", "prompt"} and stats.truncated_fields:
             advice.append("the target alone is too long: no long-input mode helps (split the target, or raise "
@@ -176,16 +210,17 @@ def truncation_message(stats: RunStats, max_lengths: Mapping[str, int], long_inp
                           "keeps their beginning)")
         else:
             advice.append("a summary sentence, key point or instruction alone is that long")
-    advice.append("--evidence shows which" if cli else "evidence=True shows which")
+    advice.append(f"{evidence_words(surface)} shows which")
     return text + "; " + "; ".join(advice)
 
 
-def shortened_message(stats: RunStats) -> str:
+def shortened_message(stats: RunStats, surface: str = "python") -> str:
     """One sentence on the queries whose long field ``long_input='fit'`` shortened
-    (``stats.n_shortened``), for every entry point that warns or notes it."""
+    (``stats.n_shortened``), for every entry point that warns or notes it, in ``surface``'s words."""
     return (f"{stats.n_shortened} of {stats.n_queries} distinct queries had a long field shortened to fit "
-            "max_length (long_input='fit': only the beginning of that field was read; long_input='chunk' "
-            "reads all of it); evidence=True shows the windows")
+            f"max_length ({setting_words('long_input', 'fit', surface)}: only the beginning of that field was read; "
+            f"{setting_words('long_input', 'chunk', surface)} reads all of it); {evidence_words(surface)} shows "
+            "the windows")
 
 
 @dataclass(frozen=True)

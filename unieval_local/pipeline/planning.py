@@ -18,7 +18,8 @@ from ..config import LONG_INPUT_MODES, LongInput
 from ..errors import ExampleProblem
 from ..registry.evaluators import format_of
 from ..schema import UniEvalData
-from ..text.sentences import SentenceSplitter, field_spans
+from ..text.sentences import SentenceSplitter, field_spans, reference_splitter
+from .chunk_fit import fit_chunks
 from ..registry.tasks import Aspect
 
 __all__ = ["Block", "Plan", "QueryInfo", "TokenCounter", "build_plan", "make_windows", "render_prompt",
@@ -167,13 +168,16 @@ def build_plan(
             whole sentences/turns of the aspect's ``chunk_field`` and reduce by
             its ``window_reduction``; aspects without one are fitted).
             A prompt that fits ``max_length`` is never changed.
-        counter: token arithmetic, needed for ``fit`` and ``chunk``.
+        counter: token arithmetic, needed for ``fit`` and ``chunk`` (and used to fit a
+            self-chunking format's chunks to ``max_length``).
         max_length: the model's token limit per query.
         overlap: pieces shared by consecutive windows (``chunk``).
         chunk_words: words per chunk for an evaluator whose prompt format chunks the
             document itself (MiniCheck): its aspects always get one query per chunk of their
             ``chunk_field`` (reduced by ``window_reduction``, max), whatever ``long_input``
-            says, and a chunk that is still too long is truncated as the reference does.
+            says; with a ``counter``, a chunk whose prompt is over ``max_length`` tokens is cut
+            at sentences (words) until it fits (:func:`~unieval_local.pipeline.chunk_fit.fit_chunks`;
+            only a claim too long on its own is still truncated by the model).
 
     Returns:
         ``(plan, problems)``; a problem is reported (and the example skipped
@@ -221,7 +225,11 @@ def build_plan(
                 windows: list[tuple[str | None, tuple[int, int] | None, str | None]] = [(None, None, None)]
                 if fmt.own_chunking and aspect.chunk_field:
                     name = aspect.chunk_field
-                    chunks = fmt.chunks(str(_field_text(ex, name, ref)), splitter, chunk_words)
+                    document = str(_field_text(ex, name, ref))
+                    chunks = fmt.chunks(document, reference_splitter(splitter), chunk_words)
+                    if chunks and counter is not None:  # sized in words: cut to the window in tokens
+                        chunks = _fit_chunks(aspect, ex, units, ref, name, chunks, document, counter, max_length,
+                                             reference_splitter(splitter))
                     if not chunks:
                         failed = f"'{name}' gives no text to check (MiniCheck-style chunks are all empty)"
                         break
@@ -254,6 +262,14 @@ def build_plan(
     if long_input != "truncate":
         _shrink_overflowing(plan, counter, max_length)
     return plan, problems
+
+
+def _fit_chunks(aspect, ex, units, ref, name, chunks, document, counter, max_length, splitter):
+    """A self-chunking format's chunks checked against ``max_length`` in the runner's tokens, with
+    the unit of most tokens as the claim (:func:`~unieval_local.pipeline.chunk_fit.fit_chunks`)."""
+    longest = units[int(np.argmax(counter.count_plain(units)))] if len(units) > 1 else units[0]
+    return fit_chunks(chunks, document, lambda text: render_prompt(aspect, ex, longest, ref, {name: text}), counter,
+                      max_length, splitter)
 
 
 def _plan_windows(aspect, ex, units, ref, long_input, counter, max_length, overlap, splitter, context_fields):

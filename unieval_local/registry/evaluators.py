@@ -194,7 +194,7 @@ EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
     # the expected rating over the score tokens; answers: the scale's top and bottom digits (every
     # digit 1..9 must be one token, checked at load).
     Evaluator("g-eval", None, GEVAL, answers=("5", "1"), max_length=4096, model_types=("llama", "qwen2", "granite"),
-              backend="causal-lm", licence="that of the model you name",
+              backend="causal-lm", licence="that of the model you name", languages=None,  # the user's model: unknown
               description="G-Eval (Liu et al., 2023) with a local instruct model: "
               "probability-weighted rating over the score tokens"),
 ]}

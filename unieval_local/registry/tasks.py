@@ -21,8 +21,8 @@ import numpy as np
 from ..errors import UnknownTaskError
 from .evaluators import EVALUATORS
 
-__all__ = ["Aspect", "CHECKPOINTS", "DEFAULT_REGISTRY", "Granularity", "PromptField", "Reduction", "Registry",
-           "combined_value", "mixed_scales_note",
+__all__ = ["ALL", "ALL_AVAILABLE", "ASPECT_FAMILIES", "Aspect", "CHECKPOINTS", "DEFAULT_REGISTRY", "GROUP_NAMES",
+           "Granularity", "PromptField", "Reduction", "Registry", "combined_value", "mixed_scales_note",
            "TASKS", "Task", "get_aspect", "get_task", "task_names"]
 
 Granularity = Literal["output", "sentence"]
@@ -31,6 +31,22 @@ Reduction = Literal["mean", "sum", "min"]
 #: Checkpoint names (the folder names under ``UNIEVAL_LOCAL_HOME``) and their hub ids: one per
 #: evaluator of the registry (:data:`~unieval_local.registry.evaluators.EVALUATORS`).
 CHECKPOINTS: dict[str, str] = {e.name: e.hub_id for e in EVALUATORS.values() if e.hub_id}
+
+#: ``--aspect all`` (and no aspect named): the task's own set, the aspects its own evaluator
+#: answers (``Task.checkpoint``: UniEval's four for summarization, five for dialogue, two for
+#: data2text, ``consistency`` for fact), the same on every machine whatever else is staged.
+ALL = "all"
+#: ``--aspect all+``: every aspect of the task whose evaluator is here (the others named in one
+#: warning): what ``all`` meant before issue 37, so its meaning depends on what is staged.
+ALL_AVAILABLE = "all+"
+#: Family groups: name -> the evaluators whose aspects of the task it stands for, as if each were
+#: named (a missing checkpoint then fails as a named aspect's does).
+ASPECT_FAMILIES: dict[str, tuple[str, ...]] = {
+    "geval": ("g-eval",),
+    "seahorse": tuple(f"seahorse-large-q{n}" for n in range(1, 7)),
+}
+#: Every group name ``--aspect`` / ``aspects=`` takes beside aspect names (no aspect may be so named).
+GROUP_NAMES: tuple[str, ...] = (ALL, ALL_AVAILABLE, *ASPECT_FAMILIES)
 
 
 @dataclass(frozen=True)
@@ -339,14 +355,59 @@ class Registry:
         close = difflib.get_close_matches(aspect.lower(), list(self.tasks[task].aspects), n=1, cutoff=0.6)
         return f" (did you mean {close[0]!r}?)" if close else ""
 
+    def own_aspects(self, task: str) -> list[str]:
+        """The task's own set (what ``all`` and no aspect named mean): its aspects whose evaluator
+        is the task's own (``Task.checkpoint``), in registry order; a user-defined aspect of the
+        task's evaluator among them.
+
+        Raises:
+            UnknownTaskError: unknown task.
+        """
+        t = self.get_task(task)
+        return [n for n, a in t.aspects.items() if a.checkpoint == t.checkpoint]
+
+    def aspect_groups(self, task: str) -> dict[str, list[str]]:
+        """Group name -> its aspects for ``task``: ``all`` (:meth:`own_aspects`), ``all+`` (every
+        aspect of the task; those whose evaluator is not here are left out by the callers) and
+        each family of :data:`ASPECT_FAMILIES` that has aspects in the task (``geval``,
+        ``seahorse`` for summarization).
+
+        Raises:
+            UnknownTaskError: unknown task.
+        """
+        t = self.get_task(task)
+        groups = {ALL: self.own_aspects(task), ALL_AVAILABLE: list(t.aspects)}
+        for name, evaluators in ASPECT_FAMILIES.items():
+            if members := [n for n, a in t.aspects.items() if a.checkpoint in evaluators]:
+                groups[name] = members
+        return groups
+
     def aspect_names(self, task: str, aspects: str | list[str] | tuple[str, ...] | None) -> list[str]:
-        """Expand ``None`` or ``"all"`` to every aspect of ``task``; check the names; drop repeats."""
-        if isinstance(aspects, str) and aspects != "all":
-            aspects = [aspects]
-        names = list(self.get_task(task).aspects) if aspects in (None, "all", ["all"], ("all",)) else list(aspects)
-        for a in names:
-            self.get_aspect(task, a)
+        """The aspects asked for, in order, without repeats: ``None`` is ``all``; a group name
+        (:meth:`aspect_groups`) stands for its aspects; every other name is checked.
+
+        Raises:
+            UnknownTaskError: unknown task or aspect (with the valid names).
+        """
+        groups = self.aspect_groups(task)
+        names: list[str] = []
+        for a in [ALL] if aspects is None else [aspects] if isinstance(aspects, str) else list(aspects):
+            if isinstance(a, str) and a in groups:
+                names += groups[a]
+            else:
+                self.get_aspect(task, a)
+                names.append(a)
         return list(dict.fromkeys(names))
+
+    def optional_aspects(self, task: str, aspects: str | list[str] | tuple[str, ...] | None) -> list[str]:
+        """The aspects of :meth:`aspect_names` that only ``all+`` brings in: those a caller leaves
+        out (named in one warning) when their evaluator is not here. Empty without ``all+``."""
+        items = [] if aspects is None else [aspects] if isinstance(aspects, str) else list(aspects)
+        if ALL_AVAILABLE not in items:
+            return []
+        rest = [a for a in items if a != ALL_AVAILABLE]
+        named = set(self.aspect_names(task, rest)) if rest else set()
+        return [a for a in self.get_task(task).aspects if a not in named]
 
     def with_aspects(self, extra: list[Aspect]) -> "Registry":
         """A new registry with ``extra`` aspects added to their tasks.

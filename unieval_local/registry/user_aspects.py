@@ -53,7 +53,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ..errors import AspectsConfigError
 from .evaluators import EVALUATORS, HUB_ID, get_evaluator
 from ..text.prompts import aspect_problems
-from .tasks import Aspect, PromptField, Registry
+from .tasks import GROUP_NAMES, Aspect, PromptField, Registry
 
 __all__ = ["load_aspects_config", "registry_with"]
 
@@ -91,8 +91,9 @@ class _AspectSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        if not _NAME.match(v) or v == "all":
-            raise ValueError(f"name must start with a letter and hold letters, digits, _ or - (not 'all'), got {v!r}")
+        if not _NAME.match(v) or v in GROUP_NAMES:
+            raise ValueError("name must start with a letter and hold letters, digits, _ or - (not a group name: "
+                             f"{', '.join(GROUP_NAMES)}), got {v!r}")
         return v
 
     @model_validator(mode="after")

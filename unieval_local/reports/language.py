@@ -67,8 +67,13 @@ def language_options(options: Any, language: str | None, registry) -> tuple[Any,
                          f"checks were answered by {checker} ({evaluator}, a multilingual NLI model trained on "
                          f"{language}); choose another with consistency_aspect / --consistency-aspect")
             if hasattr(options, "cut_points"):  # rating: the card's cut points hold for unieval-sum
-                notes.append(f"its consistency rating maps {checker} scores with cut points fitted for {default}: "
-                             "that rating is not calibrated")
+                from .rating_config import DEFAULT_CUT_POINTS
+
+                own = tuple(options.cut_points["consistency"]) != tuple(DEFAULT_CUT_POINTS["consistency"])
+                notes.append(f"its consistency rating maps {checker} scores with the rating config's own "
+                             f"consistency cut points: they hold for {checker} only if they were fitted on its scores"
+                             if own else f"its consistency rating maps {checker} scores with cut points fitted for "
+                             f"{default}: that rating is not calibrated")
     if "language" in type(options).model_fields and "language" not in options.model_fields_set:
         templates = getattr(options, "templates", None)
         known = templates if templates is not None else getattr(options, "template_languages", ())

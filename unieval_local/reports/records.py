@@ -200,6 +200,7 @@ def parse_records(records: Sequence[Any]) -> tuple[list[ReportRecord | None], di
                 problems.append(ExampleProblem(
                     i, "source", f"the source (the document or transcript; also read from "
                     f"{' or '.join(repr(a) for a in read_aliases()['source'])}) is missing{hint}"))
+            problems = [_missing_summary(p) for p in problems]
             if problems:  # every problem of the record at once, not only the first
                 fields = list(dict.fromkeys(p.field for p in problems))
                 errors[i] = RowError(
@@ -210,6 +211,15 @@ def parse_records(records: Sequence[Any]) -> tuple[list[ReportRecord | None], di
                 errors[i] = RowError(field="target", message="the summary (target) is empty or whitespace-only")
         parsed.append(rec if i not in errors else None)
     return parsed, errors
+
+
+def _missing_summary(problem: ExampleProblem) -> ExampleProblem:
+    """``problem`` with pydantic's bare "Field required" of a missing target said in words (a
+    did-you-mean after it is kept; ``(target)`` is dropped where the record's own name replaces it)."""
+    if problem.field != "target" or not problem.message.startswith("Field required"):
+        return problem
+    return ExampleProblem(problem.index, problem.field, "the summary (target) is missing"
+                          + problem.message[len("Field required"):], problem.aspect)
 
 
 def record_id(record: Any) -> str | int | float | None:

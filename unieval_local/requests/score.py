@@ -375,12 +375,14 @@ def left_out_message(absent: Mapping[str, tuple[str, str]], *, cli: bool) -> str
 
 
 def available_aspects(engine: Any, task: str, aspects: Sequence[str] | str | None, *, cli: bool = False) -> list[str]:
-    """The aspects a call scores: those named, checked (:meth:`Registry.aspect_names
-    <unieval_local.registry.tasks.Registry.aspect_names>`); when none are named (``None`` or
-    ``"all"``), every aspect of ``task`` whose evaluator is here (:func:`unavailable_aspects`,
-    no model loaded), the others named in ONE note (:func:`left_out_message`; a ``UserWarning``,
-    and in the answer of a request that collects notes). When no aspect's evaluator is here,
-    all of them (the task's own checkpoint then raises why, as a named aspect's does).
+    """The aspects a call scores (:meth:`Registry.aspect_names
+    <unieval_local.registry.tasks.Registry.aspect_names>`): those named, checked; ``None`` or
+    ``"all"``: the task's own set (:meth:`~unieval_local.registry.tasks.Registry.own_aspects`,
+    the same whatever is staged; a missing checkpoint of it raises, as a named aspect's does);
+    a family group (``"geval"``): its aspects, as if named. ``"all+"``: every aspect of ``task``
+    whose evaluator is here (:func:`unavailable_aspects`, no model loaded), the others named in
+    ONE note (:func:`left_out_message`; a ``UserWarning``, and in the answer of a request that
+    collects notes).
 
     Used by :meth:`Scorer.evaluate <unieval_local.Scorer.evaluate>` and the HTTP service's
     ``/v1/score``; batch runs use :func:`unavailable_aspects` beside their survey.
@@ -389,9 +391,8 @@ def available_aspects(engine: Any, task: str, aspects: Sequence[str] | str | Non
         UnknownTaskError: an unknown task or aspect (with the valid names).
     """
     names = engine.registry.aspect_names(task, aspects)
-    if aspects not in (None, "all", ["all"], ("all",)):
-        return names
-    absent = unavailable_aspects(engine.registry, task, names, engine.model)
+    optional = engine.registry.optional_aspects(task, aspects)
+    absent = unavailable_aspects(engine.registry, task, optional, engine.model) if optional else {}
     if not absent or len(absent) == len(names):
         return names
     notes.note(left_out_message(absent, cli=cli), warn=True, stacklevel=3)

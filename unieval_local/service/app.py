@@ -36,14 +36,14 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from .. import notes
 from ..schema import EvaluationResult
-from ..fields import RATING_EVALUATOR_NAMES
+from ..fields import AUTOEVAL_NAMES, RATING_EVALUATOR_NAMES
 from ..wire.autoeval import AutoevalReport
 from ..wire.client_fields import name_problems, score_name_problems, unieval_name_problems
 from ..wire.hosted import DEFAULT_ASPECT, DEFAULT_TASK
 from ..wire.rating_evaluator import METRICS
 from ..wire.http import NOTES_COUNT_HEADER, NOTES_HEADER, NOTES_HEADER_BYTES, ignored_keys_note, notes_headers, \
     parse_json_body
-from .errors import ServiceError, error_body, in_client_words, validation_error
+from .errors import ServiceError, error_body, in_client_words, problems_message, validation_error
 from .handlers import Answer, Service
 
 __all__ = ["BODIES", "ERRORS", "AutoevalAnswer", "CustomRunBody", "ErrorBody", "EvaluatorBody", "RunObject",
@@ -276,7 +276,7 @@ def reader(raw: bytes, model: type[BaseModel] | None, unpack: Callable[[Any], An
             _ignored(value, *known())
         if check is not None and (problems := check(body, value)):
             raise ServiceError(422, "InvalidRequest", problems[0]["message"] if len(problems) == 1 else
-                               f"{len(problems)} problem(s) in the request body", problems)
+                               problems_message(len(problems), "the request body"), problems)
         return unpack(body)
 
     read.body = None  # type: ignore[attr-defined]
@@ -558,7 +558,7 @@ def _routes(app: Any, service: Service, secured: list, has_key: bool) -> None:
               summary="the autoeval report of one record")
     async def autoeval(request: Request):
         read = reader(await body(request), None, lambda b: b, lambda: (_record_keys(), {}))
-        return await respond(await until_gone(request, service.autoeval(read), read, "reports"), "body")
+        return await respond(await until_gone(request, service.autoeval(read), read, "reports", AUTOEVAL_NAMES), "body")
 
     @app.post("/runs/custom", dependencies=secured, openapi_extra=_body_doc("/runs/custom"),
               summary="a hosted custom run (summ metric)", status_code=200,

@@ -230,7 +230,7 @@ class BatchingWorker:
                 raise QueueFullError(
                     f"the service holds {self._held} model queries already and this request asks for up to {cost} "
                     f"(--max-queued-queries {limits.max_queued_queries}); retry after the Retry-After seconds",
-                    self._retry_after(self._held + cost - limits.max_queued_queries))
+                    self._retry_after())
             self._held += cost
             self._tokens += tokens
             self._incoming.extend(prepared)
@@ -249,11 +249,15 @@ class BatchingWorker:
         seconds = sum(s for _, s in recent)
         return sum(q for q, _ in recent) / seconds if recent and seconds > 0 else None
 
-    def _retry_after(self, excess: int) -> int:
-        """Seconds until ``excess`` more queries are likely scored: from the measured throughput
-        (at least 1, at most 3,600; 1 before anything was measured)."""
+    def _retry_after(self) -> int:
+        """Seconds until the queue is likely drained: the queries held (admitted and not yet
+        answered) over the measured throughput, at least 1 and at most 3,600 (1 before anything was
+        measured). The whole queue, not only the excess over the limit: a request's queries are
+        released when the request is answered, not one by one, so room comes back in steps of whole
+        requests (a client told 1 s while a large request held the queue came back 25 times).
+        Called with the lock held."""
         rate = self.throughput()
-        return 1 if not rate else max(1, min(3600, math.ceil(excess / rate)))
+        return 1 if not rate else max(1, min(3600, math.ceil(self._held / rate)))
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:

@@ -58,7 +58,11 @@ class CustomRuns:
 
         def shape() -> tuple[dict[str, Any], list, list[str]]:
             body = read()
-            groups, run_notes = plan_custom_run(body, consumed=("is_blocking", "data_collection_id"))
+            # data_collection_id is echoed in the run object but changes nothing: noted as ignored when given,
+            # as the Python API and the CLI note it (read_custom_run)
+            consumed = ("is_blocking",) if body.get("data_collection_id") is not None else \
+                ("is_blocking", "data_collection_id")
+            groups, run_notes = plan_custom_run(body, consumed=consumed)
             return body, groups, run_notes
 
         try:

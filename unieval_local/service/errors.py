@@ -21,7 +21,12 @@ from ..wire.client_fields import body_path, client_loc, client_problems, missing
 from ..wire.http import BodyError
 from .core import DrainingError, QueueFullError, RequestTooCostlyError
 
-__all__ = ["ServiceError", "error_body", "in_client_words", "service_error", "validation_error"]
+__all__ = ["ServiceError", "error_body", "in_client_words", "problems_message", "service_error", "validation_error"]
+
+
+def problems_message(n: int, where: str) -> str:
+    """``1 problem in WHERE`` / ``N problems in WHERE``: the message of a 422 that lists ``n`` problems."""
+    return f"{n} problem{'' if n == 1 else 's'} in {where}"
 
 
 class ServiceError(Exception):
@@ -67,7 +72,7 @@ def validation_error(exc: Any, body: Any = None) -> ServiceError:
         index = loc[1] if len(loc) > 1 and loc[0] == "data" and isinstance(loc[1], int) else None
         hint = missing_key_hint(body, loc) if err.get("type") == "missing" else ""
         examples.append({"index": index, "field": body_path(loc), "message": err.get("msg", "invalid") + hint})
-    return ServiceError(422, "InvalidRequest", f"{len(examples)} problem(s) in the request body", examples)
+    return ServiceError(422, "InvalidRequest", problems_message(len(examples), "the request body"), examples)
 
 
 def in_client_words(err: ServiceError, body: Any, where: str, canonical: Mapping[str, str] | None = None
@@ -118,7 +123,7 @@ def service_error(exc: BaseException) -> ServiceError:
     if isinstance(exc, ServiceError):
         return exc
     if isinstance(exc, InvalidExampleError):
-        return ServiceError(422, "InvalidExample", f"{len(exc.problems)} problem(s) in the request's examples",
+        return ServiceError(422, "InvalidExample", problems_message(len(exc.problems), "the request's examples"),
                             _problems(exc.problems))
     if isinstance(exc, (BodyError, RecursionError)):
         why = str(exc) if isinstance(exc, BodyError) else ("the body's arrays and objects are nested too deeply "

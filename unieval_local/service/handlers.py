@@ -43,6 +43,7 @@ from ..errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError, R
 from ..requests.base import Request
 from ..requests.scheduler import Scheduler
 from ..requests.score import answer_languages, available_aspects, evaluation_result, joined_answers, score_requests
+from ..wire.client_fields import bracketed
 from ..wire.http import PathRedactor, known_paths, notes_headers, public_checkpoints
 from .core import BatchingWorker, DrainingError, ServiceLimits, estimate_tokens
 from .errors import ServiceError, error_body, service_error
@@ -194,9 +195,9 @@ class Service(CustomRuns):
         ``long_input='fit'`` shortened."""
         if stats.n_truncated:
             limits = {n: self.engine.max_length(n) for n in stats.truncated_by}
-            notes.note(truncation_message(stats, limits, long_input, cli=False), warn=False)
+            notes.note(truncation_message(stats, limits, long_input, surface="http"), warn=False)
         if shortened and stats.n_shortened:
-            notes.note(shortened_message(stats), warn=False)
+            notes.note(shortened_message(stats, "http"), warn=False)
 
     # ------------------------------------------------------------------ running requests
     def _check_open(self) -> None:
@@ -292,6 +293,8 @@ class Service(CustomRuns):
                         "; ".join(e.get("message", "") for e in err.examples))
         noted = self._notes(getattr(exc, "notes", None) or [])
         headers = {**err.headers, **(notes_headers(noted) if noted else {})}
+        message = bracketed(message)  # one path style over HTTP: section_definitions[0].type
+        examples = [{**e, "field": bracketed(e.get("field")), "message": bracketed(e["message"])} for e in examples]
         if message == err.message and examples == err.examples and headers == err.headers:
             return err
         return ServiceError(err.status, err.type, message, examples, headers)
@@ -304,8 +307,9 @@ class Service(CustomRuns):
         from ..pipeline.validate import validate_examples, warn_input_hints
 
         resolved = [self.engine.registry.get_aspect(task, a) for a in aspects]
-        if not data:
-            raise InvalidExampleError([ExampleProblem(0, "data", "the request holds no examples")])
+        if not data:  # the request as a whole: no example to blame
+            raise ServiceError(422, "InvalidRequest", "the request is empty: 'data' holds no examples; send at least "
+                               "one", [{"index": None, "field": "data", "message": "the request is empty: no examples"}])
         examples, problems = validate_examples(list(data), resolved)
         if problems:
             raise InvalidExampleError(problems)

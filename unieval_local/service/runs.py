@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..wire.custom_run import CUSTOM_RUN_NAMES, CustomRunGroup
+from ..wire.client_fields import bracketed
 from ..wire.shapes import rename_fields
 
 __all__ = ["FINISHED", "RunStore", "new_run", "now", "run_evaluations"]
@@ -108,7 +109,8 @@ def run_evaluations(groups: Sequence[CustomRunGroup], reports: Sequence[Any]) ->
         for r in out.reports if out is not None else ():
             head = {"index": r.index, "id": r.id}
             if r.error is not None:
-                results.append({**head, "error": rename_fields(r.error, CUSTOM_RUN_NAMES).model_dump()})
+                error = rename_fields(r.error, CUSTOM_RUN_NAMES)
+                results.append({**head, "error": {"field": bracketed(error.field), "message": bracketed(error.message)}})
             else:
                 results.append({**head, **r.report.model_dump(mode="json"),
                                 **({"notes": list(r.notes)} if r.notes else {})})

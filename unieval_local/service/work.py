@@ -9,7 +9,7 @@ from typing import Any
 
 from ..requests.base import Request
 
-__all__ = ["Answer", "RatingConfigFile", "Reader", "Work"]
+__all__ = ["Answer", "RatingConfigFile", "Reader", "Work", "named_checkpoints"]
 
 #: A request body reader: parses and validates the body (in a preparation thread) and returns
 #: what the endpoint reads (its arguments); raises ServiceError (422) or BodyError.
@@ -86,3 +86,36 @@ class RatingConfigFile:
     def public(self) -> dict[str, str]:
         """What ``/info`` says of it: ``{"file": name, "sha256": hex}`` (no folder)."""
         return {"file": self.name, "sha256": self.sha256}
+
+
+def named_checkpoints(rating: RatingConfigFile | None, consistency_aspect: str | None) -> dict[str, str]:
+    """The checkpoints that ``serve``'s options name, each with the option that names it (for the
+    one-line refusal at start, as ``report`` refuses the same set-up before loading): the G-Eval
+    judge's model (``--rating-config`` with ``judge: g-eval``), the rating config's own checker and
+    ``metric_aspects``, and the ``--consistency-aspect`` checker of the report endpoints.
+
+    Example:
+        >>> named_checkpoints(None, "fact/consistency")
+        {'unieval-fact': '--consistency-aspect fact/consistency'}
+    """
+    from ..registry.tasks import DEFAULT_REGISTRY
+    from ..reports.options import resolve_consistency_aspect
+
+    named: dict[str, str] = {}
+    if rating is not None:
+        config, where = rating.config, f"--rating-config {rating.name}"
+        if config.judge == "g-eval":
+            for m in config.enabled_metrics:
+                aspect = DEFAULT_REGISTRY.get_aspect("summarization", f"geval_{m}")
+                named.setdefault(aspect.checkpoint, f"{where} (judge: g-eval)")
+        else:
+            if "consistency_aspect" in config.model_fields_set:
+                aspect = resolve_consistency_aspect(DEFAULT_REGISTRY, config.consistency_aspect)
+                named.setdefault(aspect.checkpoint, f"{where} (consistency_aspect: {config.consistency_aspect})")
+            for metric, name in config.metric_aspects.items():
+                aspect = resolve_consistency_aspect(DEFAULT_REGISTRY, name)
+                named.setdefault(aspect.checkpoint, f"{where} (metric_aspects.{metric}: {name})")
+    if consistency_aspect is not None:
+        aspect = resolve_consistency_aspect(DEFAULT_REGISTRY, consistency_aspect)
+        named.setdefault(aspect.checkpoint, f"--consistency-aspect {consistency_aspect}")
+    return named

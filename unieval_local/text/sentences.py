@@ -24,13 +24,14 @@ from __future__ import annotations
 import functools
 import re
 import threading
+import unicodedata
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 __all__ = ["CJKSplitter", "DEFAULT_SPLITTER", "GENERIC_CHECKED", "INDONESIAN_ABBREVIATIONS", "IndonesianSplitter",
-           "MergePunctuation", "PunktEnglishSplitter", "SENTENCEX_RULES", "SearchedSpans", "SentenceSplitter",
-           "SentencexSplitter", "as_splitter", "field_spans", "has_letter", "missing_splitter_note",
-           "splitter_for_language", "splitter_table", "splitter_table_markdown"]
+           "MergeLetterless", "MergePunctuation", "PunktEnglishSplitter", "SENTENCEX_RULES", "SearchedSpans", "SentenceSplitter",
+           "SentencexSplitter", "as_splitter", "field_spans", "has_letter", "has_letter_or_digit", "missing_splitter_note",
+           "reference_splitter", "signed_splitters", "splitter_for_language", "splitter_table", "splitter_table_markdown"]
 
 
 @runtime_checkable
@@ -418,7 +419,8 @@ class MergePunctuation:
     of such pieces only stays one piece.
 
     UniEval scores every Punkt piece, punctuation-only ones included, and averages them in:
-    the default keeps that (parity); this rule is ``merge_punctuation=True`` /
+    its own aspects keep that by default (parity; every other evaluator merges pieces without a
+    letter or digit: :class:`MergeLetterless`); this rule is ``merge_punctuation=True`` /
     ``--merge-punctuation``. ``name`` is the wrapped splitter's with ``+merge-punctuation``,
     so the signature and the cache keys tell the two apart.
 
@@ -436,30 +438,137 @@ class MergePunctuation:
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """``(start, end)`` of each merged sentence in ``text``."""
-        pieces = field_spans(text, "sentence", self.inner)
-        out: list[tuple[int, int]] = []
-        pending: int | None = None  # start of letterless pieces merged into the next sentence
-        for a, b in pieces:
-            piece = text[a:b]
-            if has_letter(piece):
-                out.append((pending if pending is not None else a, b))
-                pending = None
-            elif out and pending is None and not _LIST_MARKER.match(piece):
-                out[-1] = (out[-1][0], b)  # "?", "!!": the end of the sentence before
-            elif pending is None:
-                pending = a  # a list marker ("1.", "2)") or a leading piece: the start of the next
-        if pending is not None:  # trailing letterless pieces join the last sentence (or stay one piece)
-            if out:
-                out[-1] = (out[-1][0], pieces[-1][1])
-            else:
-                out.append((pending, pieces[-1][1]))
-        return out
+        return _merge_pieces(text, field_spans(text, "sentence", self.inner), has_letter)
 
     def __call__(self, text: str) -> list[str]:
         return [text[a:b] for a, b in self.spans(text)]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.inner!r})"
+
+
+def _merge_pieces(text: str, pieces: list[tuple[int, int]], keeps) -> list[tuple[int, int]]:
+    """``pieces`` with each piece that ``keeps`` rejects joined to a neighbour: a list marker
+    ("1.", "2)", "-") to the piece after it, anything else to the piece before it (at the start of
+    the text, the one after it); a text of such pieces only stays one piece."""
+    out: list[tuple[int, int]] = []
+    pending: int | None = None  # start of rejected pieces merged into the next sentence
+    for a, b in pieces:
+        piece = text[a:b]
+        if keeps(piece):
+            out.append((pending if pending is not None else a, b))
+            pending = None
+        elif out and pending is None and not _LIST_MARKER.match(piece):
+            out[-1] = (out[-1][0], b)  # "?", "!!": the end of the sentence before
+        elif pending is None:
+            pending = a  # a list marker ("1.", "2)") or a leading piece: the start of the next
+    if pending is not None:  # trailing rejected pieces join the last sentence (or stay one piece)
+        if out:
+            out[-1] = (out[-1][0], pieces[-1][1])
+        else:
+            out.append((pending, pieces[-1][1]))
+    return out
+
+
+def has_letter_or_digit(text: str) -> bool:
+    """Whether ``text`` holds a letter or a digit of any script (``str.isalnum``: Unicode L* and N*)."""
+    return any(c.isalnum() for c in text)
+
+
+#: Format characters (Unicode Cf) that open a directional run and so belong to the text after them:
+#: LRE, RLE, LRO, RLO (U+202A/B/D/E) and LRI, RLI, FSI (U+2066..U+2068). Every other format
+#: character (RLM/LRM/ALM, PDF U+202C, PDI U+2069, zero-width joiners ...) belongs to the text before it.
+_OPENERS = frozenset("\u202a\u202b\u202d\u202e\u2066\u2067\u2068")
+
+
+def _is_format(c: str) -> bool:
+    return unicodedata.category(c) == "Cf"
+
+
+class MergeLetterless:
+    """The default rule over another splitter for every evaluator but UniEval's own aspects: no
+    piece without a letter or a digit is a sentence of its own.
+
+    1. Format characters (Unicode Cf: bidi marks and embeddings, zero-width joiners ...) attach to
+       the neighbouring sentence: those at the start of a piece (an RLM after a full stop that the
+       splitter put before the next sentence, a PDF U+202C) go to the end of the sentence before it;
+       an opening embedding or isolate (U+202B, U+2067 ...) at the end of a piece goes to the start
+       of the sentence after it.
+    2. A piece without any letter or digit ("\u200f", "\u2014", "...", "?!") joins a neighbour as
+       :class:`MergePunctuation` joins its pieces (a "-" / "*" / "\u2022" list marker the sentence
+       after it, the rest the sentence before it).
+
+    UniEval's own aspects keep NLTK's pieces (parity: each is scored and averaged in there);
+    ``merge_punctuation=True`` adds :class:`MergePunctuation` over this rule (pieces without a
+    letter, such as "1.", merge too). ``name`` is the wrapped splitter's with ``+merge-letterless``.
+
+    Args:
+        inner: the splitter whose pieces are merged (default: NLTK English Punkt).
+    """
+
+    def __init__(self, inner: SentenceSplitter | None = None):
+        self.inner = inner or DEFAULT_SPLITTER
+
+    @property
+    def name(self) -> str:
+        """``<inner name>+merge-letterless``."""
+        return f"{self.inner.name}+merge-letterless"
+
+    def spans(self, text: str) -> list[tuple[int, int]]:
+        """``(start, end)`` of each sentence in ``text`` after both rules."""
+        pieces = [list(p) for p in field_spans(text, "sentence", self.inner)]
+        for k in range(1, len(pieces)):
+            prev, cur = pieces[k - 1], pieces[k]
+            if text[prev[1]:cur[0]].strip():
+                continue  # not neighbours: text between them
+            a = cur[0]
+            while a < cur[1] and _is_format(text[a]) and text[a] not in _OPENERS:
+                a += 1
+            if a > cur[0]:
+                prev[1] = a  # the marks go to the sentence before
+                while a < cur[1] and text[a].isspace():
+                    a += 1
+                cur[0] = a
+            b = prev[1]
+            while b > prev[0] and text[b - 1] in _OPENERS:
+                b -= 1
+            if b < prev[1] and b > prev[0]:
+                cur[0], prev[1] = b, b  # an opening embedding goes to the sentence after
+                while prev[1] > prev[0] and text[prev[1] - 1].isspace():
+                    prev[1] -= 1
+        kept = [(a, b) for a, b in pieces if b > a]
+        return _merge_pieces(text, kept, has_letter_or_digit)
+
+    def __call__(self, text: str) -> list[str]:
+        return [text[a:b] for a, b in self.spans(text)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+
+def reference_splitter(splitter: SentenceSplitter) -> SentenceSplitter:
+    """``splitter`` without :class:`MergeLetterless`: the sentences a format that chunks the document
+    itself (MiniCheck, FactCG ...) packs, as its reference code's ``sent_tokenize`` gives them (merged
+    pieces would change its chunks' text: FactCG joins sentences with newlines)."""
+    return splitter.inner if isinstance(splitter, MergeLetterless) else splitter
+
+
+def signed_splitters(languages, splitter_of, default: SentenceSplitter) -> tuple[str | None, str | None]:
+    """``(language, splitter)`` of a signature over examples in ``languages``: the languages, most
+    frequent first, and the splitter name (``<lang>=<name>;...`` where they differ), ``splitter_of``
+    giving each language's; without any language, no language, and the splitter only where
+    ``splitter_of(None)`` is not ``default`` (the run's, signed anyway)."""
+    from collections import Counter
+
+    seen = [lang for lang in (languages or ()) if lang is not None]
+    if not seen:
+        split = splitter_of(None)
+        return None, (None if split is default else split.name)
+    order = [lang for lang, _ in sorted(Counter(seen).items(), key=lambda kv: (-kv[1], kv[0]))]
+    names = {lang: splitter_of(lang).name for lang in order}
+    splitter = (next(iter(names.values())) if len(set(names.values())) == 1
+                else ";".join(f"{lang}={name}" for lang, name in names.items()))
+    return ",".join(order), splitter
 
 
 def field_spans(text: str, unit: str, splitter: SentenceSplitter) -> list[tuple[int, int]]:

@@ -14,13 +14,14 @@ client sent wrote it, never a name we read it under.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..fields import ALIASES
+from ..fields import ALIASES, FIELDS
 from .shapes import RowError, rename_fields
 
-__all__ = ["body_path", "client_loc", "client_problems", "missing_key_hint", "name_problems", "registry_problems",
+__all__ = ["body_path", "bracketed", "client_loc", "client_problems", "missing_key_hint", "name_problems", "registry_problems",
            "score_name_problems", "unieval_name_problems"]
 
 
@@ -39,6 +40,21 @@ def body_path(loc: Iterable[str | int]) -> str:
         else:
             path += f".{part}" if path else str(part)
     return path or "body"
+
+
+_DOTTED_INDEX = re.compile(r"(?<=[A-Za-z_\]])\.(\d+)(?=[.,:;\s'\"]|$)")
+
+
+def bracketed(text: str) -> str:
+    """``text`` (a field path, or a message that names one) with dotted list positions in
+    brackets, the one path style of the HTTP answers (:func:`body_path`'s): ``section_definitions.0.type``
+    -> ``section_definitions[0].type``; numbers such as ``0.5`` are left alone.
+
+    Example:
+        >>> bracketed("section_definitions.0.type"), bracketed("references.1: bad; threshold 0.5")
+        ('section_definitions[0].type', 'references[1]: bad; threshold 0.5')
+    """
+    return _DOTTED_INDEX.sub(r"[\1]", text) if isinstance(text, str) else text
 
 
 #: The JSON type a pydantic union member's tag in a location stands for (``list[str]``, ``str``).
@@ -133,7 +149,8 @@ def client_problems(problems: Sequence[Mapping[str, Any]], record: Callable[[int
         where: ``score`` (the endpoint reads UniEval's other names: ``system_output``,
             ``reference``) or ``reports`` (also ``summary``/``output``, ``input``/``transcript``).
         canonical: our field -> the endpoint's own name for it, for a field the example gave under
-            no name (the rating evaluator: ``target`` -> ``summary``, ``source`` -> ``input``).
+            no name (the rating evaluator: ``target`` -> ``summary``, ``source`` -> ``input``), unless
+            the example writes another field in our names (``source``): then ours (``target``).
 
     Returns:
         The problems with each field (and the field's name in the message: quoted, or leading a
@@ -148,11 +165,12 @@ def client_problems(problems: Sequence[Mapping[str, Any]], record: Callable[[int
             out.append(dict(problem))
             continue
         names: dict[str, str] = {}
+        own_words = any(f in example for f in FIELDS)  # an example in our names keeps them for what it lacks
         for ours in (f.strip() for f in problem["field"].split(",")):
             if ours in example:
                 continue
             given = next((n for n in read.get(ours, ()) if n in example), None)
-            theirs = given or (canonical or {}).get(ours)
+            theirs = given or (None if own_words else (canonical or {}).get(ours))
             if theirs and theirs != ours:
                 names[ours] = theirs
         renamed = rename_fields(RowError(field=problem["field"], message=str(problem.get("message", ""))), names)
@@ -194,7 +212,7 @@ def registry_problems(registry: Any, task: tuple[str, Any], aspects: Sequence[tu
 
     Args:
         task: ``(field, name)``: ``("config.task", "summarization")``.
-        aspects: ``(field, name)`` each: ``("aspects[1]", "fluensy")``; ``"all"`` stands for every aspect.
+        aspects: ``(field, name)`` each: ``("aspects[1]", "fluensy")``; a group name (``"all"``, ``"all+"``, ``"geval"`` ...) stands for its aspects.
 
     Returns:
         The registry's message for each unknown name (did-you-mean, the valid names); only the
@@ -208,7 +226,7 @@ def registry_problems(registry: Any, task: tuple[str, Any], aspects: Sequence[tu
         return [{"index": None, "field": task[0], "message": str(exc)}]
     problems = []
     for field, name in aspects:
-        if name == "all":
+        if isinstance(name, str) and name in registry.aspect_groups(task[1]):
             continue
         try:
             registry.get_aspect(task[1], name)

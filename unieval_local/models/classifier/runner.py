@@ -21,7 +21,7 @@ import numpy as np
 from ...errors import CheckpointError
 from ...registry.evaluators import Evaluator
 from ...settings import BATCH_TOKENS, check_dtype
-from ...text.prompts import NLIPair, split_pair
+from ...text.prompts import PAIR_SEPARATOR, NLIPair, split_pair
 from .. import tokens
 from ..base import Runner
 from ..batching import first_line, run_batches, sort_by_length
@@ -212,8 +212,16 @@ class ClassifierRunner(tokens.TokenArithmetic, Runner):
 
     # token arithmetic (TokenCounter): of plain texts, as the tokenizer reads them
     def count(self, texts: Sequence[str]) -> list[int]:
-        """Tokens of each text with the special tokens of one segment."""
-        return [len(x) for x in tokens.encode(self.model.tokenizer, list(texts))["input_ids"]] if texts else []
+        """Tokens of each text as the model reads it, untruncated: a rendered pair as
+        ``[CLS] premise [SEP] hypothesis [SEP]`` (a pair model's), any other text with the special
+        tokens of one segment."""
+        texts = list(texts)
+        if not texts:
+            return []
+        pair_model = isinstance(self.model, ClassifierModel) and not isinstance(self.model, TextClassifierModel)
+        if pair_model and all(PAIR_SEPARATOR in t for t in texts):
+            return [len(x) for x in self.model.encode(texts)]
+        return [len(x) for x in tokens.encode(self.model.tokenizer, texts)["input_ids"]]
 
     def score(self, prompts: Sequence[str], *, max_length: int,
               on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:

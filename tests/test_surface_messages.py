@@ -1,0 +1,239 @@
+"""Issue 37, items 4-6: what each surface says. ``serve`` refuses at start (exit 3, one line, no
+port bound) an option naming a model, judge or checker it cannot use; notes and errors over HTTP
+speak in the service's words (serve flags, JSON fields, one field-path style, right plurals); a
+429's Retry-After follows the queue and the measured throughput; language codes get a
+did-you-mean; the seed formats' missing fields and empty requests are named as the client wrote
+them. The HTTP tests run the app in process (FastAPI's TestClient) over a fake model runner."""
+
+from __future__ import annotations
+
+import math
+import socket
+import threading
+import time
+import warnings
+
+import pytest
+
+pytest.importorskip("fastapi")
+
+from conftest import FakeRunner, fake_factory  # noqa: E402
+
+from unieval_local.engine import Engine  # noqa: E402
+
+SOURCE = ("The city council approved the new park on Monday. Construction starts in May. "
+          "The park will have a lake and two playgrounds. Residents welcomed the plan.")
+SUMMARY = "The council approved a park."
+
+
+def client(fake_ckpt, runner=None, limits=None, **engine):
+    """A TestClient over a loaded Service with a fake runner, and the service."""
+    from fastapi.testclient import TestClient
+
+    from unieval_local.service.app import create_app
+    from unieval_local.service.handlers import Service
+
+    eng = Engine(model=str(fake_ckpt), runner_factory=fake_factory(runner or FakeRunner(default=0.7)), device="cpu",
+                 **engine)
+    service = Service(eng, limits, preload=["unieval-sum"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fake checkpoint's unverified identity
+        service.load()
+    return TestClient(create_app(service)), service
+
+
+@pytest.fixture
+def http(fake_ckpt):
+    c, service = client(fake_ckpt)
+    yield c
+    service.drain(10)
+
+
+# ----------------------------------------------------------------------------- item 4: refused at start
+@pytest.mark.parametrize("flags, says", [
+    (["--rating-config", "{rating}"], "judge: g-eval"),
+    (["--consistency-aspect", "fact/factcg"], "--consistency-aspect fact/factcg"),
+])
+def test_an_option_naming_an_unusable_model_stops_serve_at_start_with_exit_3(monkeypatch, capsys, tmp_path,
+                                                                              fake_ckpt, flags, says):
+    from unieval_local.cli import main
+
+    def never(*args, **kwargs):
+        raise AssertionError("a port was bound or a model loaded before the option was checked")
+
+    monkeypatch.setattr(socket.socket, "bind", never)
+    monkeypatch.setattr(Engine, "runner", never)
+    monkeypatch.setenv("UNIEVAL_LOCAL_HOME", str(tmp_path / "empty"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rating = tmp_path / "geval.yaml"
+    rating.write_text("judge: g-eval\n")
+    code = main(["serve", "--model", f"unieval-sum={fake_ckpt}", "--port", "8999",
+                 *[f.format(rating=rating) for f in flags]])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("unieval-local: error: ") and says in err, err
+
+
+# ----------------------------------------------------------------------------- item 6: seed formats
+def test_a_summ_row_without_output_is_an_error_row_naming_output_in_words(http):
+    r = http.post("/runs/custom", json={"evaluations": [{"metrics": [{"metric": "summ"}],
+                                                          "data": [{"input": SOURCE}]}]})
+    assert r.status_code == 200, r.text
+    row = r.json()["evaluations"][0]["metrics"][0]["results"][0]
+    assert row["error"] == {"field": "output", "message": "the summary is missing"}, row
+
+
+def test_autoeval_names_a_missing_summary_summary(http):
+    r = http.post("/v1/autoeval", json={"instructions": ["Summarize."], "transcript": SOURCE})
+    assert r.status_code == 422, r.text
+    assert [(e["field"], e["message"]) for e in r.json()["error"]["examples"]] == \
+        [("summary", "the summary is missing")]
+    assert "target" not in r.text
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/unieval", {"config": {}, "data": []}),
+    ("/v1/score", {"task": "summarization", "aspects": ["coherence"], "data": []}),
+])
+def test_an_empty_request_is_said_to_be_empty_not_example_0(http, path, body):
+    r = http.post(path, json=body)
+    assert r.status_code == 422, r.text
+    error = r.json()["error"]
+    assert "the request is empty" in error["message"]
+    assert error["examples"] == [{"index": None, "field": "data", "message": "the request is empty: no examples"}]
+
+
+def test_data_collection_id_is_noted_as_ignored_over_http_as_in_python(http):
+    from unieval_local.wire.custom_run import read_custom_run
+
+    body = {"data_collection_id": "dc-7", "evaluations": [{"metrics": [{"metric": "summ"}],
+                                                           "data": [{"input": SOURCE, "output": SUMMARY}]}]}
+    python_note = read_custom_run(body)[1]
+    r = http.post("/runs/custom", json=body)
+    assert r.status_code == 200, r.text
+    assert python_note == ["request body keys ignored: data_collection_id"]
+    assert python_note[0] in r.json()["notes"]
+    r = http.post("/runs/custom", json={**body, "data_collection_id": None})  # null: nothing to ignore
+    assert not any("data_collection_id" in n for n in r.json()["notes"])
+
+
+# ----------------------------------------------------------------------------- item 5: messages per surface
+def test_one_problem_is_one_problem_and_two_are_problems(http):
+    one = http.post("/v1/score", json={"task": "summarization", "aspects": ["coherence"], "data": [{"target": "x"}]})
+    assert one.json()["error"]["message"] == "1 problem in the request's examples", one.text
+    two = http.post("/v1/score", json={"task": "summarization", "aspects": ["coherence"],
+                                       "data": [{"target": "x"}, {"target": "y"}]})
+    assert two.json()["error"]["message"] == "2 problems in the request's examples", two.text
+    from unieval_local.errors import ExampleProblem, InvalidExampleError
+
+    assert str(InvalidExampleError([ExampleProblem(0, "target", "missing")])).startswith("1 problem in the input:")
+
+
+def test_field_paths_over_http_are_dotted_names_with_bracketed_indices(http):
+    r = http.post("/v1/autoeval", json={"transcript": SOURCE, "summary": "Dates: none",
+                                        "section_definitions": [{"name": "Dates", "type": "bogus",
+                                                                 "instruction": "List the dates."}]})
+    assert r.status_code == 422, r.text
+    assert [e["field"] for e in r.json()["error"]["examples"]] == ["section_definitions[0].type"]
+    r = http.post("/v1/score", json={"task": "summarization", "aspects": ["coherence"],
+                                     "data": [{"target": SUMMARY, "source": SOURCE, "references": ["a", 3]}]})
+    assert [e["field"] for e in r.json()["error"]["examples"]] == ["references[1]"], r.text
+
+
+def test_truncation_notes_over_http_name_serve_flags_and_json_fields_not_python(fake_ckpt):
+    from unieval_local.pipeline.jobs import RunStats, shortened_message, truncation_message
+
+    stats = RunStats(n_queries=4, n_truncated=2, n_shortened=1, truncated_fields={"source": 2},
+                     truncated_by={"minicheck-flan-t5-large": 1, "unieval-sum": 1})
+    limits = {"unieval-sum": 1024, "minicheck-flan-t5-large": 512}
+    http = truncation_message(stats, limits, "truncate", surface="http")
+    assert "serve --chunk-words N" in http and "serve --long-input chunk" in http and '"evidence": true' in http
+    assert "chunk_words=" not in http and "long_input=" not in http and "evidence=True" not in http
+    python = truncation_message(stats, limits, "truncate", cli=False)
+    assert "chunk_words=N" in python and "chunk_words='N'" not in python and "evidence=True" in python
+    assert "--chunk-words N" in truncation_message(stats, limits, "truncate", cli=True)
+    assert "long_input=" not in shortened_message(stats, "http") and "serve --long-input chunk" in \
+        shortened_message(stats, "http")
+    long_source = " ".join([SOURCE] * 40)  # over --max-length 64: truncated over HTTP too
+    c, service = client(fake_ckpt, max_length=64)
+    try:
+        r = c.post("/v1/score", json={"task": "summarization", "aspects": ["consistency"],
+                                      "data": [{"target": SUMMARY, "source": long_source}]})
+        assert r.status_code == 200, r.text
+        notes = " ".join(r.json()["notes"])
+        assert "lost their end" in notes and "serve --long-input chunk" in notes and "long_input=" not in notes
+    finally:
+        service.drain(10)
+
+
+def test_under_the_geval_judge_notes_name_that_judge_and_no_training_language():
+    from unieval_local.compat import SummarizationEvaluator
+    from unieval_local.registry.evaluators import get_evaluator
+
+    assert get_evaluator("g-eval").languages is None  # the user's model: its languages are not ours to tell
+    evaluator = SummarizationEvaluator(config={"judge": "g-eval"}, model_credentials="k", model={"g-eval": "x"})
+    assert "G-Eval judge" in evaluator._credentials_note and "UniEval" not in evaluator._credentials_note
+    assert "local UniEval checkpoints" in SummarizationEvaluator(model_credentials="k")._credentials_note
+
+
+def test_the_configs_own_cut_points_are_not_said_to_be_fitted_for_the_default_checker():
+    from unieval_local.registry.tasks import DEFAULT_REGISTRY
+    from unieval_local.reports.language import language_options
+    from unieval_local.reports.rating import RatingConfig
+
+    own = RatingConfig(cut_points={"consistency": [0.2, 0.4]})
+    _, said = language_options(own, "fr", DEFAULT_REGISTRY)
+    assert said and not any("fitted for summarization/consistency" in n for n in said), said
+    _, said = language_options(RatingConfig(), "fr", DEFAULT_REGISTRY)
+    assert any("fitted for summarization/consistency" in n for n in said), said
+
+
+@pytest.mark.parametrize("given, hint", [
+    ("jp", "did you mean 'ja' (Japanese)?"), ("cn", "did you mean 'zh' (Chinese)?"),
+    ("JP", "did you mean 'ja' (Japanese)?"), ("klingon", "no language named 'klingon' is known here"),
+])
+def test_wrong_language_codes_and_unknown_names_get_a_did_you_mean(given, hint):
+    from unieval_local.settings import check_language
+
+    with pytest.raises(ValueError, match="must be a language code") as err:
+        check_language(given)
+    assert hint in str(err.value)
+
+
+def test_retry_after_follows_the_queue_over_the_measured_throughput(fake_ckpt):
+    from unieval_local.service.core import ServiceLimits
+
+    def slow(prompt):
+        time.sleep(0.05)  # 20 queries a second at most
+        return 0.6
+
+    limits = ServiceLimits(max_wait_ms=0, max_step_ms=0, max_request_queries=60, max_queued_queries=70)
+    c, service = client(fake_ckpt, FakeRunner(slow), limits, batch_tokens=200)
+    try:
+        data = [{"target": f"The council approved park number {i}.", "source": SOURCE} for i in range(60)]
+        big = threading.Thread(target=lambda: c.post("/v1/score", json={"task": "summarization",
+                                                                         "aspects": ["consistency"], "data": data}))
+        big.start()
+        deadline = time.monotonic() + 30
+        while service.worker.throughput() is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # the first micro-batch measured
+        r = c.post("/v1/score", json={"task": "summarization", "aspects": ["consistency"], "data": data[:20]})
+        held, rate = service.worker.queued(), service.worker.throughput()
+        assert r.status_code == 429, r.text
+        retry = int(r.headers["Retry-After"])
+        assert held / rate > 1.5  # more than a second of work queued ...
+        assert retry > 1 and abs(retry - math.ceil(held / rate)) <= 1, (retry, held, rate)  # ... and said so
+        big.join(60)
+    finally:
+        service.drain(30)
+
+
+def test_an_empty_python_request_is_said_to_be_empty_not_example_0(fake_scorer):
+    """The hosted-metric ``score(data=[])`` in Python: the request, not "example 0", is at fault."""
+    from unieval_local import score
+    from unieval_local.errors import InvalidExampleError
+
+    with pytest.raises(InvalidExampleError) as info:
+        score([], task="summarization", aspect="coherence")
+    assert "the request, field 'data': the request is empty" in str(info.value)
+    assert "example 0" not in str(info.value)
