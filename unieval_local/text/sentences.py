@@ -412,7 +412,32 @@ def has_letter(text: str) -> bool:
 _LIST_MARKER = re.compile(r"^\(?\d{1,3}[.)]$|^[-*\u2022]$")
 
 
-class MergePunctuation:
+class _WrappedSplitter:
+    """A rule over another splitter (``inner``, default NLTK English Punkt): its ``name`` is the
+    inner one's with :attr:`SUFFIX` (so signatures and cache keys tell them apart); subclasses
+    give :meth:`spans`."""
+
+    SUFFIX = ""
+
+    def __init__(self, inner: SentenceSplitter | None = None):
+        self.inner = inner or DEFAULT_SPLITTER
+
+    @property
+    def name(self) -> str:
+        """``<inner name><SUFFIX>``."""
+        return f"{self.inner.name}{self.SUFFIX}"
+
+    def spans(self, text: str) -> list[tuple[int, int]]:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __call__(self, text: str) -> list[str]:
+        return [text[a:b] for a, b in self.spans(text)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+
+class MergePunctuation(_WrappedSplitter):
     """An opt-in rule over another splitter: a piece without any letter is not a sentence of
     its own. A list marker ("1.", "2)") joins the sentence after it; other punctuation ("?",
     "!!") joins the sentence before it (at the start of the text, the one after it); a text
@@ -428,23 +453,11 @@ class MergePunctuation:
         inner: the splitter whose pieces are merged (default: NLTK English Punkt).
     """
 
-    def __init__(self, inner: SentenceSplitter | None = None):
-        self.inner = inner or DEFAULT_SPLITTER
-
-    @property
-    def name(self) -> str:
-        """``<inner name>+merge-punctuation``."""
-        return f"{self.inner.name}+merge-punctuation"
+    SUFFIX = "+merge-punctuation"
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """``(start, end)`` of each merged sentence in ``text``."""
         return _merge_pieces(text, field_spans(text, "sentence", self.inner), has_letter)
-
-    def __call__(self, text: str) -> list[str]:
-        return [text[a:b] for a, b in self.spans(text)]
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.inner!r})"
 
 
 def _merge_pieces(text: str, pieces: list[tuple[int, int]], keeps) -> list[tuple[int, int]]:
@@ -485,7 +498,7 @@ def _is_format(c: str) -> bool:
     return unicodedata.category(c) == "Cf"
 
 
-class MergeLetterless:
+class MergeLetterless(_WrappedSplitter):
     """The default rule over another splitter for every evaluator but UniEval's own aspects: no
     piece without a letter or a digit is a sentence of its own.
 
@@ -506,13 +519,7 @@ class MergeLetterless:
         inner: the splitter whose pieces are merged (default: NLTK English Punkt).
     """
 
-    def __init__(self, inner: SentenceSplitter | None = None):
-        self.inner = inner or DEFAULT_SPLITTER
-
-    @property
-    def name(self) -> str:
-        """``<inner name>+merge-letterless``."""
-        return f"{self.inner.name}+merge-letterless"
+    SUFFIX = "+merge-letterless"
 
     def spans(self, text: str) -> list[tuple[int, int]]:
         """``(start, end)`` of each sentence in ``text`` after both rules."""
@@ -538,12 +545,6 @@ class MergeLetterless:
                     prev[1] -= 1
         kept = [(a, b) for a, b in pieces if b > a]
         return _merge_pieces(text, kept, has_letter_or_digit)
-
-    def __call__(self, text: str) -> list[str]:
-        return [text[a:b] for a, b in self.spans(text)]
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.inner!r})"
 
 
 def reference_splitter(splitter: SentenceSplitter) -> SentenceSplitter:
