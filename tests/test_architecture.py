@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "unieval_local"
 LAYERS: dict[str, int] = {
     # leaves: no imports of the package but each other
     "_version": 0, "errors": 0, "hashing": 0, "progress": 0, "extras": 0, "fields": 0, "config": 0,
-    "settings": 0, "schema": 0, "records": 0, "locks": 0, "surrogates": 0, "notes": 0,
+    "settings": 0, "schema": 0, "records": 0, "locks": 0, "atomic": 0, "surrogates": 0, "notes": 0,
     "text": 1,        # sentences, prompts (PromptFormat), key points
     "analysis": 1,    # meta-evaluation, bootstrap, significance, cut points, HTML report: results only
     "registry": 2,    # tasks and aspects, evaluators, user aspects

@@ -42,7 +42,7 @@ from ..errors import InputFileError, MissingExtraError
 from ..records import read_records
 from ..registry.user_aspects import registry_with
 from ..settings import EngineSettings
-from .output import read_output
+from .output import read_output, replace_atomically
 from .run import run_batch
 
 __all__ = ["DEFAULT_ASPECTS", "BenchmarkResult", "Split", "aggrefact_splits", "board", "labelled_splits",
@@ -222,9 +222,7 @@ def _stage_input(split: Split, out_dir: Path) -> Path:
     path = out_dir / f"{split.name}.input.jsonl"
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in split.records)
     if not path.is_file() or path.read_text(encoding="utf-8") != text:
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        replace_atomically(path, text.encode("utf-8"))
     return path
 
 

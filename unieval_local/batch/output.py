@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from ..atomic import replace_atomically
 from ..errors import OutputOpenError, OutputWriteError, ResumeError
 
 __all__ = ["OutputWriter", "drop_duplicate_records", "errors_path", "read_output", "replace_atomically", "sidecar_path",
@@ -50,35 +51,6 @@ def write_failed(what: str | os.PathLike, exc: OSError, resumable: bool = True) 
     """The :class:`OutputWriteError` for a failed write of ``what`` (the output, its sidecar ...)."""
     return OutputWriteError(exc.errno, f"writing {what} failed: {exc.strerror or exc}; the records written before "
                             f"are intact; {_write_advice(exc, resumable)}")
-
-
-def replace_atomically(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file beside it (fsynced, then ``os.replace``),
-    keeping ``path``'s permission bits when it exists.
-
-    Raises:
-        OSError: the temporary file cannot be written or renamed (``path`` is unchanged; the
-            temporary file is removed).
-    """
-    import tempfile
-
-    fd, tmp = tempfile.mkstemp(dir=str(path.parent), prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o777)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 def read_output(path: str | os.PathLike, repair: bool = False) -> tuple[list[dict], bool]:

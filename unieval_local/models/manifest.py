@@ -5,11 +5,11 @@ Two records exist:
 * the download manifest, ``unieval_manifest.json`` (:data:`~unieval_local.models.files.MANIFEST_NAME`),
   written by ``unieval-local download`` (:func:`~unieval_local.models.download.download_checkpoint`)
   and by ``scripts/make_test_checkpoint.py``: ``{"checkpoint", "hub_id", "revision", "files":
-  {name: {"sha256", "size", "mtime_ns", "inode"}}, "tokenizer_sha256", "unieval_local_version"}``
-  (:func:`manifest_entries`, :func:`write_manifest`). ``mtime_ns`` and ``inode`` are the file's
-  ``st_mtime_ns`` and ``st_ino`` when it was hashed (at download, by ``unieval-local verify``:
+  {name: {"sha256", "size", "mtime_ns", "inode", "ctime_ns"}}, "tokenizer_sha256", "unieval_local_version"}``
+  (:func:`manifest_entries`, :func:`write_manifest`). ``mtime_ns``, ``inode`` and ``ctime_ns`` are the
+  file's ``st_mtime_ns``, ``st_ino`` and ``st_ctime_ns`` when it was hashed (at download, by ``unieval-local verify``:
   :func:`record_verified_stats`): the content fingerprint trusts a recorded ``sha256`` only while
-  the file still has that size, mtime and inode (:func:`stat_matches`), else hashes the file
+  the file still has that size, mtime, inode and ctime (:func:`stat_matches`), else hashes the file
   (:func:`~unieval_local.hashing.memo_sha256_file`). A copied folder (another machine, ``cp``
   without ``-p``) or a manifest of an older version (no stat) is therefore hashed once;
 * a Hugging Face cache snapshot (``models--owner--name/snapshots/<revision>/``): each file is a link
@@ -33,10 +33,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..atomic import replace_atomically
 from ..errors import CheckpointError
 from ..hashing import sha256_file, sha256_text
 from .files import MANIFEST_NAME, TOKENIZER_FILES
@@ -106,7 +106,7 @@ def _stat_fields(st: os.stat_result) -> dict[str, int]:
 
 
 def file_entry(path: str | os.PathLike) -> dict[str, Any]:
-    """A manifest entry for one file: ``{"sha256", "size", "mtime_ns", "inode"}``, the stat taken
+    """A manifest entry for one file: ``{"sha256", "size", "mtime_ns", "inode", "ctime_ns"}``, the stat taken
     before hashing (SHA-256 costs about 0.7 s per GB: :mod:`unieval_local.hashing`).
 
     Raises:
@@ -125,7 +125,7 @@ def stat_matches(entry: Any, st: os.stat_result) -> bool:
 
 
 def manifest_entries(folder: str | os.PathLike, names: list[str] | None = None) -> dict[str, dict[str, Any]]:
-    """``{name: {"sha256", "size", "mtime_ns", "inode"}}`` (:func:`file_entry`) of the files
+    """``{name: {"sha256", "size", "mtime_ns", "inode", "ctime_ns"}}`` (:func:`file_entry`) of the files
     ``names`` of ``folder`` (default: every file at its top level but the manifest), as the
     manifest records them.
 
@@ -139,27 +139,14 @@ def manifest_entries(folder: str | os.PathLike, names: list[str] | None = None) 
 
 
 def _write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write ``data`` to ``path`` through a temporary file beside it and ``os.replace``.
+    """Write ``data`` as JSON to ``path`` (:func:`~unieval_local.atomic.replace_atomically`: a
+    rewrite keeps the file's permissions, a new file gets the umask's, readable by a shared
+    home's other users).
 
     Raises:
         OSError: the folder is not writable (nothing is left behind).
     """
-    try:
-        mode = path.stat().st_mode & 0o777  # a rewrite keeps the file's permissions
-    except OSError:
-        mode = 0o644  # mkstemp's 0600 would hide a shared home's manifest from its other users
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, mode)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(data, indent=2) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    replace_atomically(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
 
 
 def write_manifest(folder: str | os.PathLike, entries: dict[str, dict[str, Any]], *, checkpoint: str,
