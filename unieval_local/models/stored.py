@@ -130,11 +130,14 @@ def _refuse(where: str, what: str) -> CheckpointError:
                            f"checkpoint otherwise than its files say; {REMEDY}")
 
 
-def _note(facts: StoredFacts, where: str, line: str) -> None:
+def _note(facts: StoredFacts | None, where: str, line: str) -> None:
+    """Warn (once per checkpoint and line) that the stored file overruled transformers' reading;
+    the line is also kept in ``facts.notes`` when given."""
     import transformers
 
     text = f"checkpoint {where!r}: {line} (transformers {transformers.__version__}); the stored file wins"
-    facts.notes.append(text)
+    if facts is not None:
+        facts.notes.append(text)
     if (where, line) not in _warned:
         _warned.add((where, line))
         warnings.warn(text, RuntimeWarning, stacklevel=3)
@@ -154,33 +157,29 @@ def _check_ids(stored: dict[str, Any], config, where: str, keys: tuple[str, ...]
                                      f"{getattr(config, key)!r}")
 
 
-def _stored_tensor(folder: Path, name: str):
-    """One stored tensor (safetensors read lazily, ``.bin`` memory-mapped), or None."""
-    from .weights import iter_stored_tensors
-
-    for _, tensor in iter_stored_tensors(folder, {name}):
-        return tensor
-    return None
-
-
 def _check_head(model, folder: Path, stored: dict[str, Any], where: str) -> None:
     """The loaded LM head equals the stored ``lm_head.weight`` (or, with none stored, the stored
-    input embedding: a tied head)."""
+    input embedding: a tied head). The candidate tensors are read in one pass over the weight
+    files (safetensors lazily, ``.bin`` memory-mapped)."""
     import torch
+
+    from .weights import iter_stored_tensors
 
     head = model.get_output_embeddings()
     if head is None:
         return
     names = ("lm_head.weight", "shared.weight", "model.embed_tokens.weight", "embed_tokens.weight",
              "model.decoder.embed_tokens.weight")
-    for name in names:
-        tensor = _stored_tensor(folder, name)
-        if tensor is not None:
-            loaded = head.weight.detach().to("cpu")
-            if tensor.shape != loaded.shape or not torch.equal(tensor.to(loaded.dtype), loaded):
-                raise _refuse(where, f"the loaded LM head differs from the stored {name} "
-                                     f"(config.json tie_word_embeddings = {stored.get('tie_word_embeddings')!r})")
-            return
+    name, tensor = None, None
+    for key, value in iter_stored_tensors(folder, set(names)):  # keep the first of ``names`` stored
+        if name is None or names.index(key) < names.index(name):
+            name, tensor = key, value
+    if name is None:
+        return
+    loaded = head.weight.detach().to("cpu")
+    if tensor.shape != loaded.shape or not torch.equal(tensor.to(loaded.dtype), loaded):
+        raise _refuse(where, f"the loaded LM head differs from the stored {name} "
+                             f"(config.json tie_word_embeddings = {stored.get('tie_word_embeddings')!r})")
 
 
 def reconcile(model, folder: str | Path, *, kind: str, dtype: str) -> StoredFacts:
@@ -286,8 +285,7 @@ def stored_fast_tokenizer(folder: str | Path, tokenizer):
     rebuilt.chat_template = tokenizer.chat_template
     if not agrees(rebuilt):
         raise _refuse(str(folder), "its tokenizer's ids differ from its tokenizer.json's")
-    facts = StoredFacts()
-    _note(facts, str(folder), f"transformers built {type(tokenizer).__name__}, whose ids differ from the "
+    _note(None, str(folder), f"transformers built {type(tokenizer).__name__}, whose ids differ from the "
                               "folder's tokenizer.json (another pre-tokenizer); tokenizer.json is used")
     return rebuilt
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ...errors import CheckpointError
 from ...settings import check_dtype
-from ..stored import dtype_kwarg, explain_tokenizer_failure, reconcile
+from ..stored import dtype_kwarg, explain_tokenizer_failure, read_config, reconcile
 from ..weights import iter_stored_tensors, weight_files
 from .spm_check import check_tokenizer
 
@@ -105,7 +105,7 @@ def check_head_matches_config(folder: Path, stored: set[str], tied: bool) -> Non
     head, emb = tensors.get(_HEAD_KEY), tensors.get(embedding)
     if head is None or emb is None or (head.shape == emb.shape and torch.equal(head, emb)):
         return
-    flag = ("says \"tie_word_embeddings\": true" if _config_value(folder, "tie_word_embeddings") is True
+    flag = ("says \"tie_word_embeddings\": true" if read_config(folder).get("tie_word_embeddings") is True
             else "omits \"tie_word_embeddings\" (transformers reads it as true: a tied head)")
     raise CheckpointError(
         f"checkpoint {str(folder)!r}: config.json {flag}, but the weights store an {_HEAD_KEY} that differs from "
@@ -114,24 +114,10 @@ def check_head_matches_config(folder: Path, stored: set[str], tied: bool) -> Non
         "\"tie_word_embeddings\": false in its config.json, or stage the checkpoint again")
 
 
-def _config_value(folder: Path, key: str):
-    import json
-
-    try:
-        return json.loads((folder / "config.json").read_text()).get(key)
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
 def _stored_tie_flag(folder: Path) -> bool:
     """``tie_word_embeddings`` as written in the folder's ``config.json`` (default True, as in
     transformers 4.x): False for T5 v1.1 checkpoints, whose LM head is its own tensor."""
-    import json
-
-    try:
-        return json.loads((folder / "config.json").read_text()).get("tie_word_embeddings", True) is not False
-    except (OSError, ValueError):
-        return True
+    return read_config(folder).get("tie_word_embeddings", True) is not False
 
 
 class _DropLogRecords:
