@@ -254,3 +254,26 @@ def assert_same_shape(actual, documented, path: str = "$", allow_extra: bool = F
     else:
         assert type(actual) is type(documented), \
             f"{path}: {type(actual).__name__} {actual!r}, documented {type(documented).__name__} {documented!r}"
+
+
+def claim_rescale(monkeypatch) -> None:
+    """Make transformers' loaded seq2seq config claim the decoder-output rescale whatever
+    config.json says, as transformers 5.0.0 did for untied T5 checkpoints
+    (``scale_decoder_outputs=True``; on 4.x the attribute its forward reads is ``tie_word_embeddings``)."""
+    import transformers
+
+    original = transformers.AutoModelForSeq2SeqLM.from_pretrained
+
+    def misread(*args, **kwargs):
+        out = original(*args, **kwargs)
+        model = out[0] if isinstance(out, tuple) else out
+        if getattr(model.config, "scale_decoder_outputs", None) is not None:
+            model.config.scale_decoder_outputs = True
+        else:
+            model.config.tie_word_embeddings = True
+        return out
+
+    monkeypatch.setattr(transformers.AutoModelForSeq2SeqLM, "from_pretrained", misread)
+    from unieval_local.models.t5 import runner as t5_runner
+
+    monkeypatch.setattr(t5_runner, "_MODELS", {})  # load afresh, and drop the misread model after the test

@@ -39,6 +39,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
+from conftest import claim_rescale  # noqa: E402
 from make_test_checkpoint import build_hhem_checkpoint, build_mt5_checkpoint, build_test_checkpoint  # noqa: E402
 from reference_t5 import HHEMReference, T5Reference, minicheck_chunks  # noqa: E402
 
@@ -353,29 +354,6 @@ def test_hhem(standins, refs, summeval, long_record):
 
 
 # ----------------------------------------------------------------------------- transformers 5.0.0's misreading
-def _claim_rescale(monkeypatch) -> None:
-    """Make transformers' loaded seq2seq config claim the decoder-output rescale whatever
-    config.json says, as transformers 5.0.0 did for untied T5 checkpoints
-    (``scale_decoder_outputs=True``; on 4.x the attribute its forward reads is ``tie_word_embeddings``)."""
-    import transformers
-
-    original = transformers.AutoModelForSeq2SeqLM.from_pretrained
-
-    def misread(*args, **kwargs):
-        out = original(*args, **kwargs)
-        model = out[0] if isinstance(out, tuple) else out
-        if getattr(model.config, "scale_decoder_outputs", None) is not None:
-            model.config.scale_decoder_outputs = True
-        else:
-            model.config.tie_word_embeddings = True
-        return out
-
-    monkeypatch.setattr(transformers.AutoModelForSeq2SeqLM, "from_pretrained", misread)
-    from unieval_local.models.t5 import runner as t5_runner
-
-    monkeypatch.setattr(t5_runner, "_MODELS", {})  # load afresh, and drop the misread model after the test
-
-
 def _coherence(folder: Path, records: list[dict], fast: bool) -> np.ndarray:
     scorer = Scorer(model=folder, device="cpu", dtype="float32", fast_forward=fast)
     return np.array([e.value for e in scorer.score(records, task="summarization", aspect="coherence").examples])
@@ -394,7 +372,7 @@ def test_reference_catches_a_config_object_that_claims_the_rescale(monkeypatch, 
     ref = refs.t5(folder)
     assert not ref.tied
     want = np.array([unieval_reference(ref, r, "summarization", "coherence") for r in summeval])
-    _claim_rescale(monkeypatch)
+    claim_rescale(monkeypatch)
 
     def trusting(model, folder, *, kind, dtype):  # what the loader did before it read the stored config
         facts = stored.StoredFacts()
@@ -417,6 +395,6 @@ def test_the_package_reads_the_stored_config_despite_a_misread_config_object(mon
     folder = standins["unieval-sum-v1.1-safetensors"]
     ref = refs.t5(folder)
     want = np.array([unieval_reference(ref, r, "summarization", "coherence") for r in summeval])
-    _claim_rescale(monkeypatch)
+    claim_rescale(monkeypatch)
     got = _coherence(folder, summeval, fast)
     _compare(got, want, f"misread rescale, package as it is ({'fast' if fast else 'plain'})")

@@ -28,7 +28,7 @@ from unieval_local import Scorer
 from unieval_local.errors import CheckpointError
 from unieval_local.models import stored
 
-from conftest import ROOT
+from conftest import ROOT, claim_rescale
 
 pytestmark = pytest.mark.parity
 
@@ -101,38 +101,15 @@ def test_causal_lm_refused_below_its_floor_naming_both_versions(monkeypatch, tmp
         CausalLMModel(ResolvedCheckpoint("g-eval", tmp_path, "explicit"), get_evaluator("g-eval"), "cpu", "float32")
 
 
-def _claim_rescale(monkeypatch):
-    """Make transformers' loaded T5 config claim the decoder-output rescale, whatever config.json
-    says: what transformers 5.0.0 did for untied checkpoints (``scale_decoder_outputs=True``); on 4.x
-    the attribute its forward reads is ``tie_word_embeddings``."""
-    import transformers
-
-    original = transformers.AutoModelForSeq2SeqLM.from_pretrained
-
-    def buggy(*args, **kwargs):
-        out = original(*args, **kwargs)
-        model = out[0] if isinstance(out, tuple) else out
-        if getattr(model.config, "scale_decoder_outputs", None) is not None:
-            model.config.scale_decoder_outputs = True
-        else:
-            model.config.tie_word_embeddings = True
-        return out
-
-    monkeypatch.setattr(transformers.AutoModelForSeq2SeqLM, "from_pretrained", buggy)
-
-
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "plain"])
 def test_a_config_object_claiming_rescale_on_an_untied_checkpoint_is_overruled(
         monkeypatch, v11_ckpts, references, summeval_records, fast):
-    from unieval_local.models.t5 import runner as t5_runner
-
     folder = v11_ckpts["safetensors"]
     records = summeval_records[:4]
     prompts = [f"question: Is this a coherent summary to the document? </s> summary: {r['target']} </s> "
                f"document: {r['source']}" for r in records]
     want = np.array([references["v1.1-safetensors"](p) for p in prompts])
-    _claim_rescale(monkeypatch)
-    monkeypatch.setattr(t5_runner, "_MODELS", {}, raising=False)
+    claim_rescale(monkeypatch)
     stored._warned.clear()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -151,7 +128,7 @@ def test_the_buggy_reading_would_have_moved_the_scores(monkeypatch, v11_ckpts, r
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     folder = v11_ckpts["safetensors"]
-    _claim_rescale(monkeypatch)
+    claim_rescale(monkeypatch)
     model = AutoModelForSeq2SeqLM.from_pretrained(folder).double().eval()
     tok = AutoTokenizer.from_pretrained(folder)
     r = summeval_records[0]

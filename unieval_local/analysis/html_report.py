@@ -114,13 +114,16 @@ def _colour(value: float) -> str:
     return f"rgb({r},{g},130)"
 
 
+#: the style both reports start from (page, headings, tables)
+_BASE_CSS = """body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px;color:#222}
+h1{font-size:22px} h2{font-size:17px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:28px}
+table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}
+"""
+
 TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>unieval-local report: {{ title }}</title>
 <style>
-body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px;color:#222}
-h1{font-size:22px} h2{font-size:17px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:28px}
-table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}
-th{background:#f3f3f3} .sig{font-family:monospace;font-size:12px;background:#f6f6f6;padding:8px;word-break:break-all}
+""" + _BASE_CSS + """th{background:#f3f3f3} .sig{font-family:monospace;font-size:12px;background:#f6f6f6;padding:8px;word-break:break-all}
 .ex{border:1px solid #ddd;border-radius:6px;padding:8px 12px;margin:10px 0} .sent{padding:1px 3px;border-radius:3px}
 .win{font-size:12px;color:#444;background:#f7f7e8;padding:6px;margin-top:6px;white-space:pre-wrap}
 .muted{color:#777;font-size:12px} svg{max-width:100%;height:auto}
@@ -296,10 +299,7 @@ def plot_roc(predictions: dict[str, Any], labels: Any, groups: Any = None):
 LABEL_TEMPLATE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>unieval-local labels: {{ title }}</title>
 <style>
-body{font-family:system-ui,sans-serif;margin:24px;max-width:1200px;color:#222}
-h1{font-size:22px} h2{font-size:17px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:28px}
-table{border-collapse:collapse;font-size:13px} td,th{border:1px solid #ddd;padding:4px 8px;text-align:right}
-th{background:#f3f3f3} td.l{text-align:left} tr.mean{font-weight:bold} .muted{color:#777;font-size:12px}
+""" + _BASE_CSS + """th{background:#f3f3f3} td.l{text-align:left} tr.mean{font-weight:bold} .muted{color:#777;font-size:12px}
 svg{max-width:100%;height:auto}
 </style></head><body>
 <h1>unieval-local labels: {{ title }}</h1>

@@ -225,11 +225,11 @@ def build_plan(
                 windows: list[tuple[str | None, tuple[int, int] | None, str | None]] = [(None, None, None)]
                 if fmt.own_chunking and aspect.chunk_field:
                     name = aspect.chunk_field
-                    document = str(_field_text(ex, name, ref))
-                    chunks = fmt.chunks(document, reference_splitter(splitter), chunk_words)
+                    document, doc_splitter = str(_field_text(ex, name, ref)), reference_splitter(splitter)
+                    chunks = fmt.chunks(document, doc_splitter, chunk_words)
                     if chunks and counter is not None:  # sized in words: cut to the window in tokens
                         chunks = _fit_chunks(aspect, ex, units, ref, name, chunks, document, counter, max_length,
-                                             reference_splitter(splitter))
+                                             doc_splitter)
                     if not chunks:
                         failed = f"'{name}' gives no text to check (MiniCheck-style chunks are all empty)"
                         break
