@@ -65,29 +65,12 @@ def load_config(folder: Path) -> dict:
 
 
 def load_state_dict(folder: Path) -> dict[str, torch.Tensor]:
-    """Every stored tensor of ``folder`` in float64: ``model.safetensors`` (or the shards its
-    ``model.safetensors.index.json`` names), else ``pytorch_model.bin`` (``weights_only``).
+    """Every stored tensor of ``folder`` in float64, read directly from its weight files
+    (:func:`reference_t5.load_stored_tensors`: safetensors or ``pytorch_model.bin``, shards
+    through their index; integer tensors as stored)."""
+    from reference_t5 import load_stored_tensors
 
-    Raises:
-        FileNotFoundError: no weight file.
-    """
-    folder = Path(folder)
-    index = folder / "model.safetensors.index.json"
-    files = (sorted({folder / f for f in json.loads(index.read_text())["weight_map"].values()}) if index.is_file()
-             else [folder / "model.safetensors"])
-    state: dict[str, torch.Tensor] = {}
-    if all(f.is_file() for f in files):
-        from safetensors import safe_open
-
-        for f in files:
-            with safe_open(str(f), framework="pt") as handle:
-                for key in handle.keys():
-                    state[key] = handle.get_tensor(key).to(torch.float64)
-        return state
-    binary = folder / "pytorch_model.bin"
-    if binary.is_file():
-        return {k: v.to(torch.float64) for k, v in torch.load(binary, map_location="cpu", weights_only=True).items()}
-    raise FileNotFoundError(f"{folder}: no model.safetensors nor pytorch_model.bin")
+    return load_stored_tensors(folder)
 
 
 def log_bucket(relative: torch.Tensor, bucket_size: int, max_position: int) -> torch.Tensor:

@@ -31,7 +31,6 @@ expected rating E = sum_k k p(k) over the digits 1..K renormalised.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 import torch
@@ -63,20 +62,12 @@ def load_config(folder: Path) -> dict:
 
 
 def load_state_dict(folder: Path) -> dict[str, torch.Tensor]:
-    """Every stored tensor in float64, from ``model.safetensors`` or the shards of its index (the
-    backend loads safetensors only, so no ``.bin`` here)."""
-    from safetensors import safe_open
+    """Every stored tensor of ``folder`` in float64, read directly from its weight files
+    (:func:`reference_t5.load_stored_tensors`: safetensors or ``pytorch_model.bin``, shards
+    through their index; integer tensors as stored)."""
+    from reference_t5 import load_stored_tensors
 
-    folder = Path(folder)
-    index = folder / "model.safetensors.index.json"
-    files = (sorted({folder / f for f in json.loads(index.read_text())["weight_map"].values()}) if index.is_file()
-             else [folder / "model.safetensors"])
-    state: dict[str, torch.Tensor] = {}
-    for f in files:
-        with safe_open(str(f), framework="pt") as handle:
-            for key in handle.keys():
-                state[key] = handle.get_tensor(key).to(torch.float64)
-    return state
+    return load_stored_tensors(folder)
 
 
 def _rope_theta(c: dict) -> float:
