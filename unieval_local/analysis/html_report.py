@@ -321,19 +321,27 @@ svg{max-width:100%;height:auto}
 <td>{{ c.b_only_correct }}</td><td>{{ num(c.mcnemar_p, 4) }}</td></tr>{% endfor %}</table></section>{% endif %}
 <section id="roc"><h2>ROC curves</h2>{{ roc_svg | safe }}</section>
 {% if notes %}<section id="notes"><h2>Notes</h2><ul>{% for n in notes %}<li>{{ n }}</li>{% endfor %}</ul></section>{% endif %}
-<p class="muted">Made by unieval-local meta --labels; docs/meta-evaluation.md (Binary labels) explains each figure.</p>
+<p class="muted">Made by unieval-local {{ made_by }}; docs/meta-evaluation.md (Binary labels) explains each figure.</p>
 </body></html>
 """
 
 
 def build_label_html(report: Any, predictions: dict[str, Any], labels: Any, *, groups: Any = None,
-                     title: str = "binary labels") -> str:
+                     title: str = "binary labels", made_by: str = "meta --labels") -> str:
     """The HTML text of a label meta-evaluation: the table of
     :class:`~unieval_local.analysis.labels.LabelReport` (per aspect and group, and the mean), its
     paired comparisons and notes, and :func:`plot_roc` as inline SVG; ``predictions``, ``labels``
-    and ``groups`` are those the report was computed from."""
+    and ``groups`` are those the report was computed from. ``title``: the page's title (a file's
+    name, never its absolute path); ``made_by``: the command named in the footer (``meta --labels``,
+    ``benchmark``).
+
+    Raises:
+        MissingExtraError: jinja2 or matplotlib missing (the 'html' extra).
+    """
     require("html")
     import jinja2
+
+    from .labels import mean_label
 
     def num(v: float, digits: int) -> str:
         return "" if v != v else f"{v:.{digits}f}"
@@ -346,21 +354,21 @@ def build_label_html(report: Any, predictions: dict[str, Any], labels: Any, *, g
     def diff(v: float, iv: tuple[float, float]) -> str:
         return "n/a" if v != v else f"{v:+.4f}" + (f" [{iv[0]:+.4f}, {iv[1]:+.4f}]" if iv[0] == iv[0] else "")
 
-    rows = {a: [(g, m, "") for g, m in report.metrics[a].items()] + [(f"mean ({len(report.groups)} groups)",
-                                                                      report.mean[a], "mean")]
+    rows = {a: [(g, m, "") for g, m in report.metrics[a].items()] + [(mean_label(report, a), report.mean[a], "mean")]
             for a in report.aspects}
     notes = [f"{a}, {g}: {x}" for a in report.aspects for g, m in report.metrics[a].items() for x in m.notes]
     notes += [f"{a}, mean: {x}" for a in report.aspects for x in report.mean[a].notes]
     boot = (f"{report.bootstrap} bootstrap resamples of rows within each group, 95% intervals" if report.bootstrap
             else "no bootstrap intervals")
     return jinja2.Environment(autoescape=True).from_string(LABEL_TEMPLATE).render(
-        title=title, report=report, rows=rows, notes=notes, boot=boot, num=num, cell=cell, diff=diff,
+        title=title, made_by=made_by, report=report, rows=rows, notes=notes, boot=boot, num=num, cell=cell, diff=diff,
         roc_svg=_svg(plot_roc({a: predictions[a] for a in report.aspects}, labels, groups)))
 
 
 def render_label_html(report: Any, predictions: dict[str, Any], labels: Any, html_path: str | Path,
                       **kwargs: Any) -> Path:
-    """Write :func:`build_label_html` to ``html_path``; returns the path."""
+    """Write :func:`build_label_html` (``kwargs``: its ``groups``, ``title``, ``made_by``) to
+    ``html_path``; returns the path. Raises OSError when it cannot be written."""
     path = Path(html_path)
     path.write_text(build_label_html(report, predictions, labels, **kwargs), encoding="utf-8")
     return path

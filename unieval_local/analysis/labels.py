@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["FIGURES", "GRID", "LabelMetrics", "LabelReport", "PairedComparison", "balanced_accuracy",
-           "f1_unsupported", "label_report", "parse_label", "roc_auc", "tune_threshold"]
+           "f1_unsupported", "label_report", "labels_from_values", "mean_label", "parse_label", "plural", "roc_auc",
+           "tune_threshold"]
 
 #: FactCG's threshold grid: 0.01, 0.02, ..., 0.99.
 GRID = np.round(np.arange(1, 100) / 100, 2)
@@ -38,6 +39,69 @@ def parse_label(value: Any, where: str = "label") -> int:
     if isinstance(value, str) and value.strip().lower() in _WORDS:
         return _WORDS[value.strip().lower()]
     raise ValueError(f"{where}: {value!r} is not a label (0/1/true/false)")
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``"1 group"``, ``"2 groups"`` (``words``: the plural when it is not ``word + "s"``)."""
+    return f"{n} {word if n == 1 else words or word + 's'}"
+
+
+def _label_text(value: Any) -> str:
+    """How a label value compares with a positive label given as text: ``true``/``false`` for a
+    bool, ``1`` for an integral number, else ``str(value)``."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    if isinstance(value, (int, float, np.integer, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def labels_from_values(values: Sequence[Any], where: Sequence[str], *, positive_label: str | None = None,
+                       option: str = "positive_label") -> np.ndarray:
+    """0/1 labels from a column of raw label values: the one place label values are read (``meta
+    --labels``, ``benchmark``, and the ``train`` command to come, each with ``--positive-label``).
+
+    Args:
+        values: the raw values, one per row (numbers, bools, strings).
+        where: for each row, how an error names it (its file, record and field).
+        positive_label: None: each value must be 0/1/true/false (:func:`parse_label`). Else the
+            value meaning "supported": a value whose text (``true``/``false`` for a bool, ``1`` for
+            an integral number, else ``str(value)``) equals it is 1, any other value 0.
+        option: how the reader names ``positive_label`` (``"--positive-label"`` on the CLI).
+
+    Returns:
+        ``(len(values),)`` int8 array of 0/1.
+
+    Raises:
+        ValueError: without ``positive_label``, a value not 0/1/true/false (the message names the
+            first such row, lists the distinct values seen and names ``option``); with it, a
+            missing (null) value, or ``positive_label`` equal to none of the values (every row
+            would be 0).
+    """
+    if len(values) != len(where):
+        raise ValueError(f"{len(values)} label values but {len(where)} row names")
+
+    def seen() -> str:
+        distinct = sorted({_label_text(v) for v in values if v is not None})
+        return (f"{distinct[:20]}" + (f" and {len(distinct) - 20} more" if len(distinct) > 20 else "")
+                + f" ({plural(len(distinct), 'distinct value')})")
+
+    if positive_label is None:
+        out = np.empty(len(values), dtype=np.int8)
+        for i, v in enumerate(values):
+            try:
+                out[i] = parse_label(v, where[i])
+            except ValueError as exc:
+                raise ValueError(f"{exc}; the labels hold {seen()}: name the value that means supported with "
+                                 f"{option} VALUE (values equal to it are 1, any other 0)") from None
+        return out
+    missing = next((i for i, v in enumerate(values) if v is None), None)
+    if missing is not None:
+        raise ValueError(f"{where[missing]}: no label (null)")
+    out = np.array([_label_text(v) == positive_label for v in values], dtype=np.int8)
+    if len(out) and not out.any():
+        raise ValueError(f"{option} {positive_label!r} equals none of the labels, which hold {seen()}")
+    return out
 
 
 def _labels(labels: Any, what: str = "labels") -> np.ndarray:
@@ -236,7 +300,7 @@ class PairedComparison:
     ``*_diff`` = a - b of balanced accuracy (fixed threshold) and ROC AUC, ``*_interval`` its 95%
     paired bootstrap interval, ``*_p`` its two-sided p-value ``min(1, 2 * min(share of differences
     <= 0, share >= 0))``; ``a_only_correct`` / ``b_only_correct``: rows only a / only b gets right at
-    the fixed threshold (summed over groups on the mean row); ``mcnemar_p``: McNemar's exact test.
+    the fixed threshold (on the mean row summed over the groups the mean takes); ``mcnemar_p``: McNemar's exact test.
     """
 
     a: str
@@ -292,7 +356,8 @@ def label_report(predictions: Mapping[str, np.ndarray], labels: np.ndarray | Map
                  groups: np.ndarray | None = None,
                  dev: tuple[Mapping[str, np.ndarray], np.ndarray | Mapping[str, np.ndarray], np.ndarray | None]
                  | None = None, threshold: float = 0.5, folds: int = 5, bootstrap: int = 1000, seed: int = 0,
-                 compare: Sequence[tuple[str, str]] = ()) -> LabelReport:
+                 compare: Sequence[tuple[str, str]] = (), left_out_of_mean: Mapping[str, str] | None = None
+                 ) -> LabelReport:
     """Label figures per aspect and group, their unweighted mean over groups, and paired comparisons.
 
     Per (aspect, group): balanced accuracy of ``score > threshold`` (LLM-AggreFact's figure), the
@@ -309,8 +374,10 @@ def label_report(predictions: Mapping[str, np.ndarray], labels: np.ndarray | Map
     group after group; the same rows for every aspect), tuned thresholds and held-out predictions
     held fixed (the interval covers the sampling of the test rows, not the tuning); 95% percentile
     intervals, resamples where a figure is undefined (one class drawn) left out. The mean over
-    groups skips groups with one class only (``notes`` says so); its interval is that of the mean
-    of the groups' resampled figures. A comparison ``(a, b)``: a - b of balanced accuracy and ROC
+    groups skips groups with one class only and those of ``left_out_of_mean`` (``notes`` says so),
+    the same groups for every figure and for the row counts; its interval is that of the mean of
+    the groups' resampled figures. A tuned balanced accuracy whose interval lies wholly below 0.5
+    gets a note (the tuned threshold did worse than chance on rows it never saw). A comparison ``(a, b)``: a - b of balanced accuracy and ROC
     AUC with paired bootstrap intervals and p-values, and McNemar's exact test at the fixed
     threshold (scipy.stats.binomtest on the discordant rows; summed over groups on the mean row).
 
@@ -325,6 +392,9 @@ def label_report(predictions: Mapping[str, np.ndarray], labels: np.ndarray | Map
         folds, bootstrap, seed: k of the cross-validation (>= 2; at most the group's rows); the
             resamples (0: no intervals nor bootstrap p-values); the seed of resamples and folds.
         compare: pairs of aspects ``(a, b)`` to compare.
+        left_out_of_mean: ``{group: why}``: groups shown with their figures but left out of the mean
+            (``benchmark llm-aggrefact``: a dataset not on the board); a name not among the groups
+            is ignored.
 
     Raises:
         ValueError: no rows or aspects, a label not 0/1/true/false, a score NaN or infinite, lengths
@@ -360,10 +430,12 @@ def label_report(predictions: Mapping[str, np.ndarray], labels: np.ndarray | Map
         for a in aspects:
             dists[a][g] = dist[a]
             intervals = {f: _interval(dist[a][f]) for f in FIGURES} if bootstrap else {}
-            metrics[a][g] = LabelMetrics(**found[a], intervals=intervals)
+            notes = found[a].pop("notes") + _below_chance(found[a]["tuning"], intervals)
+            metrics[a][g] = LabelMetrics(**found[a], intervals=intervals, notes=notes)
         comparisons += [_compare(a, b, g, data, dist, metrics) for a, b in pairs]
-    mean = {a: _mean_metrics(metrics[a], dists[a], bootstrap) for a in aspects}
-    comparisons += [_mean_compare(a, b, metrics, dists, comparisons, bootstrap) for a, b in pairs]
+    outside = {str(g): str(why) for g, why in (left_out_of_mean or {}).items() if str(g) in names}
+    mean = {a: _mean_metrics(metrics[a], dists[a], bootstrap, outside) for a in aspects}
+    comparisons += [_mean_compare(a, b, metrics, dists, comparisons, bootstrap, outside) for a, b in pairs]
     return LabelReport(tuple(aspects), tuple(names), metrics, mean, tuple(comparisons), threshold, folds, bootstrap,
                        seed)
 
@@ -513,36 +585,57 @@ def _compare(a: str, b: str, g: str, data: dict, dist: dict, metrics: dict) -> P
                             ma.roc_auc - mb.roc_auc, auc_ci, auc_p, a_only, b_only, _mcnemar(a_only, b_only), notes)
 
 
-def _defined(per_group: dict[str, LabelMetrics]) -> tuple[list[str], tuple[str, ...]]:
-    """The groups whose figures are defined, and a note naming the others."""
-    ok = [g for g, m in per_group.items() if not math.isnan(m.balanced_accuracy)]
-    skipped = [g for g in per_group if g not in ok]
-    return ok, ((f"mean over {len(ok)} of {len(per_group)} groups; skipped (one class only): {skipped}",)
-                if skipped else ())
+def _below_chance(tuning: str, intervals: dict[str, tuple[float, float]]) -> tuple[str, ...]:
+    """A note when the tuned balanced accuracy's interval lies wholly below 0.5 (chance)."""
+    lo, hi = intervals.get("tuned_balanced_accuracy", (math.nan, math.nan))
+    if not hi < 0.5:
+        return ()
+    where = "on the test rows" if tuning == "dev" else "out of fold"
+    return (f"the tuned threshold did worse than chance {where} (tuned bal. acc. 95% interval [{lo:.4f}, "
+            f"{hi:.4f}], wholly below 0.5): the checker has no usable signal on these labels",)
+
+
+def _defined(per_group: dict[str, LabelMetrics], outside: Mapping[str, str]) -> tuple[list[str], tuple[str, ...]]:
+    """The groups the mean takes (figures defined, not in ``outside``), and a note naming the others."""
+    one_class = [g for g, m in per_group.items() if math.isnan(m.balanced_accuracy)]
+    ok = [g for g in per_group if g not in one_class and g not in outside]
+    if len(ok) == len(per_group):
+        return ok, ()
+    why: dict[str, list[str]] = {}
+    for g in per_group:
+        if g not in ok:
+            why.setdefault("one class only" if g in one_class else outside[g], []).append(g)
+    return ok, (f"mean over {len(ok)} of {plural(len(per_group), 'group')}; skipped "
+                + "; ".join(f"({reason}): {gs}" for reason, gs in why.items()),)
 
 
 def _mean_metrics(per_group: dict[str, LabelMetrics], dists: dict[str, dict[str, np.ndarray]],
-                  n_boot: int) -> LabelMetrics:
-    """The unweighted mean over groups of each figure (groups with one class only skipped)."""
-    ok, notes = _defined(per_group)
-    ms = list(per_group.values())
-    tunings = sorted({m.tuning for m in ms})
-    figure = {f: float(np.mean([getattr(per_group[g], f) for g in ok])) if ok else math.nan
+                  n_boot: int, outside: Mapping[str, str]) -> LabelMetrics:
+    """The unweighted mean over groups of each figure, every figure over the same groups (those
+    with one class only, and ``outside``, skipped); ``n``, ``n_supported``, ``n_unsupported``
+    count every row of the report."""
+    ok, notes = _defined(per_group, outside)
+    ms = [per_group[g] for g in ok]
+    tunings = sorted({m.tuning for m in ms} or {m.tuning for m in per_group.values()})
+    figure = {f: float(np.mean([getattr(m, f) for m in ms])) if ok else math.nan
               for f in (*FIGURES, "f1_unsupported")}
     intervals = ({f: _interval(np.mean([dists[g][f] for g in ok], axis=0)) if ok else (math.nan, math.nan)
                   for f in FIGURES} if n_boot else {})
-    return LabelMetrics(sum(m.n for m in ms), sum(m.n_supported for m in ms), sum(m.n_unsupported for m in ms),
-                        figure["balanced_accuracy"], math.nan, figure["tuned_balanced_accuracy"],
-                        tunings[0] if len(tunings) == 1 else "mixed: " + ", ".join(tunings), figure["roc_auc"],
-                        float(np.mean([m.f1_unsupported for m in ms])), intervals, notes)
+    tuning = tunings[0] if len(tunings) == 1 else "mixed: " + ", ".join(tunings)
+    every = per_group.values()
+    return LabelMetrics(sum(m.n for m in every), sum(m.n_supported for m in every),
+                        sum(m.n_unsupported for m in every),
+                        figure["balanced_accuracy"], math.nan, figure["tuned_balanced_accuracy"], tuning,
+                        figure["roc_auc"], figure["f1_unsupported"], intervals,
+                        notes + _below_chance(tuning, intervals))
 
 
 def _mean_compare(a: str, b: str, metrics: dict, dists: dict, per_group: list[PairedComparison],
-                  n_boot: int) -> PairedComparison:
-    """Aspect ``a`` against ``b`` on the mean over groups (McNemar on the discordant rows of all groups)."""
-    ok_a, notes = _defined(metrics[a])
-    ok = [g for g in ok_a if g in _defined(metrics[b])[0]]
-    mine = [c for c in per_group if c.a == a and c.b == b]
+                  n_boot: int, outside: Mapping[str, str]) -> PairedComparison:
+    """Aspect ``a`` against ``b`` on the mean over groups (McNemar on the discordant rows of the same groups)."""
+    ok_a, notes = _defined(metrics[a], outside)
+    ok = [g for g in ok_a if g in _defined(metrics[b], outside)[0]]
+    mine = [c for c in per_group if c.a == a and c.b == b and c.group in ok]
     a_only, b_only = sum(c.a_only_correct for c in mine), sum(c.b_only_correct for c in mine)
     out = {}
     for f in ("balanced_accuracy", "roc_auc"):
@@ -559,36 +652,48 @@ def _cell(value: float, interval: tuple[float, float] | None) -> str:
     return "n/a" if math.isnan(value) else f"{value:.4f}{ci}"
 
 
+def mean_label(report: LabelReport, aspect: str) -> str:
+    """The mean row's name: ``mean (2 groups)``, or ``mean (1 of 2 groups)`` when it skips some."""
+    n = len(report.groups)
+    notes = report.mean[aspect].notes
+    taken = next((int(x.split()[2]) for x in notes if x.startswith("mean over ")), n)
+    return f"mean ({plural(n, 'group')})" if taken == n else f"mean ({taken} of {plural(n, 'group')})"
+
+
 def _format(report: LabelReport) -> str:
-    """:meth:`LabelReport.table`."""
+    """:meth:`LabelReport.table`: columns as wide as the longest group or aspect name."""
     boot = report.bootstrap > 0
     w = 25 if boot else 17
     lines = [f"threshold {report.threshold}; " + (f"{report.bootstrap} bootstrap resamples of rows within each group, "
                                                   "95% intervals" if boot else "no bootstrap intervals")]
-    head = (f"{'group':<16}{'n':>6}{'sup':>6}{'uns':>6}{'bal. acc.':>{w}}  {'tuned t':>7}{'tuned bal. acc.':>{w}}"
+    gw = 1 + max(15, *(len(g) for g in report.groups), *(len(mean_label(report, a)) for a in report.aspects))
+    head = (f"{'group':<{gw}}{'n':>6}{'sup':>6}{'uns':>6}{'bal. acc.':>{w}}  {'tuned t':>7}{'tuned bal. acc.':>{w}}"
             f"{'ROC AUC':>{w}}{'F1 uns.':>9}")
     notes = []
     for a in report.aspects:
-        rows = [*report.metrics[a].items(), (f"mean ({len(report.groups)})", report.mean[a])]
+        rows = [*report.metrics[a].items(), (mean_label(report, a), report.mean[a])]
         lines += ["", f"{a}: tuned by {report.mean[a].tuning}", head]
         for g, m in rows:
             iv = m.intervals.get
             t = "" if math.isnan(m.tuned_threshold) else f"{m.tuned_threshold:.2f}"
-            lines.append(f"{g[:15]:<16}{m.n:>6}{m.n_supported:>6}{m.n_unsupported:>6}"
+            lines.append(f"{g:<{gw}}{m.n:>6}{m.n_supported:>6}{m.n_unsupported:>6}"
                          f"{_cell(m.balanced_accuracy, iv('balanced_accuracy')):>{w}}  {t:>7}"
                          f"{_cell(m.tuned_balanced_accuracy, iv('tuned_balanced_accuracy')):>{w}}"
                          f"{_cell(m.roc_auc, iv('roc_auc')):>{w}}{m.f1_unsupported:>9.4f}")
-            notes += [f"{a}, {g}: {x}" for x in m.notes]
+        notes += [f"{a}, {g}: {x}" for g, m in report.metrics[a].items() for x in m.notes]
+        notes += [f"{a}, mean: {x}" for x in report.mean[a].notes]
     if report.comparisons:
+        aw = 1 + max(13, *(len(x) for c in report.comparisons for x in (c.a, c.b)))
+        cw = 1 + max(15, *(len(c.group or "mean") for c in report.comparisons))
         lines += ["", "paired comparisons (A - B; bootstrap 95% intervals, two-sided p; McNemar's exact test at the "
                   "threshold on the rows only A / only B gets right)",
-                  f"{'A':<14}{'B':<14}{'group':<16}{'bal. acc. diff':>{w + 2}}{'p':>8}{'ROC AUC diff':>{w + 2}}{'p':>8}"
-                  f"{'A only':>8}{'B only':>8}{'McNemar p':>11}"]
+                  f"{'A':<{aw}}{'B':<{aw}}{'group':<{cw}}{'bal. acc. diff':>{w + 2}}{'p':>8}{'ROC AUC diff':>{w + 2}}"
+                  f"{'p':>8}{'A only':>8}{'B only':>8}{'McNemar p':>11}"]
         for c in report.comparisons:
             g = "mean" if c.group is None else c.group
             p1, p2 = ("" if math.isnan(p) else f"<{2 / report.bootstrap:.4f}" if p == 0 else f"{p:.4f}"
                       for p in (c.balanced_accuracy_p, c.roc_auc_p))
-            lines.append(f"{c.a[:13]:<14}{c.b[:13]:<14}{g[:15]:<16}"
+            lines.append(f"{c.a:<{aw}}{c.b:<{aw}}{g:<{cw}}"
                          f"{_cell(c.balanced_accuracy_diff, c.balanced_accuracy_interval if boot else None):>{w + 2}}"
                          f"{p1:>8}{_cell(c.roc_auc_diff, c.roc_auc_interval if boot else None):>{w + 2}}{p2:>8}"
                          f"{c.a_only_correct:>8}{c.b_only_correct:>8}{c.mcnemar_p:>11.4f}")

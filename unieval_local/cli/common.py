@@ -15,6 +15,7 @@ from ..settings import cli_settings
 
 __all__ = ["EXIT_CHECKPOINT", "EXIT_INTERRUPTED", "EXIT_MODEL", "EXIT_OK", "EXIT_ROWS_FAILED", "EXIT_TERMINATED",
            "EXIT_USAGE", "EXIT_WRITE", "HelpFormatter", "LogHandler", "ShortHelp", "WarningLines", "add_engine_flags",
+           "add_positive_label_flag",
            "add_short_help", "check_writable", "examples", "format_short_help",
            "engine_settings", "given_settings", "non_negative", "read_outputs", "run_failure_status", "stop_on_signals", "aspect_pairs", "task_name",
            "usage_error", "usage_exit", "write_text"]
@@ -359,3 +360,13 @@ def run_failure_status(exc: BaseException) -> int | None:
     if isinstance(exc, (ResumeError, InputFileError, ValueError, OSError)):  # also unknown aspects, bad config
         return usage_error(exc)
     return None
+
+
+def add_positive_label_flag(group) -> None:
+    """``--positive-label VALUE``: the flag of every command that reads binary labels (``meta
+    --labels``, ``benchmark``; ``train`` to come), read by
+    :func:`unieval_local.analysis.labels.labels_from_values`."""
+    group.add_argument("--positive-label", default=None, metavar="VALUE",
+                       help="the label value that means 'supported' (e.g. entailment): values equal to it are 1, "
+                       "any other value 0 (default: labels must be 1/0/true/false; other values are an error that "
+                       "lists those seen)")

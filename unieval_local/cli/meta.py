@@ -7,10 +7,20 @@ import argparse
 import json
 import math
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..settings import number_type
-from .common import EXIT_OK, HelpFormatter, aspect_pairs, check_writable, examples, non_negative, usage_error
+from .common import (
+    EXIT_OK,
+    HelpFormatter,
+    add_positive_label_flag,
+    aspect_pairs,
+    check_writable,
+    examples,
+    non_negative,
+    usage_error,
+)
 
 __all__ = ["add_parser", "load_labels", "run"]
 
@@ -56,6 +66,7 @@ def add_parser(sub) -> None:
     labels.add_argument("--labels", action="store_true",
                         help="binary labels instead of graded scores: balanced accuracy, tuned thresholds, ROC AUC "
                         "(without it binary human scores get correlations, as before)")
+    add_positive_label_flag(labels)
     labels.add_argument("--group-by", default=None, metavar="FIELD",
                         help="a field of the --human records (else of the score output) that groups the rows, e.g. "
                         "dataset: figures per group and their unweighted mean, as LLM-AggreFact reports")
@@ -101,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     if args.labels:
         return _run_labels(args)
     label_flags = (("--group-by", args.group_by), ("--dev", args.dev), ("--dev-human", args.dev_human),
-                   ("--compare", args.compare), ("--html", args.html))
+                   ("--compare", args.compare), ("--html", args.html), ("--positive-label", args.positive_label))
     given = [flag for flag, value in label_flags if value]
     given += ["--threshold"] * (args.threshold != 0.5) + ["--folds"] * (args.folds != 5)
     if given:
@@ -161,10 +172,12 @@ def _run_labels(args: argparse.Namespace) -> int:
             raise ValueError("--labels needs --human FILE: the records with the labels, joined by key")
         field = args.human_field or "label"
         renamed = _human_aspects(args.human_aspect)
-        preds, labels, groups = load_labels(args.predictions, args.human, field, args.group_by, renamed, args.aspects)
+        preds, labels, groups = load_labels(args.predictions, args.human, field, args.group_by, renamed, args.aspects,
+                                            positive_label=args.positive_label)
         dev = None
         if args.dev:
-            dev = load_labels(args.dev, args.dev_human or args.human, field, args.group_by, renamed, list(preds))
+            dev = load_labels(args.dev, args.dev_human or args.human, field, args.group_by, renamed, list(preds),
+                              positive_label=args.positive_label)
         elif args.dev_human:
             raise ValueError("--dev-human needs --dev (the score output of the dev split)")
         # `fact/support` names the output's `support` (benchmark writes task-qualified names)
@@ -175,7 +188,7 @@ def _run_labels(args: argparse.Namespace) -> int:
         if args.html:
             from ..analysis.html_report import render_label_html
 
-            render_label_html(report, preds, labels, args.html, groups=groups, title=args.predictions)
+            render_label_html(report, preds, labels, args.html, groups=groups, title=Path(args.predictions).name)
     except (ValueError, OSError, KeyError) as exc:
         return usage_error(exc)
     print(report.table())
@@ -197,43 +210,60 @@ def _human_aspects(pairs: list[str] | None) -> dict[str, str]:
 
 
 def load_labels(predictions: str, human: str, field: str, group_by: str | None = None,
-                human_aspects: dict[str, str] | None = None, aspects: list[str] | None = None) -> tuple[Any, Any, Any]:
+                human_aspects: dict[str, str] | None = None, aspects: list[str] | None = None, *,
+                positive_label: str | None = None, option: str = "--positive-label") -> tuple[Any, Any, Any]:
     """``(predictions, labels, groups)`` for :func:`~unieval_local.analysis.labels.label_report` from a
     ``score`` output joined by key (``id``, else the record's index) to the records of ``human``.
 
-    ``field`` of a human record holds one label (0/1/true/false: the truth for every aspect) or a
-    mapping ``{aspect: label}`` (``human_aspects`` maps a predicted aspect to its label's name);
+    ``field`` of a human record holds one label (the truth for every aspect) or a mapping
+    ``{aspect: label}`` (``human_aspects`` maps a predicted aspect to its label's name); labels are
+    read by :func:`~unieval_local.analysis.labels.labels_from_values` (0/1/true/false, or with
+    ``positive_label`` any values: equal to it is 1, else 0; ``option`` names it in errors).
     ``group_by`` names each row's group, read from the human record, else from the output record.
     Error records of the output are skipped (a line on stderr counts them). ``aspects``: the
     aspects to keep (default: every aspect with a score, and a label, on every record).
 
     Raises:
-        ValueError: a key missing from ``human``, a record without ``field`` or ``group_by``, a label
-            not 0/1/true/false, a score that is not a finite number (each naming the record), no
-            scored records, an aspect without scores or labels on every record.
+        ValueError: an id twice in ``human`` or a key twice in ``predictions`` (naming both records
+            and the file), a key missing from ``human``, a record without ``field`` or ``group_by``
+            (naming the flag that names it), a label not 0/1/true/false without ``positive_label``
+            (listing the values seen), a score that is not a finite number (each naming the
+            record), no scored records, an aspect without scores or labels on every record.
     """
     import numpy as np
 
-    from ..analysis.labels import parse_label
+    from ..analysis.labels import labels_from_values, plural
     from ..records import read_records
 
-    by_key = {json.dumps(h.get("id", i)): h for i, h in enumerate(read_records(human)) if isinstance(h, dict)}
-    keys, scores, truth, groups, skipped = [], [], [], [], 0
+    by_key: dict[str, tuple[int, dict]] = {}
+    for i, h in enumerate(read_records(human)):
+        if not isinstance(h, dict):
+            continue
+        k = json.dumps(h.get("id", i))
+        if k in by_key:
+            raise ValueError(f"{human}: id {h.get('id', i)!r} is on records {by_key[k][0]} and {i} (0-based): each id "
+                             "must name one record (which label is right?)")
+        by_key[k] = (i, h)
+    seen: dict[str, int] = {}
+    keys, scores, raw, groups, skipped = [], [], [], [], 0
     for i, r in enumerate(read_records(predictions)):
         if not isinstance(r, dict) or "key" not in r:
             raise ValueError(f"record {i} of {predictions} has no 'key': it is not a score output")
+        k = json.dumps(r["key"])
+        if k in seen:
+            raise ValueError(f"{predictions}: key {r['key']!r} is on records {seen[k]} and {i} (0-based): each record "
+                             "must be scored once (merge or deduplicate the outputs first)")
+        seen[k] = i
         if "scores" not in r:
             skipped += 1
             continue
-        key, h = r["key"], by_key.get(json.dumps(r["key"]))
+        key, (_, h) = r["key"], by_key.get(k, (None, None))
         if h is None:
-            raise ValueError(f"output key {key!r} is not in {human}")
+            raise ValueError(f"output key {key!r} is not in {human} (joined on its records' 'id', else their index)")
         if field not in h:
             raise ValueError(f"record {key!r} of {human} has no field {field!r}; name the labels' field with "
                              f"--human-field (its fields: {sorted(h)})")
-        where, value = f"record {key!r} of {human}, field {field!r}", h[field]
-        truth.append({k: parse_label(v, f"{where}, {k!r}") for k, v in value.items()} if isinstance(value, dict)
-                     else parse_label(value, where))
+        raw.append((f"record {key!r} of {human}, field {field!r}", h[field]))
         if group_by:
             g = h.get(group_by, r.get(group_by))
             if g is None:
@@ -245,13 +275,13 @@ def load_labels(predictions: str, human: str, field: str, group_by: str | None =
     if not keys:
         raise ValueError(f"{predictions} holds no scored records")
     if skipped:
-        print(f"{predictions}: {skipped} error record(s) without scores skipped", file=sys.stderr)
-    per_aspect = isinstance(truth[0], dict)
-    if any(isinstance(t, dict) != per_aspect for t in truth):
+        print(f"{predictions}: {plural(skipped, 'error record')} without scores skipped", file=sys.stderr)
+    per_aspect = isinstance(raw[0][1], dict)
+    if any(isinstance(v, dict) != per_aspect for _, v in raw):
         raise ValueError(f"{human}: field {field!r} holds one label on some records, a mapping on others")
     name = (human_aspects or {}).get
     common = [a for a in scores[0] if all(a in s for s in scores)
-              and (not per_aspect or all(name(a, a) in t for t in truth))]
+              and (not per_aspect or all(name(a, a) in v for _, v in raw))]
     chosen = list(aspects or common)
     missing = [a for a in chosen if a not in common]
     if missing or not chosen:
@@ -266,6 +296,11 @@ def load_labels(predictions: str, human: str, field: str, group_by: str | None =
             raise ValueError(f"record {keys[bad]!r} of {predictions}: the score of {a!r} is {scores[bad][a]!r}, "
                              "not a finite number")
         preds[a] = np.array([s[a] for s in scores], dtype=np.float64)
-    labels = ({a: np.array([t[name(a, a)] for t in truth], dtype=np.int8) for a in chosen}
-              if per_aspect else np.array(truth, dtype=np.int8))
+
+    def column(label: str | None) -> np.ndarray:
+        values = [v if label is None else v[label] for _, v in raw]
+        where = [w if label is None else f"{w}, {label!r}" for w, _ in raw]
+        return labels_from_values(values, where, positive_label=positive_label, option=option)
+
+    labels = {a: column(name(a, a)) for a in chosen} if per_aspect else column(None)
     return preds, labels, (np.array(groups) if group_by else None)
