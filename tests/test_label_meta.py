@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -327,3 +328,139 @@ def test_binary_human_scores_without_labels_still_give_correlations(tmp_path, ca
     row = json.loads(js.read_text())["table"]["sample"]["consistency"]
     assert row["pearson"][0] == pytest.approx(stats.pearsonr(pred, human)[0], abs=1e-12)
     assert "pearson" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- issue 40: no silent wrong number
+def _write(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def _perfect(tmp_path, n=20, label=lambda y: y, extra_out=(), extra_human=()):
+    """n rows, half supported, scored perfectly (0.9 / 0.1): every figure 1.0."""
+    human = [{"id": f"k{i}", "label": label(i % 2), "dataset": "pair"} for i in range(n)] + list(extra_human)
+    out = [{"index": i, "key": f"k{i}", "scores": {"support": 0.9 if i % 2 else 0.1}} for i in range(n)]
+    out += list(extra_out)
+    return _write(tmp_path / "out.jsonl", out), _write(tmp_path / "human.jsonl", human)
+
+
+def test_mean_row_takes_f1_over_the_same_groups_as_the_other_figures():
+    y = np.array([0, 1, 0, 1, 1, 1])
+    s = np.array([0.1, 0.9, 0.2, 0.8, 0.3, 0.4])  # 'pair' perfect; 'solo' all supported, all called unsupported
+    rep = label_report({"x": s}, y, groups=np.array(["pair"] * 4 + ["solo"] * 2), bootstrap=0)
+    assert rep.metrics["x"]["pair"].f1_unsupported == 1.0 and rep.metrics["x"]["solo"].f1_unsupported == 0.0
+    mean = rep.mean["x"]
+    assert (mean.balanced_accuracy, mean.roc_auc, mean.f1_unsupported) == (1.0, 1.0, 1.0)  # was F1 0.5
+    assert mean.notes == ("mean over 1 of 2 groups; skipped (one class only): ['solo']",)
+    assert "mean (1 of 2 groups)" in rep.table() and "mean (2)" not in rep.table()
+    one = label_report({"x": s[:4]}, y[:4], bootstrap=0)
+    assert "mean (1 group) " in one.table()
+
+
+def test_left_out_of_mean_groups_are_shown_and_named_but_not_averaged():
+    y = np.array([0, 1, 0, 1, 0, 1, 0, 1])
+    s = np.array([0.1, 0.9, 0.6, 0.4, 0.1, 0.9, 0.6, 0.4])
+    g = np.array(["a", "a", "a", "a", "mine", "mine", "mine", "mine"])
+    rep = label_report({"x": s}, y, groups=g, bootstrap=0, left_out_of_mean={"mine": "not on the board", "zz": "?"})
+    assert rep.metrics["x"]["mine"].balanced_accuracy == 0.5
+    assert rep.mean["x"].balanced_accuracy == rep.metrics["x"]["a"].balanced_accuracy == 0.5
+    rep2 = label_report({"x": s[:4]}, y[:4], bootstrap=0)
+    assert rep.mean["x"].f1_unsupported == rep2.mean["x"].f1_unsupported
+    assert rep.mean["x"].notes == ("mean over 1 of 2 groups; skipped (not on the board): ['mine']",)
+
+
+def test_a_tuned_balanced_accuracy_below_chance_gets_a_note():
+    y = np.array([0, 1] * 20)
+    s = np.random.default_rng(106).random(40)  # no signal: the seed where k-fold tuning lands below chance
+    rep = label_report({"x": s}, y, bootstrap=200)
+    m = rep.metrics["x"]["all"]
+    lo, hi = m.intervals["tuned_balanced_accuracy"]
+    assert m.tuned_balanced_accuracy == 0.35 and hi < 0.5
+    assert m.tuned_balanced_accuracy == metrics.balanced_accuracy_score(y, _held_out(y, s))
+    want = (f"the tuned threshold did worse than chance out of fold (tuned bal. acc. 95% interval [{lo:.4f}, "
+            f"{hi:.4f}], wholly below 0.5): the checker has no usable signal on these labels")
+    assert m.notes == (want,) and want in rep.table()
+    assert rep.mean["x"].notes == (want,)
+    good = label_report({"x": 0.5 * s + 0.5 * y}, y, bootstrap=200).metrics["x"]["all"]
+    assert good.notes == () and good.intervals["tuned_balanced_accuracy"][1] >= 0.5
+
+
+def _held_out(y, s, k=5, seed=0):
+    """k-fold held-out predictions by hand: label_report's stratified folds, FactCG's grid."""
+    rng = np.random.default_rng([seed, 0])
+    order = np.concatenate([rng.permutation(np.flatnonzero(y == c)) for c in (0, 1)])
+    fold = np.empty(len(y), dtype=int)
+    fold[order] = np.arange(len(y)) % k
+    pred = np.zeros(len(y), dtype=int)
+    for f in range(k):
+        held = fold == f
+        pred[held] = s[held] > tune_threshold(y[~held], s[~held])
+    return pred
+
+
+def test_duplicate_keys_and_ids_are_refused_naming_both_records(tmp_path, capsys):
+    dup = {"index": 20, "key": "k1", "scores": {"support": 0.1}}  # k1 again, now scored wrong
+    out, human = _perfect(tmp_path, extra_out=[dup])
+    assert main(["meta", str(out), "--human", str(human), "--labels", "--bootstrap", "0"]) == 2
+    assert capsys.readouterr().err.strip() == (f"unieval-local: error: {out}: key 'k1' is on records 1 and 20 "
+                                               "(0-based): each record must be scored once (merge or deduplicate "
+                                               "the outputs first)")
+    out, human = _perfect(tmp_path, extra_human=[{"id": "k3", "label": 0, "dataset": "pair"}])
+    assert main(["meta", str(out), "--human", str(human), "--labels", "--bootstrap", "0"]) == 2
+    assert capsys.readouterr().err.strip() == (f"unieval-local: error: {human}: id 'k3' is on records 3 and 20 "
+                                               "(0-based): each id must name one record (which label is right?)")
+    out, human = _perfect(tmp_path)
+    js = tmp_path / "ok.json"
+    assert main(["meta", str(out), "--human", str(human), "--labels", "--bootstrap", "0", "--json", str(js)]) == 0
+    assert json.loads(js.read_text())["mean"]["support"]["balanced_accuracy"] == 1.0
+
+
+def test_string_labels_need_positive_label_and_then_map_to_one_and_zero(tmp_path, capsys):
+    words = {1: "entailment", 0: "not_entailment"}
+    out, human = _perfect(tmp_path, label=words.get)
+    assert main(["meta", str(out), "--human", str(human), "--labels", "--bootstrap", "0"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"unieval-local: error: record 'k0' of {human}, field 'label': 'not_entailment' is not a label "
+        "(0/1/true/false); the labels hold ['entailment', 'not_entailment'] (2 distinct values): name the value "
+        "that means supported with --positive-label VALUE (values equal to it are 1, any other 0)")
+    js = tmp_path / "l.json"
+    assert main(["meta", str(out), "--human", str(human), "--labels", "--positive-label", "entailment",
+                 "--bootstrap", "0", "--json", str(js)]) == 0
+    m = json.loads(js.read_text())["groups"]["support"]["all"]
+    assert (m["n_supported"], m["n_unsupported"], m["balanced_accuracy"]) == (10, 10, 1.0)
+    assert main(["meta", str(out), "--human", str(human), "--labels", "--positive-label", "entailed",
+                 "--bootstrap", "0"]) == 2
+    assert "--positive-label 'entailed' equals none of the labels" in capsys.readouterr().err
+    assert main(["meta", str(out), "--human", str(human), "--positive-label", "entailment"]) == 2
+    assert "--positive-label: only with --labels" in capsys.readouterr().err
+
+
+def test_labels_from_values_reads_bools_numbers_and_text_alike():
+    from unieval_local.analysis.labels import labels_from_values
+
+    where = [f"row {i}" for i in range(4)]
+    got = labels_from_values([True, 1.0, "1", 0], where, positive_label="true")
+    assert got.tolist() == [1, 0, 0, 0]
+    assert labels_from_values([True, 1.0, "1", 0], where, positive_label="1").tolist() == [0, 1, 1, 0]
+    assert labels_from_values([True, 1.0, "1", 0], where).tolist() == [1, 1, 1, 0]
+    with pytest.raises(ValueError, match=r"^row 2: no label \(null\)$"):
+        labels_from_values(["yes", "no", None, "no"], where, positive_label="yes")
+
+
+def test_long_names_are_not_cut_and_the_html_title_is_the_file_name(tmp_path, capsys):
+    y, s = _data(40, 1)
+    long_a, long_b = "summarization/geval_consistency", "fact/nli_support_long_name"
+    g = np.array(["TofuEval-MediaS-extended"] * 20 + ["b"] * 20)
+    rep = label_report({long_a: s, long_b: 1 - s}, y, groups=g, bootstrap=0, compare=[(long_a, long_b)])
+    rows = rep.table().splitlines()
+    assert any(re.match(f"{long_a} +{long_b} +TofuEval-MediaS-extended +-?[0-9]", r) for r in rows)
+    assert any(r.startswith("TofuEval-MediaS-extended ") for r in rows)
+    pytest.importorskip("jinja2")
+    pytest.importorskip("matplotlib")
+    paths, *_ = _files(tmp_path, n=12)
+    html = tmp_path / "page.html"
+    assert main(["meta", str(paths["out"]), "--human", str(paths["human"]), "--labels", "--bootstrap", "0",
+                 "--html", str(html)]) == 0
+    page = html.read_text()
+    assert "<title>unieval-local labels: out.jsonl</title>" in page and str(tmp_path) not in page
+    assert "mean (1 group)" in page and "Made by unieval-local meta --labels" in page
