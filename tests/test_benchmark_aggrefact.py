@@ -325,3 +325,92 @@ def test_a_row_without_its_document_names_the_accepted_fields(tmp_path, standins
     err = capsys.readouterr().err
     assert status != 0 and "row 1: no document field (source, doc, document, premise; name yours with " \
                            "--source-field)" in err, err
+
+
+# ----------------------------------------------------------------------------- issue 40: no silent wrong number
+def test_the_board_table_says_which_datasets_its_mean_covers_and_names_rows_left_out(tmp_path, standins, capsys):
+    rows = [r for r in synthetic_rows("test") if r["dataset"] in ("AggreFact-CNN", "Reveal")]
+    rows += [{**r, "dataset": "MyOwnVeryLongDatasetName"} for r in synthetic_rows("test")[:4]]
+    rows[1] = {**rows[1], "claim": ""}  # an empty claim: an error record, left out
+    src = write_jsonl(tmp_path / "test.jsonl", rows)
+    out, js = tmp_path / "out", tmp_path / "f.json"
+    assert main(["benchmark", "llm-aggrefact", str(src), "-o", str(out), "--aspect", "support", "--bootstrap", "0",
+                 "--json", str(js), "--no-progress", *models(standins)]) == 0
+    table = capsys.readouterr().out
+    got = json.loads(js.read_text())
+    groups, mean = got["report"]["groups"]["fact/support"], got["report"]["mean"]["fact/support"]
+    assert groups["AggreFact-CNN"]["n"] == 3 and groups["MyOwnVeryLongDatasetName"]["n"] == 4
+    want = (groups["AggreFact-CNN"]["balanced_accuracy"] + groups["Reveal"]["balanced_accuracy"]) / 2
+    assert mean["balanced_accuracy"] == pytest.approx(want, abs=1e-12)  # the dataset off the board not in it
+    pub = board()["models"]["MiniCheck-Flan-T5-L"]["scores"]
+    same = round((pub["AggreFact-CNN"] + pub["Reveal"]) / 2, 4)
+    assert ("the mean is over 2 of the board's 11 datasets: AggreFact-CNN, Reveal; the board's figure beside it is "
+            f"its mean over the same 2 datasets, {same:.1f} (its 11-dataset average: 75.0)") in table
+    assert "not on the board, shown but left out of the mean: MyOwnVeryLongDatasetName" in table
+    assert any(x.startswith("MyOwnVeryLongDatasetName ") for x in table.splitlines())
+    mean_row = next(x for x in table.splitlines() if x.startswith("mean (2 of 11)"))
+    assert mean_row.split()[-2:] == [f"{same:.1f}", f"{100 * mean['balanced_accuracy'] - same:+.1f}"]
+    diffs = got["board"]["differences"]["fact/support"]
+    assert diffs["mean_over"] == ["AggreFact-CNN", "Reveal"]
+    assert diffs["mean"] == pytest.approx(100 * mean["balanced_accuracy"] - same, abs=1e-3)
+    assert (f"left out 1 test row (row 1, 0-based, of {out / 'test.input.jsonl'}): an aspect could not score it "
+            f"(error records in {out / 'test.scores.jsonl'})") in table
+    assert got["rows_left_out"] == {"test": 1} and got["rows_left_out_indices"] == {"test": [1]}
+
+
+def test_string_labels_missing_fields_and_saved_datasets_say_what_to_do(tmp_path, standins, capsys):
+    words = {1: "entailment", 0: "not_entailment"}
+    rows = [{"claim": r["claim"], "doc": r["doc"], "gold": words[r["label"]]} for r in synthetic_rows("test")[:8]]
+    src = write_jsonl(tmp_path / "mine.jsonl", rows)
+    base = ["-o", str(tmp_path / "out"), "--aspect", "hhem", "--bootstrap", "0", "--no-progress", *models(standins)]
+    assert main(["benchmark", "labelled", str(src), "--label-field", "gold", *base]) == 2
+    assert (f"{src}: row 0: gold: 'not_entailment' is not a label (0/1/true/false); the labels hold ['entailment', "
+            "'not_entailment'] (2 distinct values): name the value that means supported with --positive-label VALUE"
+            ) in capsys.readouterr().err
+    js = tmp_path / "f.json"
+    assert main(["benchmark", "labelled", str(src), "--label-field", "gold", "--positive-label", "entailment",
+                 "--json", str(js), *base]) == 0
+    capsys.readouterr()
+    m = json.loads(js.read_text())["report"]["groups"]["fact/hhem"]["all"]
+    assert (m["n_supported"], m["n_unsupported"]) == (4, 4)
+    staged = [json.loads(x)["label"] for x in (tmp_path / "out" / "test.input.jsonl").read_text().splitlines()]
+    assert staged == [int(r["gold"] == "entailment") for r in rows]
+
+    assert main(["benchmark", "labelled", str(src), *base]) == 2
+    assert "row 0: no label field 'label' (name yours with --label-field)" in capsys.readouterr().err
+    assert main(["benchmark", "labelled", str(src), "--label-field", "gold", "--group-by", "domain", *base]) == 2
+    assert "row 0: no group field 'domain' (name yours with --group-by)" in capsys.readouterr().err
+    agg = write_jsonl(tmp_path / "agg" / "test.jsonl", [{k: v for k, v in r.items() if k != "dataset"}
+                                                        for r in synthetic_rows("test")])
+    assert main(["benchmark", "llm-aggrefact", str(agg), *base]) == 2
+    assert ("row 0: no group field 'dataset' (an LLM-AggreFact row has the fields dataset, doc, claim and label: is "
+            "this a copy of it?)") in capsys.readouterr().err
+
+    saved = tmp_path / "saved"  # what datasets' DatasetDict.save_to_disk writes
+    for split in ("dev", "test"):
+        (saved / split).mkdir(parents=True)
+        for name in ("data-00000-of-00001.arrow", "dataset_info.json", "state.json"):
+            (saved / split / name).write_text("{}")
+    (saved / "dataset_dict.json").write_text('{"splits": ["dev", "test"]}')
+    for cmd in (["llm-aggrefact"], ["labelled"]):
+        assert main(["benchmark", *cmd, str(saved), *base]) == 2
+        err = capsys.readouterr().err
+        assert f"{saved}: a Hugging Face `datasets` save_to_disk folder" in err, err
+        assert (f"load_from_disk('{saved}'); [d[s].to_parquet(f'OUT/{{s}}.parquet') for s in d]" in err)
+
+
+def test_benchmark_writes_the_html_page_of_meta_labels(tmp_path, standins, capsys):
+    pytest.importorskip("jinja2")
+    pytest.importorskip("matplotlib")
+    src = write_jsonl(tmp_path / "test.jsonl", synthetic_rows("test"))
+    html = tmp_path / "page.html"
+    assert main(["benchmark", "llm-aggrefact", str(src), "-o", str(tmp_path / "out"), "--aspect", "support",
+                 "--aspect", "hhem", "--bootstrap", "0", "--html", str(html), "--no-progress", *models(standins)]) == 0
+    page = html.read_text()
+    assert "<title>unieval-local labels: test.jsonl</title>" in page and str(tmp_path) not in page
+    assert page.count("<svg") == 1 and "ROC curves" in page and "Made by unieval-local benchmark llm-aggrefact" in page
+    assert "<h3>fact/support (tuned by 5-fold cross-validation)</h3>" in page and "mean (11 groups)" in page
+    capsys.readouterr()
+    assert main(["benchmark", "llm-aggrefact", str(src), "-o", str(tmp_path / "out2"), "--html",
+                 str(tmp_path / "no" / "p.html"), "--no-progress", *models(standins)]) == 2
+    assert "--html" in capsys.readouterr().err and not (tmp_path / "out2").exists()  # refused before scoring

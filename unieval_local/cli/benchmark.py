@@ -12,11 +12,14 @@ from .common import (
     EXIT_WRITE,
     HelpFormatter,
     add_engine_flags,
+    add_positive_label_flag,
+    check_writable,
     aspect_pairs,
     engine_settings,
     examples,
     non_negative,
     run_failure_status,
+    usage_error,
     write_text,
 )
 
@@ -36,6 +39,7 @@ def _common_flags(p: argparse.ArgumentParser) -> None:
                          "skipped, with how to stage it; a rating aspect (summarization/geval_consistency) is "
                          "rescaled to [0, 1]")
     figures = p.add_argument_group("figures")
+    add_positive_label_flag(figures)
     figures.add_argument("--threshold", type=float, default=0.5,
                          help="fixed threshold: score > T is 'supported' (default 0.5, the board's)")
     figures.add_argument("--folds", type=int, default=5,
@@ -53,6 +57,9 @@ def _common_flags(p: argparse.ArgumentParser) -> None:
                      "written as it is scored)")
     out.add_argument("--resume", action="store_true", help="continue the scores files of an interrupted run")
     out.add_argument("--json", default=None, metavar="FILE", help="write every figure as JSON to FILE")
+    out.add_argument("--html", default=None, metavar="FILE.html",
+                     help="also write an HTML page with the test split's table and ROC curves per aspect, as meta "
+                     "--labels writes (needs the html extra)")
     p.set_defaults(run=run)
 
 
@@ -107,7 +114,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """``unieval-local benchmark``: score, print the table (stdout), write ``--json``.
+    """``unieval-local benchmark``: score, print the table (stdout), write ``--json`` and ``--html``.
 
     Exit 0; 2 for unreadable data, a missing extra, bad options or an output to resume; 3 when no
     aspect's evaluator is staged; 4, 5, 130, 143 as ``score`` (rerun with --resume)."""
@@ -118,13 +125,22 @@ def run(args: argparse.Namespace) -> int:
     aggrefact = args.benchmark == "llm-aggrefact"
     fields = {} if aggrefact else {"label_field": args.label_field, "group_field": args.group_by,
                                    "target_field": args.target_field, "source_field": args.source_field}
+    if args.html:  # before the scoring (hours of it on LLM-AggreFact): an unwritable page is a usage error now
+        from ..errors import MissingExtraError
+        from ..extras import require
+
+        try:
+            check_writable(args.html)
+            require("html")
+        except (ValueError, MissingExtraError) as exc:
+            return usage_error(ValueError(str(exc).replace("--output", "--html")))
     try:
         splits = aggrefact_splits(args.data) if aggrefact else labelled_splits(args.file, args.dev)
         with stop_on_signals():
             result = run_benchmark(splits, args.output, kind=args.benchmark, aspects=args.aspects, settings=settings,
-                                   resume=args.resume, threshold=args.threshold, folds=args.folds,
-                                   bootstrap=args.bootstrap, seed=args.seed, compare=aspect_pairs(args.compare),
-                                   progress=settings["progress"], **fields)
+                                   resume=args.resume, positive_label=args.positive_label, threshold=args.threshold,
+                                   folds=args.folds, bootstrap=args.bootstrap, seed=args.seed,
+                                   compare=aspect_pairs(args.compare), progress=settings["progress"], **fields)
     except Exception as exc:  # noqa: BLE001  the run's failures, each with its exit status
         status = run_failure_status(exc)
         if status is None:
@@ -138,5 +154,18 @@ def run(args: argparse.Namespace) -> int:
             write_text(args.json, json.dumps(result.to_json(), indent=1, allow_nan=False) + "\n")
         except OSError as exc:
             print(f"unieval-local: error: cannot write {args.json}: {exc.strerror or exc}", file=sys.stderr)
+            return EXIT_WRITE
+    if args.html:
+        from pathlib import Path
+
+        from ..analysis.html_report import render_label_html
+
+        preds, labels, groups = result.test_data
+        try:
+            render_label_html(result.report, preds, labels, args.html, groups=groups,
+                              title=Path(args.data if aggrefact else args.file).name,
+                              made_by=f"benchmark {args.benchmark}")
+        except OSError as exc:
+            print(f"unieval-local: error: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_WRITE
     return EXIT_OK
