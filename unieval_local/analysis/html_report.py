@@ -341,7 +341,7 @@ def build_label_html(report: Any, predictions: dict[str, Any], labels: Any, *, g
     require("html")
     import jinja2
 
-    from .labels import mean_label
+    from .label_table import mean_label
 
     def num(v: float, digits: int) -> str:
         return "" if v != v else f"{v:.{digits}f}"

@@ -17,93 +17,19 @@ from typing import Any
 
 import numpy as np
 
+from .label_values import labels_from_values, parse_label, plural
+
 __all__ = ["FIGURES", "GRID", "LabelMetrics", "LabelReport", "PairedComparison", "balanced_accuracy",
-           "f1_unsupported", "label_report", "labels_from_values", "mean_label", "parse_label", "plural", "roc_auc",
+           "f1_unsupported", "label_report", "labels_from_values", "parse_label", "plural", "roc_auc",
            "tune_threshold"]
 
 #: FactCG's threshold grid: 0.01, 0.02, ..., 0.99.
 GRID = np.round(np.arange(1, 100) / 100, 2)
 #: The figures that get bootstrap intervals, in table order.
 FIGURES = ("balanced_accuracy", "tuned_balanced_accuracy", "roc_auc")
-_WORDS = {"0": 0, "1": 1, "false": 0, "true": 1}
 
 
 # ----------------------------------------------------------------------------- metrics
-def parse_label(value: Any, where: str = "label") -> int:
-    """0 or 1 from ``0``/``1`` (int or float), ``true``/``false`` (bool, or a string in any case);
-    ValueError for anything else, the message starting with ``where`` (the record and field)."""
-    if isinstance(value, (bool, np.bool_)):
-        return int(value)
-    if isinstance(value, (int, float, np.integer, np.floating)) and value in (0, 1):
-        return int(value)
-    if isinstance(value, str) and value.strip().lower() in _WORDS:
-        return _WORDS[value.strip().lower()]
-    raise ValueError(f"{where}: {value!r} is not a label (0/1/true/false)")
-
-
-def plural(n: int, word: str, words: str | None = None) -> str:
-    """``"1 group"``, ``"2 groups"`` (``words``: the plural when it is not ``word + "s"``)."""
-    return f"{n} {word if n == 1 else words or word + 's'}"
-
-
-def _label_text(value: Any) -> str:
-    """How a label value compares with a positive label given as text: ``true``/``false`` for a
-    bool, ``1`` for an integral number, else ``str(value)``."""
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    if isinstance(value, (int, float, np.integer, np.floating)) and float(value).is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def labels_from_values(values: Sequence[Any], where: Sequence[str], *, positive_label: str | None = None,
-                       option: str = "positive_label") -> np.ndarray:
-    """0/1 labels from a column of raw label values: the one place label values are read (``meta
-    --labels``, ``benchmark``, and the ``train`` command to come, each with ``--positive-label``).
-
-    Args:
-        values: the raw values, one per row (numbers, bools, strings).
-        where: for each row, how an error names it (its file, record and field).
-        positive_label: None: each value must be 0/1/true/false (:func:`parse_label`). Else the
-            value meaning "supported": a value whose text (``true``/``false`` for a bool, ``1`` for
-            an integral number, else ``str(value)``) equals it is 1, any other value 0.
-        option: how the reader names ``positive_label`` (``"--positive-label"`` on the CLI).
-
-    Returns:
-        ``(len(values),)`` int8 array of 0/1.
-
-    Raises:
-        ValueError: without ``positive_label``, a value not 0/1/true/false (the message names the
-            first such row, lists the distinct values seen and names ``option``); with it, a
-            missing (null) value, or ``positive_label`` equal to none of the values (every row
-            would be 0).
-    """
-    if len(values) != len(where):
-        raise ValueError(f"{len(values)} label values but {len(where)} row names")
-
-    def seen() -> str:
-        distinct = sorted({_label_text(v) for v in values if v is not None})
-        return (f"{distinct[:20]}" + (f" and {len(distinct) - 20} more" if len(distinct) > 20 else "")
-                + f" ({plural(len(distinct), 'distinct value')})")
-
-    if positive_label is None:
-        out = np.empty(len(values), dtype=np.int8)
-        for i, v in enumerate(values):
-            try:
-                out[i] = parse_label(v, where[i])
-            except ValueError as exc:
-                raise ValueError(f"{exc}; the labels hold {seen()}: name the value that means supported with "
-                                 f"{option} VALUE (values equal to it are 1, any other 0)") from None
-        return out
-    missing = next((i for i, v in enumerate(values) if v is None), None)
-    if missing is not None:
-        raise ValueError(f"{where[missing]}: no label (null)")
-    out = np.array([_label_text(v) == positive_label for v in values], dtype=np.int8)
-    if len(out) and not out.any():
-        raise ValueError(f"{option} {positive_label!r} equals none of the labels, which hold {seen()}")
-    return out
-
-
 def _labels(labels: Any, what: str = "labels") -> np.ndarray:
     """A 1-D int8 array of 0/1; ValueError naming the first bad row."""
     arr = np.asarray(labels)
@@ -348,7 +274,9 @@ class LabelReport:
 
     def table(self) -> str:
         """A plain-text table: per aspect one row per group and the mean; then the comparisons and notes."""
-        return _format(self)
+        from .label_table import format_report
+
+        return format_report(self)
 
 
 # ----------------------------------------------------------------------------- the report
@@ -644,59 +572,3 @@ def _mean_compare(a: str, b: str, metrics: dict, dists: dict, per_group: list[Pa
         out[f] = (point, *_paired(diffs))
     return PairedComparison(a, b, None, sum(c.n for c in mine), *out["balanced_accuracy"], *out["roc_auc"], a_only,
                             b_only, _mcnemar(a_only, b_only), notes)
-
-
-def _cell(value: float, interval: tuple[float, float] | None) -> str:
-    """``0.1234 [0.0100, 0.2000]``, ``0.1234`` without an interval, ``n/a`` for NaN."""
-    ci = f" [{interval[0]:.4f}, {interval[1]:.4f}]" if interval else ""
-    return "n/a" if math.isnan(value) else f"{value:.4f}{ci}"
-
-
-def mean_label(report: LabelReport, aspect: str) -> str:
-    """The mean row's name: ``mean (2 groups)``, or ``mean (1 of 2 groups)`` when it skips some."""
-    n = len(report.groups)
-    notes = report.mean[aspect].notes
-    taken = next((int(x.split()[2]) for x in notes if x.startswith("mean over ")), n)
-    return f"mean ({plural(n, 'group')})" if taken == n else f"mean ({taken} of {plural(n, 'group')})"
-
-
-def _format(report: LabelReport) -> str:
-    """:meth:`LabelReport.table`: columns as wide as the longest group or aspect name."""
-    boot = report.bootstrap > 0
-    w = 25 if boot else 17
-    lines = [f"threshold {report.threshold}; " + (f"{report.bootstrap} bootstrap resamples of rows within each group, "
-                                                  "95% intervals" if boot else "no bootstrap intervals")]
-    gw = 1 + max(15, *(len(g) for g in report.groups), *(len(mean_label(report, a)) for a in report.aspects))
-    head = (f"{'group':<{gw}}{'n':>6}{'sup':>6}{'uns':>6}{'bal. acc.':>{w}}  {'tuned t':>7}{'tuned bal. acc.':>{w}}"
-            f"{'ROC AUC':>{w}}{'F1 uns.':>9}")
-    notes = []
-    for a in report.aspects:
-        rows = [*report.metrics[a].items(), (mean_label(report, a), report.mean[a])]
-        lines += ["", f"{a}: tuned by {report.mean[a].tuning}", head]
-        for g, m in rows:
-            iv = m.intervals.get
-            t = "" if math.isnan(m.tuned_threshold) else f"{m.tuned_threshold:.2f}"
-            lines.append(f"{g:<{gw}}{m.n:>6}{m.n_supported:>6}{m.n_unsupported:>6}"
-                         f"{_cell(m.balanced_accuracy, iv('balanced_accuracy')):>{w}}  {t:>7}"
-                         f"{_cell(m.tuned_balanced_accuracy, iv('tuned_balanced_accuracy')):>{w}}"
-                         f"{_cell(m.roc_auc, iv('roc_auc')):>{w}}{m.f1_unsupported:>9.4f}")
-        notes += [f"{a}, {g}: {x}" for g, m in report.metrics[a].items() for x in m.notes]
-        notes += [f"{a}, mean: {x}" for x in report.mean[a].notes]
-    if report.comparisons:
-        aw = 1 + max(13, *(len(x) for c in report.comparisons for x in (c.a, c.b)))
-        cw = 1 + max(15, *(len(c.group or "mean") for c in report.comparisons))
-        lines += ["", "paired comparisons (A - B; bootstrap 95% intervals, two-sided p; McNemar's exact test at the "
-                  "threshold on the rows only A / only B gets right)",
-                  f"{'A':<{aw}}{'B':<{aw}}{'group':<{cw}}{'bal. acc. diff':>{w + 2}}{'p':>8}{'ROC AUC diff':>{w + 2}}"
-                  f"{'p':>8}{'A only':>8}{'B only':>8}{'McNemar p':>11}"]
-        for c in report.comparisons:
-            g = "mean" if c.group is None else c.group
-            p1, p2 = ("" if math.isnan(p) else f"<{2 / report.bootstrap:.4f}" if p == 0 else f"{p:.4f}"
-                      for p in (c.balanced_accuracy_p, c.roc_auc_p))
-            lines.append(f"{c.a:<{aw}}{c.b:<{aw}}{g:<{cw}}"
-                         f"{_cell(c.balanced_accuracy_diff, c.balanced_accuracy_interval if boot else None):>{w + 2}}"
-                         f"{p1:>8}{_cell(c.roc_auc_diff, c.roc_auc_interval if boot else None):>{w + 2}}{p2:>8}"
-                         f"{c.a_only_correct:>8}{c.b_only_correct:>8}{c.mcnemar_p:>11.4f}")
-    if notes:
-        lines += ["", "notes:", *notes]
-    return "\n".join(lines)
