@@ -32,7 +32,7 @@ from ..hashing import memo_sha256_file, sha256_file, sha256_text  # noqa: F401  
 from ..registry.evaluators import HUB_ID  # noqa: F401  (re-exported)
 from ..registry.tasks import CHECKPOINTS
 from .files import MANIFEST_NAME, OPTIONAL_FILES, TOKENIZER_FILES
-from .manifest import WEIGHT_SUFFIXES, check_recorded_files, read_manifest, stat_matches
+from .manifest import WEIGHT_SUFFIXES, check_links, check_recorded_files, read_manifest, stat_matches
 
 __all__ = ["CheckpointIdentity", "EVALUATOR_KEY", "HOME_ENV", "ModelSpec", "ResolvedCheckpoint", "check_identity",
            "fingerprint_checkpoint", "is_offline", "read_identity", "resolve_checkpoint", "unverified_message"]
@@ -233,6 +233,7 @@ def _read_manifest(folder: Path) -> dict[str, Any] | None:
 
 
 def _local(name: str, folder: Path, origin: str, hub_id: str | None = None) -> ResolvedCheckpoint:
+    check_links(folder, name)  # a deleted HF cache blob: named by its file, a checkpoint error (exit 3)
     if not (folder / "config.json").is_file():
         inside = sorted(p.name for p in folder.iterdir() if p.is_dir() and (p / "config.json").is_file()) \
             if folder.is_dir() else []
@@ -320,6 +321,9 @@ def resolve_checkpoint(
     Raises:
         CheckpointNotFoundError: nothing found; the message lists every place
             looked at and how to stage the weights on a connected machine.
+        CheckpointError: the folder found holds a link to nothing (a deleted Hugging Face cache blob:
+            :func:`~unieval_local.models.manifest.check_links` names the file and the download line), or
+            no tokenizer file.
     """
     looked: list[str] = []
     explicit: str | os.PathLike | None

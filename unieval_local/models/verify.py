@@ -13,7 +13,7 @@ from ..hashing import sha256_file
 from ..registry.tasks import CHECKPOINTS
 from .checkpoints import HOME_ENV, MANIFEST_NAME, _named_identity, _read_manifest, read_identity, unverified_message
 from .files import TOKENIZER_FILES
-from .manifest import check_recorded_files, manifest_entries, record_verified_stats, tokenizer_fingerprint
+from .manifest import check_links, check_recorded_files, manifest_entries, record_verified_stats, tokenizer_fingerprint
 from .tokenizer_identity import check_tokenizer_fits, describe_tokenizer
 
 __all__ = ["VerifyReport", "verify_checkpoint"]
@@ -148,6 +148,11 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
     from .t5.spm_check import check_tokenizer
 
     report = VerifyReport(folder)
+    try:
+        check_links(folder)
+    except CheckpointError as exc:  # nothing else can be read right: one line naming each file
+        report.fail(str(exc))
+        return report
     if evaluator:
         spec = get_evaluator(evaluator)
     else:  # the evaluator the folder names, else the one its name names, else UniEval's
