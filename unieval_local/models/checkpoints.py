@@ -289,6 +289,20 @@ def _test_layout(name: str) -> str:
     return {"seq-classifier": "deberta-nli", "hhem": "hhem"}.get(spec.backend if spec else "t5", "v1.1")
 
 
+def _staged_by(name: str) -> str:
+    """The checkpoint name whose ``download`` stages ``name``: itself when it is one; the evaluator whose
+    foundation it is (``google/flan-t5-base`` -> ``hhem-2.1-open``, which stages it beside itself);
+    else ``unieval-sum``."""
+    from ..registry.evaluators import EVALUATORS
+
+    if name in CHECKPOINTS:
+        return name
+    for spec in EVALUATORS.values():
+        if spec.tokenizer_from and name.lower() in (spec.tokenizer_from.lower(), spec.tokenizer_from.split("/")[-1]):
+            return spec.name
+    return "unieval-sum"
+
+
 def _staging_help(name: str) -> str:
     return (
         "To stage it for an offline machine, on a connected machine run\n"
@@ -376,7 +390,7 @@ def resolve_checkpoint(
             looked.append(f"the hub ({type(exc).__name__}: {exc})")
     raise CheckpointNotFoundError(
         f"checkpoint {name!r} ({hub_id}) not found. Looked at: " + "; ".join(looked) + ".\n"
-        + _staging_help(name if name in CHECKPOINTS else "unieval-sum")
+        + _staging_help(_staged_by(name))
     )
 
 
