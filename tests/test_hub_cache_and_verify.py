@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from unieval_local.cli import EXIT_CHECKPOINT, EXIT_ROWS_FAILED, main
-from unieval_local.errors import CheckpointError
+from unieval_local.errors import CheckpointError, CheckpointNotFoundError
 from unieval_local.models.manifest import git_blob_sha1
 
 SNAP_REV = "a" * 40
@@ -174,3 +174,23 @@ def test_a_manifest_that_is_not_json_is_said(tiny_ckpt, tmp_path, capsys):
             "quotes; verify cannot compare checksums: stage the checkpoint again (unieval-local download), or, for "
             "weights of your own, delete unieval_manifest.json\n") in out
     assert "no unieval_manifest.json" not in out
+
+
+# ----------------------------------------------------------------------------- --model path typos
+def test_a_model_path_typo_gets_a_did_you_mean_and_no_hub_attempt(tiny_ckpt, tmp_path, monkeypatch, capsys):
+    """``--model out/tk`` where out/tck exists was tried as the hub repository 'out/tk'."""
+    import unieval_local.models.checkpoints as checkpoints
+
+    shutil.copytree(tiny_ckpt, tmp_path / "out" / "tck")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(checkpoints, "_from_hf_cache", lambda *a: pytest.fail("looked up as a hub id"))
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"target": "a b.", "source": "a b c."}) + "\n")
+    rc = main(["score", str(src), "--model", "out/tk", "--aspect", "consistency", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == EXIT_CHECKPOINT
+    assert "checkpoint folder 'out/tk' does not exist; did you mean 'out/tck'?" in err
+    with pytest.raises(CheckpointNotFoundError, match=r"^checkpoint folder 'out/zzzzz' does not exist; 'out' holds "
+                                                      r"no folder of a close name$"):
+        checkpoints.resolve_checkpoint("unieval-sum", "out/zzzzz")
+    assert not checkpoints._looks_local("MingZhong/unieval-sum")  # no folder MingZhong/ here: a hub id

@@ -263,6 +263,32 @@ def _local(name: str, folder: Path, origin: str, hub_id: str | None = None) -> R
     return ResolvedCheckpoint(name, folder, origin, manifest.get("hub_id", hub_id), revision)
 
 
+def _looks_local(text: str) -> bool:
+    """Whether a model value that is no folder is a local path rather than a hub id: it cannot be a hub
+    id (``owner/name``, :data:`~unieval_local.registry.evaluators.HUB_ID`), starts with ``.``, ``/`` or
+    ``~``, or its parent folder exists here (``out/tk`` beside ``out/``: a typo of ``out/tck``, not the
+    hub repository ``out/tk``)."""
+    if not HUB_ID.match(text) or text.startswith((".", "/", "~")) or os.sep != "/" and os.sep in text:
+        return True
+    return Path(text).expanduser().parent.is_dir()
+
+
+def _did_you_mean(folder: Path) -> str:
+    """``; did you mean 'out/tck'?`` over the folders beside ``folder`` (difflib, cutoff 0.6), or
+    ``; <parent> holds no folder of a close name``; '' when the parent folder does not exist."""
+    import difflib
+
+    parent = folder.parent
+    try:
+        siblings = sorted(p.name for p in parent.iterdir() if p.is_dir())
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(folder.name, siblings, n=3, cutoff=0.6)
+    if close:
+        return "; did you mean " + " or ".join(repr(str(parent / c)) for c in close) + "?"
+    return f"; {str(parent)!r} holds no folder of a close name"
+
+
 def _from_hf_cache(hub_id: str, revision: str | None) -> Path | None:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
@@ -353,8 +379,8 @@ def resolve_checkpoint(
         folder = Path(text).expanduser()
         if folder.is_dir():
             return _local(name, folder, "explicit")
-        if not HUB_ID.match(text) or text.startswith((".", "/", "~")):
-            raise CheckpointNotFoundError(f"checkpoint folder {text!r} does not exist")
+        if _looks_local(text):
+            raise CheckpointNotFoundError(f"checkpoint folder {text!r} does not exist" + _did_you_mean(folder))
         hub_id = text
         looked.append(f"a local folder named {text!r} (none)")
     else:
