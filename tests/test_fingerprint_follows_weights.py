@@ -235,3 +235,43 @@ def test_new_content_with_the_old_mtime_restored_still_changes_the_fingerprint(t
     assert any(f"{WEIGHTS} differs from the SHA-256 its {MANIFEST_NAME} records" in str(w.message)
                and "delete its unieval_manifest.json" in str(w.message) for w in caught), \
         [str(w.message) for w in caught]
+
+
+_MEMO_WRITER = """
+import sys, time
+from pathlib import Path
+from unieval_local.hashing import memo_sha256_file
+start, files = float(sys.argv[1]), sys.argv[2:]
+while time.time() < start:  # all four begin together
+    time.sleep(0.001)
+for f in files:
+    memo_sha256_file(Path(f))
+"""
+
+
+def test_four_processes_on_one_memo_lose_no_entry(tmp_path):
+    """Issue 40: four processes adding 5 entries each to one memo file kept 17 of 20 (each read the
+    memo, added its entry and replaced the file: a write between another's read and write was lost).
+    The read-merge-write now runs under a file lock: all 20 entries are there."""
+    import subprocess
+    import sys
+    import time
+
+    memo_file = tmp_path / "memo" / "file_sha256.json"
+    groups = []
+    for p in range(4):
+        files = []
+        for i in range(5):
+            f = tmp_path / "files" / f"p{p}-{i}.bin"
+            f.parent.mkdir(exist_ok=True)
+            f.write_bytes(f"{p}-{i}".encode() * 1000)
+            files.append(str(f))
+        groups.append(files)
+    env = {**os.environ, "UNIEVAL_LOCAL_HASH_MEMO": str(memo_file),
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    start = time.time() + 3.0
+    procs = [subprocess.Popen([sys.executable, "-c", _MEMO_WRITER, str(start), *files], env=env) for files in groups]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0, 0, 0]
+    entries = json.loads(memo_file.read_text())["files"]
+    expected = {str(Path(f).resolve()): hashing.sha256_file(f) for files in groups for f in files}
+    assert {k: v["sha256"] for k, v in entries.items()} == expected

@@ -118,7 +118,8 @@ def memo_sha256_file(path: str | os.PathLike) -> str:
     (a weight file replaced by another of the same size gets a new mtime, inode or ctime; a
     restored mtime does not restore the ctime, which no user-space call can set).
 
-    The memo file is written atomically; one that is corrupt, unreadable or unwritable gives ONE
+    The memo file is read, merged and written under a file lock (``<memo>.lock``), atomically: processes
+    sharing one memo keep each other's entries. One that is corrupt, unreadable or unwritable gives ONE
     :class:`~unieval_local.errors.CacheUnusableWarning` per process and the hash is computed (a
     corrupt one is replaced at the next write). A digest is only stored when the file's stat is
     the same after hashing as before.
@@ -157,8 +158,24 @@ def memo_sha256_file(path: str | os.PathLike) -> str:
     with _MEMO_LOCK:
         _MEMO[key] = digest
         if memo_file is not None:
-            entries = _read_memo(memo_file)
-            entries.pop(resolved, None)  # re-inserted last: the most recent survive the cap
-            entries[resolved] = {**stat, "sha256": digest}
-            _write_memo(memo_file, entries)
+            _merge_into_memo(memo_file, resolved, {**stat, "sha256": digest})
     return digest
+
+
+def _merge_into_memo(path: Path, resolved: str, entry: dict) -> None:
+    """Add ``entry`` for ``resolved`` to the memo file: read, merge and replace under an exclusive
+    lock on ``<memo>.lock`` (``filelock``), so that processes sharing one memo never drop each
+    other's entries (without it, 4 processes adding 5 entries each kept 6 to 17 of the 20). A lock
+    that cannot be taken within 10 s, or a folder where no lock file can be made, warns once
+    (:func:`_memo_warn`) and the entry is left out (it is hashed again next time)."""
+    from filelock import FileLock, Timeout
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(path) + ".lock", timeout=10):
+            entries = _read_memo(path)
+            entries.pop(resolved, None)  # re-inserted last: the most recent survive the cap
+            entries[resolved] = entry
+            _write_memo(path, entries)
+    except (OSError, Timeout) as exc:
+        _memo_warn(path, "locked for writing", exc)

@@ -31,7 +31,9 @@ def add_parser(sub) -> None:
         "QAGS-CNNDM predictions, MiniCheck's README example) in float32 and compare: PASS when every "
         "score is within 1e-4 (the published scores came from unknown hardware and library versions; "
         "the 1e-5 float32 promise is against UniEval's code on the same machine). Evaluators with no "
-        "published scores are listed as such. Exit 0 if all pass, 1 if not.",
+        "published scores are listed as such. Exit 0 if all pass, 1 if not. A folder that records no checksums (no "
+        "unieval_manifest.json, not a Hugging Face cache snapshot) can pass: exit 0, its first line says "
+        "'no checksums compared'. A manifest that is not valid JSON fails (exit 1).",
         formatter_class=HelpFormatter,
         epilog=examples("unieval-local verify unieval-home",
                         "unieval-local verify unieval-home/minicheck-flan-t5-large --evaluator minicheck-flan-t5-large "
@@ -126,8 +128,11 @@ def _print_known_answers(reports, args: argparse.Namespace) -> bool:
             print(f"  signature: {check.signature}")
         print(f"  {check.verdict()}" + (f" [{time.perf_counter() - t0:.1f} s]" if check.sets else ""))
         ok = ok and check.ok
-    print("no known answers (no per-example scores of their official weights are shipped), not checked: "
-          + ", ".join(without_answers(sets)))
+    staged = {evaluator_of_folder(r.folder, args.evaluator)[0] for r in reports}
+    absent = [n for n in without_answers(sets) if n not in staged]
+    if absent:  # one line: these were never asked for here
+        print(f"{len(absent)} evaluators not staged here have no known answers either (no per-example scores of "
+              f"their official weights are shipped; not checked): {', '.join(absent)}")
     return ok
 
 
@@ -139,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     reports = verify_checkpoint(args.dir, args.evaluator)
     for r in reports:
         what = " (files, tokenizer, weights; known answers below)" if getattr(args, "known_answers", False) else ""
-        print(f"{r.folder}: {'OK' if r.ok else 'FAILED'}{what}")
+        print(f"{r.headline()}{what}")
         for m in r.messages:
             print(f"  {m}")
     ok = all(r.ok for r in reports)

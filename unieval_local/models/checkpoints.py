@@ -32,7 +32,7 @@ from ..hashing import memo_sha256_file, sha256_file, sha256_text  # noqa: F401  
 from ..registry.evaluators import HUB_ID  # noqa: F401  (re-exported)
 from ..registry.tasks import CHECKPOINTS
 from .files import MANIFEST_NAME, OPTIONAL_FILES, TOKENIZER_FILES
-from .manifest import WEIGHT_SUFFIXES, check_recorded_files, read_manifest, stat_matches
+from .manifest import WEIGHT_SUFFIXES, check_links, check_recorded_files, read_manifest, stat_matches
 
 __all__ = ["CheckpointIdentity", "EVALUATOR_KEY", "HOME_ENV", "ModelSpec", "ResolvedCheckpoint", "check_identity",
            "fingerprint_checkpoint", "is_offline", "read_identity", "resolve_checkpoint", "unverified_message"]
@@ -233,6 +233,7 @@ def _read_manifest(folder: Path) -> dict[str, Any] | None:
 
 
 def _local(name: str, folder: Path, origin: str, hub_id: str | None = None) -> ResolvedCheckpoint:
+    check_links(folder, name)  # a deleted HF cache blob: named by its file, a checkpoint error (exit 3)
     if not (folder / "config.json").is_file():
         inside = sorted(p.name for p in folder.iterdir() if p.is_dir() and (p / "config.json").is_file()) \
             if folder.is_dir() else []
@@ -262,6 +263,32 @@ def _local(name: str, folder: Path, origin: str, hub_id: str | None = None) -> R
     return ResolvedCheckpoint(name, folder, origin, manifest.get("hub_id", hub_id), revision)
 
 
+def _looks_local(text: str) -> bool:
+    """Whether a model value that is no folder is a local path rather than a hub id: it cannot be a hub
+    id (``owner/name``, :data:`~unieval_local.registry.evaluators.HUB_ID`), starts with ``.``, ``/`` or
+    ``~``, or its parent folder exists here (``out/tk`` beside ``out/``: a typo of ``out/tck``, not the
+    hub repository ``out/tk``)."""
+    if not HUB_ID.match(text) or text.startswith((".", "/", "~")) or os.sep != "/" and os.sep in text:
+        return True
+    return Path(text).expanduser().parent.is_dir()
+
+
+def _did_you_mean(folder: Path) -> str:
+    """``; did you mean 'out/tck'?`` over the folders beside ``folder`` (difflib, cutoff 0.6), or
+    ``; <parent> holds no folder of a close name``; '' when the parent folder does not exist."""
+    import difflib
+
+    parent = folder.parent
+    try:
+        siblings = sorted(p.name for p in parent.iterdir() if p.is_dir())
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(folder.name, siblings, n=3, cutoff=0.6)
+    if close:
+        return "; did you mean " + " or ".join(repr(str(parent / c)) for c in close) + "?"
+    return f"; {str(parent)!r} holds no folder of a close name"
+
+
 def _from_hf_cache(hub_id: str, revision: str | None) -> Path | None:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
@@ -286,6 +313,20 @@ def _test_layout(name: str) -> str:
     if spec is not None and spec.backend == "causal-lm":
         return spec.model_types[0]
     return {"seq-classifier": "deberta-nli", "hhem": "hhem"}.get(spec.backend if spec else "t5", "v1.1")
+
+
+def _staged_by(name: str) -> str:
+    """The checkpoint name whose ``download`` stages ``name``: itself when it is one; the evaluator whose
+    foundation it is (``google/flan-t5-base`` -> ``hhem-2.1-open``, which stages it beside itself);
+    else ``unieval-sum``."""
+    from ..registry.evaluators import EVALUATORS
+
+    if name in CHECKPOINTS:
+        return name
+    for spec in EVALUATORS.values():
+        if spec.tokenizer_from and name.lower() in (spec.tokenizer_from.lower(), spec.tokenizer_from.split("/")[-1]):
+            return spec.name
+    return "unieval-sum"
 
 
 def _staging_help(name: str) -> str:
@@ -320,6 +361,9 @@ def resolve_checkpoint(
     Raises:
         CheckpointNotFoundError: nothing found; the message lists every place
             looked at and how to stage the weights on a connected machine.
+        CheckpointError: the folder found holds a link to nothing (a deleted Hugging Face cache blob:
+            :func:`~unieval_local.models.manifest.check_links` names the file and the download line), or
+            no tokenizer file.
     """
     looked: list[str] = []
     explicit: str | os.PathLike | None
@@ -335,8 +379,8 @@ def resolve_checkpoint(
         folder = Path(text).expanduser()
         if folder.is_dir():
             return _local(name, folder, "explicit")
-        if not HUB_ID.match(text) or text.startswith((".", "/", "~")):
-            raise CheckpointNotFoundError(f"checkpoint folder {text!r} does not exist")
+        if _looks_local(text):
+            raise CheckpointNotFoundError(f"checkpoint folder {text!r} does not exist" + _did_you_mean(folder))
         hub_id = text
         looked.append(f"a local folder named {text!r} (none)")
     else:
@@ -372,7 +416,7 @@ def resolve_checkpoint(
             looked.append(f"the hub ({type(exc).__name__}: {exc})")
     raise CheckpointNotFoundError(
         f"checkpoint {name!r} ({hub_id}) not found. Looked at: " + "; ".join(looked) + ".\n"
-        + _staging_help(name if name in CHECKPOINTS else "unieval-sum")
+        + _staging_help(_staged_by(name))
     )
 
 

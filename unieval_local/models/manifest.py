@@ -41,7 +41,8 @@ from ..errors import CheckpointError
 from ..hashing import sha256_file, sha256_text
 from .files import MANIFEST_NAME, TOKENIZER_FILES
 
-__all__ = ["STAT_FIELDS", "WEIGHT_SUFFIXES", "check_recorded_files", "file_entry", "git_blob_sha1",
+__all__ = ["STAT_FIELDS", "WEIGHT_SUFFIXES", "check_links", "check_recorded_files", "dangling_links", "file_entry",
+           "git_blob_sha1",
            "manifest_entries", "memo_sha256", "read_manifest", "record_verified_stats", "stat_matches",
            "tokenizer_fingerprint", "write_manifest"]
 
@@ -209,6 +210,61 @@ def record_verified_stats(folder: str | os.PathLike, stats: dict[str, os.stat_re
     return recorded
 
 
+def dangling_links(folder: str | os.PathLike) -> list[str]:
+    """The files at ``folder``'s top level that are links to nothing (an HF cache snapshot whose blob
+    was deleted, a copied or moved home of links), each as ``"<name> is a link to a missing blob
+    <target>"`` (a target in a ``blobs`` folder) or ``"... to a missing file <target>"``, the target
+    as the link records it (``../../blobs/<etag>``). [] when every link resolves. Never raises."""
+    folder = Path(folder)
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError:
+        return []
+    out = []
+    for p in entries:
+        if p.is_symlink() and not p.exists():
+            try:
+                target = os.readlink(p)
+            except OSError:
+                target = "?"
+            what = "blob" if Path(target).parent.name == "blobs" else "file"
+            out.append(f"{p.name} is a link to a missing {what} {target}")
+    return out
+
+
+def check_links(folder: str | os.PathLike, name: str | None = None) -> None:
+    """Refuse a checkpoint folder holding links to nothing (:func:`dangling_links`), naming each file
+    (not its blob) and how to get it back.
+
+    Args:
+        folder: a checkpoint folder.
+        name: the checkpoint name it is for (``unieval-sum``), for the download line; None: read
+            from the folder's HF cache path (``models--owner--name``) when it is a built-in's.
+
+    Raises:
+        CheckpointError: at least one dangling link; e.g. ``checkpoint folder '...': tokenizer.json is a
+            link to a missing blob ../../blobs/00e5...; download the checkpoint again: unieval-local
+            download --checkpoint unieval-sum --to DIR (or huggingface-cli download MingZhong/unieval-sum to
+            refill the Hugging Face cache)``.
+    """
+    from ..registry.tasks import CHECKPOINTS
+
+    broken = dangling_links(folder)
+    if not broken:
+        return
+    folder = Path(folder)
+    repo = folder.parent.parent.name if folder.parent.name == "snapshots" else ""
+    owner, sep, rest = repo[len("models--"):].partition("--") if repo.startswith("models--") else ("", "", "")
+    hub_id = f"{owner}/{rest}" if sep else None
+    if name not in CHECKPOINTS:
+        name = next((n for n, h in CHECKPOINTS.items() if hub_id and h.lower() == hub_id.lower()), None)
+    how = (f"unieval-local download --checkpoint {name} --to DIR" if name else "stage the folder again")
+    if hub_id:
+        how += f" (or huggingface-cli download {hub_id} to refill the Hugging Face cache)"
+    raise CheckpointError(f"checkpoint folder {str(folder)!r}: {'; '.join(broken)}; download the checkpoint "
+                          f"again: {how}")
+
+
 def _snapshot_blobs(folder: Path) -> dict[str, tuple[Path, str]]:
     """``{file name: (blob path, etag)}`` of the files of an HF cache snapshot that link to a blob
     named by a content hash ({} when the folder is no snapshot)."""
@@ -248,10 +304,12 @@ def check_recorded_files(folder: str | os.PathLike, *, hash_weights: bool = Fals
         them (no manifest, or one listing no files; not an HF cache snapshot), so nothing was checked.
 
     Raises:
-        CheckpointError: a recorded file is missing or changed, or a tokenizer file is in the folder
+        CheckpointError: a file is a link to nothing (:func:`check_links`: a deleted HF cache blob), a
+            recorded file is missing or changed, or a tokenizer file is in the folder
             but not in its manifest; the message names every such file and the fix.
     """
     folder = Path(folder)
+    check_links(folder)
     manifest = read_manifest(folder)
     files = manifest.get("files") if manifest else None
     if isinstance(files, dict) and files:
