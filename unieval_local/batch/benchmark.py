@@ -250,7 +250,8 @@ def _read_scores(path: Path, pairs: list[tuple[str, str]], scales: dict[str, int
 class BenchmarkResult:
     """:func:`run_benchmark`'s answer: the label report, what was scored and skipped, and for
     LLM-AggreFact the board's published rows (``published[aspect]``: ``{"model", "scores":
-    {dataset: percent}, "average"}``, or None: not on the board)."""
+    {dataset: percent}, "average"}``, or None: not on the board); ``signatures``: evaluator -> the
+    signature line of the test split's run over the aspects it scored, each with its own settings."""
 
     kind: str
     report: LabelReport
@@ -261,6 +262,7 @@ class BenchmarkResult:
     left_out: dict[str, int]
     published: dict[str, dict | None] = field(default_factory=dict)
     board_source: dict | None = None
+    signatures: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """Every figure: the label report's, the board's rows and the differences (percent points)."""
@@ -268,7 +270,8 @@ class BenchmarkResult:
         return {"benchmark": self.kind, "tuning": self.tuning, "evaluators": self.evaluators,
                 "skipped": self.skipped, "files": self.files, "rows_left_out": self.left_out,
                 "report": self.report.to_json(), "board": {"source": self.board_source, "rows": self.published,
-                                                           "differences": diffs} if self.board_source else None}
+                                                           "differences": diffs} if self.board_source else None,
+                "signatures": self.signatures}
 
     def table(self) -> str:
         """The board's table (LLM-AggreFact) or the label report's (your own data), then what was skipped."""
@@ -396,7 +399,7 @@ def run_benchmark(splits: Mapping[str, Sequence[str | os.PathLike]], output: str
     by_task: dict[str, list[str]] = {}
     for t, a in pairs:
         by_task.setdefault(t, []).append(a)
-    data, files, left_out = {}, {}, {}
+    data, files, left_out, signatures = {}, {}, {}, {}
     for split in ("test", "dev"):
         if not splits.get(split):
             continue
@@ -406,8 +409,10 @@ def run_benchmark(splits: Mapping[str, Sequence[str | os.PathLike]], output: str
         preds, failed = {}, set()
         for task, task_aspects in by_task.items():
             path = scores_path(out_dir, split, task)
-            run_batch(staged, path, task=task, aspects=task_aspects, settings=settings, resume=resume,
-                      progress=progress)
+            summary = run_batch(staged, path, task=task, aspects=task_aspects, settings=settings, resume=resume,
+                                progress=progress)
+            if split == "test":  # the figures' run; a dev split is scored with the same settings
+                signatures.update(summary.signatures)
             got, bad = _read_scores(path, [(task, a) for a in task_aspects], scales, len(rows.records))
             preds.update(got)
             failed |= bad | {i for v in got.values() for i in np.flatnonzero(np.isnan(v))}
@@ -424,4 +429,4 @@ def run_benchmark(splits: Mapping[str, Sequence[str | os.PathLike]], output: str
               f"{folds}-fold cross-validation on the test split (no dev split), each fold scored with the threshold "
               "tuned on the others")
     published, source = _published(names, evaluators) if kind == "llm-aggrefact" else ({}, None)
-    return BenchmarkResult(kind, report, evaluators, skipped, tuning, files, left_out, published, source)
+    return BenchmarkResult(kind, report, evaluators, skipped, tuning, files, left_out, published, source, signatures)
