@@ -111,13 +111,11 @@ def run_batch(
             :func:`~unieval_local.records.input_fingerprint`.
         output: the output JSONL; ``None`` (or ``"-"``) writes to ``stream`` (stdout),
             without sidecar or resume.
-        task, aspects: what to score. ``None`` or ``"all"`` (the same output): the aspects of the
-            task's own set (UniEval's four for summarization, whatever is staged) some record can
-            be scored for (the others in ``summary.skipped_aspects``; stdin, read once: the first
-            record's); a record lacking (absent or null) the fields of some of them is scored for
-            the rest, its line noting each one left out (``"notes": ["relevance skipped: no
-            references"]``), not an error line. An aspect NAMED is asked for: a record without its
-            fields is an error line.
+        task, aspects: what to score. ``None`` or ``"all"`` (the same output): the task's own set
+            (UniEval's four for summarization) less those no record can be scored for (named in
+            ``summary.skipped_aspects``; stdin: the first record's); a record lacking (absent, null)
+            some one's fields gets the others and ``"notes": ["relevance skipped: no references"]``.
+            A record lacking the fields of an aspect NAMED is an error line.
             ``"all+"``: as ``"all"`` over every aspect of the task, less those of another
             evaluator not found offline or of another family (never fetched), named in ONE
             ``UserWarning`` before any model loads. ``"geval"``, ``"seahorse"``: as if named.
@@ -193,8 +191,8 @@ def run_batch(
                                                      model=settings.model)
     run = _open_run(settings.replace(progress=False), engine, engine_options, registry, task, names, evidence,
                     input_path, output, stream, resume, shard, hosted)
-    run.skip_missing = _is_set(aspects)
     run.survey, run.skipped_aspects, run.t0, run.c0 = survey, skipped_aspects, t0, c0
+    run.skip_missing = _is_set(aspects)
     bar = Progress(survey.n_in_shard if survey is not None else None, initial=len(run.written), enabled=progress)
     _STOP.clear()
     try:
@@ -286,8 +284,8 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
     record can be scored for (each record is then scored for those it has the fields for, the
     others noted in its line: :class:`~unieval_local.requests.score.RecordsRequest`'s
     ``skip_missing``); ``"all+"``: likewise of every aspect of the task. From stdin (read once):
-    the aspects the first record has the fields for. With ``"all+"``, the aspects of another evaluator than the task's own are
-    left out when its checkpoint is not here
+    the aspects the first record has the fields for. With ``"all+"``, the aspects of another
+    evaluator than the task's own are left out when its checkpoint is not here
     (:func:`~unieval_local.requests.score.unavailable_aspects`; ``model``: the run's model spec),
     named in ONE warning (:func:`~unieval_local.requests.score.left_out_message`), not among the
     aspects returned as left out.
