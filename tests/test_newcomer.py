@@ -256,10 +256,11 @@ def test_without_aspect_a_record_lacking_references_keeps_its_other_scores(tmp_p
                                         {"id": "b", "target": "E f.", "source": "G h."}])
     out = tmp_path / "o.jsonl"
     assert main(["score", str(src), "--model", str(tiny_ckpt), "--no-progress", "-o", str(out)]) == EXIT_OK
-    assert [sorted(x["scores"]) for x in read(out)] == [["coherence", "consistency", "fluency"]] * 2
-    err = capsys.readouterr().err
-    assert ("skipped aspect relevance (no --aspect: every aspect that can run): only 1 of the 2 scorable records "
-            "have 'references'; --aspect relevance scores it") in err
+    lines = read(out)  # issue 40: the default set is --aspect all; relevance is skipped per record, with a note
+    assert [sorted(x["scores"]) for x in lines] == [["coherence", "consistency", "fluency", "relevance"],
+                                                    ["coherence", "consistency", "fluency"]]
+    assert "notes" not in lines[0] and lines[1]["notes"] == ["relevance skipped: no references"]
+    assert "skipped aspect" not in capsys.readouterr().err
 
 
 def test_ray_flags_without_the_ray_engine_warn(tmp_path, tiny_ckpt, capsys):

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, StrictStr, field_validator, model_validator
 
 __all__ = ["EvaluationResult", "Evidence", "ExampleScores", "QueryEvidence", "RunInfo", "SentenceEvidence", "Signature",
-           "Span", "UniEvalData", "UniEvalResult", "UniEvalStats"]
+           "Span", "UniEvalData", "UniEvalResult", "UniEvalStats", "evaluator_signatures"]
 
 
 
@@ -202,6 +202,23 @@ class Signature(BaseModel):
         )
 
 
+def evaluator_signatures(per_aspect: Any) -> dict[str, Signature]:
+    """One signature per evaluator from the signatures of several aspects (aspect -> :class:`Signature`,
+    in order): the first aspect's of each evaluator (keyed by its ``evaluator``, else its
+    ``checkpoint``), with ``aspect`` the ``+``-joined aspects it answered and ``aspect_hash`` the
+    ``+``-joined hashes of those that have one; its other settings are that evaluator's own (its
+    chunk words, max_length, dtype ...), never another's. Evaluators in order of first appearance."""
+    groups: dict[str, list[Signature]] = {}
+    for sig in per_aspect.values():
+        groups.setdefault(sig.evaluator or sig.checkpoint, []).append(sig)
+    out = {}
+    for name, sigs in groups.items():
+        hashes = [s.aspect_hash for s in sigs if s.aspect_hash]
+        out[name] = sigs[0] if len(sigs) == 1 else sigs[0].model_copy(
+            update={"aspect": "+".join(s.aspect for s in sigs), "aspect_hash": "+".join(hashes) or None})
+    return out
+
+
 class Span(BaseModel):
     """Characters ``[start, end)`` of one field's text."""
 
@@ -367,6 +384,12 @@ class EvaluationResult(BaseModel):
             ``aspects``, as asked (``aspects=None`` / ``"all"``: the task's own set, the same on
             every machine; ``"all+"``: those whose evaluator was here). Not part of the JSON
             (``aspects`` says it there).
+        signatures: (a property) evaluator -> its :class:`Signature` over the aspects it answered
+            (``aspect``: them, ``+``-joined), each with that evaluator's own settings
+            (:func:`evaluator_signatures` of the per-aspect ones); empty for a call of no examples.
+        signature: (a property) the one signature when ONE evaluator answered every aspect (as
+            ``per_aspect[a].signature``, over all the aspects); None when several did (no one
+            line is true of all of them: cite ``signatures``) or none (no examples).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -381,3 +404,15 @@ class EvaluationResult(BaseModel):
     def mean_of(self) -> tuple[str, ...]:
         """The aspects each example's ``aspect_mean`` averages (``aspects``, in order)."""
         return tuple(self.aspects)
+
+    @property
+    def signatures(self) -> dict[str, Signature]:
+        """Evaluator -> the signature of the aspects it answered, its own settings (see the class)."""
+        return evaluator_signatures({a: r.signature for a, r in self.per_aspect.items() if r.signature is not None})
+
+    @property
+    def signature(self) -> Signature | None:
+        """The signature when one evaluator answered every aspect; None when several did (see
+        :attr:`signatures`) or none."""
+        sigs = self.signatures
+        return next(iter(sigs.values())) if len(sigs) == 1 else None

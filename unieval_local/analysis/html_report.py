@@ -26,11 +26,9 @@ from ..records import iter_records, read_score_output
 
 
 def output_aspects(lines: Sequence[dict]) -> list[str]:
-    """Aspects present in an output (from its first scored line)."""
-    for x in lines:
-        if "scores" in x:
-            return list(x["scores"])
-    return []
+    """Aspects present in an output, in the order its scored lines first name them (a line of a
+    run over a set of aspects may lack one it had no fields for)."""
+    return list(dict.fromkeys(a for x in lines if "scores" in x for a in x["scores"]))
 
 
 def plot_distributions(lines: Sequence[dict], aspects: Sequence[str] | None = None):
@@ -185,13 +183,16 @@ def build_report(output: str | Path, *, input: str | Path | None = None, title: 
         from ..schema import Signature
 
         meta = json.loads(sidecar.read_text())
-        # the signature the run printed (written as it ends); an older sidecar: its run identity's
-        signature = meta.get("signature") or str(Signature(**meta["run"]["signature"]))
+        # the signature the run printed (written as it ends), one line per evaluator when several
+        # scored it; an older sidecar: its run identity's
+        several = meta.get("signatures") or {}
+        signature = (meta.get("signature") or "\n".join(f"{name}: {line}" for name, line in several.items())
+                     or str(Signature(**meta["run"]["signature"])))
         origin = meta.get("origin")
     scored = [x for x in lines if "scores" in x]
     overall = []
     for a in aspects:
-        v = np.array([x["scores"][a] for x in scored])
+        v = np.array([x["scores"][a] for x in scored if a in x["scores"]])
         if len(v):
             overall.append(dict(aspect=a, n=len(v), mean=v.mean(), median=float(np.median(v)), min=v.min(), max=v.max()))
     n_q = n_trunc = 0
@@ -211,7 +212,7 @@ def build_report(output: str | Path, *, input: str | Path | None = None, title: 
         truncation = "not recorded (score with --evidence to see them)"
     lowest = []
     for a in aspects:
-        worst = sorted(scored, key=lambda x: x["scores"][a])[:n_lowest]
+        worst = sorted((x for x in scored if a in x["scores"]), key=lambda x: x["scores"][a])[:n_lowest]
         examples = []
         for x in worst:
             rec = inputs.get(json.dumps(x["key"]), {})

@@ -302,7 +302,8 @@ def _read_scores(path: Path, pairs: list[tuple[str, str]], scales: dict[str, int
 class BenchmarkResult:
     """:func:`run_benchmark`'s answer: the label report, what was scored and skipped, and for
     LLM-AggreFact the board's published rows (``published[aspect]``: ``{"model", "scores":
-    {dataset: percent}, "average"}``, or None: not on the board)."""
+    {dataset: percent}, "average"}``, or None: not on the board); ``signatures``: evaluator -> the
+    signature line of the test split's run over the aspects it scored, each with its own settings."""
 
     kind: str
     report: LabelReport
@@ -315,6 +316,8 @@ class BenchmarkResult:
     board_source: dict | None = None
     #: ``{split: [row, ...]}``: the 0-based rows of each split left out (an aspect could not score them).
     left_out_rows: dict[str, list[int]] = field(default_factory=dict)
+    #: ``{evaluator: signature}`` of the test split's run (one per evaluator).
+    signatures: dict[str, str] = field(default_factory=dict)
     #: ``(predictions, labels, groups)`` of the test rows the report was computed from (the HTML page's curves).
     test_data: tuple | None = field(default=None, repr=False, compare=False)
 
@@ -340,7 +343,8 @@ class BenchmarkResult:
                 "skipped": self.skipped, "files": self.files, "rows_left_out": self.left_out,
                 "rows_left_out_indices": self.left_out_rows,
                 "report": self.report.to_json(), "board": {"source": self.board_source, "rows": self.published,
-                                                           "differences": diffs} if self.board_source else None}
+                                                           "differences": diffs} if self.board_source else None,
+                "signatures": self.signatures}
 
     def table(self) -> str:
         """The board's table (LLM-AggreFact) or the label report's (your own data), then what was
@@ -506,7 +510,7 @@ def run_benchmark(splits: Mapping[str, Sequence[str | os.PathLike]], output: str
     by_task: dict[str, list[str]] = {}
     for t, a in pairs:
         by_task.setdefault(t, []).append(a)
-    data, files, left_out, left_out_rows = {}, {}, {}, {}
+    data, files, left_out, left_out_rows, signatures = {}, {}, {}, {}, {}
     for split in ("test", "dev"):
         if not splits.get(split):
             continue
@@ -517,8 +521,10 @@ def run_benchmark(splits: Mapping[str, Sequence[str | os.PathLike]], output: str
         preds, failed = {}, set()
         for task, task_aspects in by_task.items():
             path = scores_path(out_dir, split, task)
-            run_batch(staged, path, task=task, aspects=task_aspects, settings=settings, resume=resume,
-                      progress=progress)
+            summary = run_batch(staged, path, task=task, aspects=task_aspects, settings=settings, resume=resume,
+                                progress=progress)
+            if split == "test":  # the figures' run; a dev split is scored with the same settings
+                signatures.update(summary.signatures)
             got, bad = _read_scores(path, [(task, a) for a in task_aspects], scales, len(rows.records))
             preds.update(got)
             failed |= bad | {i for v in got.values() for i in np.flatnonzero(np.isnan(v))}
@@ -541,4 +547,4 @@ def run_benchmark(splits: Mapping[str, Sequence[str | os.PathLike]], output: str
               "tuned on the others")
     published, source = _published(names, evaluators) if kind == "llm-aggrefact" else ({}, None)
     return BenchmarkResult(kind, report, evaluators, skipped, tuning, files, left_out, published, source,
-                           left_out_rows, data["test"])
+                           left_out_rows, signatures, data["test"])

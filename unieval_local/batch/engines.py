@@ -36,10 +36,12 @@ class BatchEngine(Protocol):
         ...
 
     def map(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
-            on_batch: Callable[[int, int], None] | None = None, *, per_record: bool = False) -> Iterator[ChunkResult]:
+            on_batch: Callable[[int, int], None] | None = None, *, per_record: bool = False,
+            skip_missing: bool = False) -> Iterator[ChunkResult]:
         """One :class:`ChunkResult` per request, in order (with ``per_record``, where the engine
         can: one per record, each as soon as it is scored, in input order); ``on_batch(done,
-        total)`` after each micro-batch where the engine can (queries scored, queries known)."""
+        total)`` after each micro-batch where the engine can (queries scored, queries known);
+        ``skip_missing``: the aspects are a set (:class:`~unieval_local.requests.score.RecordsRequest`)."""
         ...
 
     def completed(self) -> list[ChunkResult]:
@@ -89,12 +91,13 @@ class LocalBatchEngine:
             self.engine.runner(name)
 
     def map(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
-            on_batch: Callable[[int, int], None] | None = None, *, per_record: bool = False) -> Iterator[ChunkResult]:
+            on_batch: Callable[[int, int], None] | None = None, *, per_record: bool = False,
+            skip_missing: bool = False) -> Iterator[ChunkResult]:
         """Each record a request of its own (the scheduling, and so the numbers, are the same
         whether records or requests are given back); given back one by one (``per_record``) or
         joined per request of the input."""
         if per_record:
-            yield from self._records(requests, task, aspects, evidence, on_batch)
+            yield from self._records(requests, task, aspects, evidence, on_batch, skip_missing)
             return
         sizes: list[int] = []
 
@@ -104,7 +107,7 @@ class LocalBatchEngine:
                 yield chunk
 
         parts: list[ChunkResult] = []
-        for res in self._records(sized(), task, aspects, evidence, on_batch):
+        for res in self._records(sized(), task, aspects, evidence, on_batch, skip_missing):
             parts.append(res)
             if len(parts) == sizes[0]:
                 sizes.pop(0)
@@ -112,7 +115,7 @@ class LocalBatchEngine:
                 parts = []
 
     def _records(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
-                 on_batch: Callable[[int, int], None] | None) -> Iterator[ChunkResult]:
+                 on_batch: Callable[[int, int], None] | None, skip_missing: bool = False) -> Iterator[ChunkResult]:
         records = (rec for chunk in requests for rec in chunk)
         inflight, exhausted = self._inflight, False
         while True:
@@ -121,7 +124,8 @@ class LocalBatchEngine:
                 if rec is None:
                     exhausted = True
                     break
-                inflight.append(self.scheduler.submit(RecordsRequest([rec], task, aspects, evidence)))
+                inflight.append(self.scheduler.submit(RecordsRequest([rec], task, aspects, evidence,
+                                                                             skip_missing)))
             while inflight and inflight[0].done():
                 yield inflight.popleft().result()
             if not inflight:
@@ -165,9 +169,9 @@ class _RayScorerActor:
     """One Ray actor: one :class:`~unieval_local.engine.Engine` (its model loaded once, on the
     first request) scoring whole requests."""
 
-    def __init__(self, settings: dict, task: str, aspects: list[str], evidence: bool):
+    def __init__(self, settings: dict, task: str, aspects: list[str], evidence: bool, skip_missing: bool = False):
         self.scheduler = Scheduler(Engine(**settings))
-        self.task, self.aspects, self.evidence = task, aspects, evidence
+        self.task, self.aspects, self.evidence, self.skip_missing = task, aspects, evidence, skip_missing
 
     def __call__(self, batch: dict) -> dict:
         out = []
@@ -175,7 +179,8 @@ class _RayScorerActor:
             chunk = [Record(**r) for r in json.loads(payload)]
             before = self.scheduler.stats
             before = (before.cache_hits, before.cache_misses, before.model_loads)
-            answer = self.scheduler.answer(RecordsRequest(chunk, self.task, self.aspects, self.evidence))
+            answer = self.scheduler.answer(RecordsRequest(chunk, self.task, self.aspects, self.evidence,
+                                                                   self.skip_missing))
             now = self.scheduler.stats  # this request's share of the model's work: loads and cache counts
             answer.stats.cache_hits += now.cache_hits - before[0]
             answer.stats.cache_misses += now.cache_misses - before[1]
@@ -233,7 +238,8 @@ class RayBatchEngine:
             self.engine.check_checkpoint(name)
 
     def map(self, requests: Iterable[list[Record]], task: str, aspects: Sequence[str], evidence: bool,
-            on_batch: Callable[[int, int], None] | None = None, *, per_record: bool = False) -> Iterator[ChunkResult]:
+            on_batch: Callable[[int, int], None] | None = None, *, per_record: bool = False,
+            skip_missing: bool = False) -> Iterator[ChunkResult]:
         """One :class:`ChunkResult` per request, in order (``per_record`` and ``on_batch`` do not
         apply: an actor scores a whole request and sends it back)."""
         items = [{"rid": i, "request": json.dumps([{"index": r.index, "data": r.data, "error": r.error}
@@ -244,7 +250,7 @@ class RayBatchEngine:
         ds = self.ray.data.from_items(items, override_num_blocks=len(items)).map_batches(
             _RayScorerActor, batch_size=1, concurrency=self.actors, num_gpus=self.gpus or None,
             fn_constructor_kwargs={"settings": self.engine.settings.as_kwargs(), "task": task, "aspects": list(aspects),
-                                   "evidence": evidence},
+                                   "evidence": evidence, "skip_missing": skip_missing},
         )
         try:
             for row in ds.iter_rows():  # streamed in request order, one pipeline (one actor pool) for the run

@@ -33,6 +33,7 @@ from ..registry.user_aspects import registry_with
 from ..settings import EngineSettings
 from .. import notes
 from ..requests.score import ChunkResult, left_out_message, unavailable_aspects
+from ..schema import evaluator_signatures
 from ..wire.hosted import hosted_line
 from .engines import BatchEngine, make_batch_engine
 from .output import OutputWriter, errors_path, read_output, sort_by_index, write_failed, write_sidecar
@@ -110,10 +111,11 @@ def run_batch(
             :func:`~unieval_local.records.input_fingerprint`.
         output: the output JSONL; ``None`` (or ``"-"``) writes to ``stream`` (stdout),
             without sidecar or resume.
-        task, aspects: what to score. ``"all"``: the aspects of the task's own set (UniEval's
-            four for summarization, whatever is staged) some record can be scored for; ``None``:
-            those all the records can be scored for that any can (as UniEval's ``evaluate``; the
-            others in ``summary.skipped_aspects``); stdin (read once): the first record's.
+        task, aspects: what to score. ``None`` or ``"all"`` (the same output): the task's own set
+            (UniEval's four for summarization) less those no record can be scored for (named in
+            ``summary.skipped_aspects``; stdin: the first record's); a record lacking (absent, null)
+            some one's fields gets the others and ``"notes": ["relevance skipped: no references"]``.
+            A record lacking the fields of an aspect NAMED is an error line.
             ``"all+"``: as ``"all"`` over every aspect of the task, less those of another
             evaluator not found offline or of another family (never fetched), named in ONE
             ``UserWarning`` before any model loads. ``"geval"``, ``"seahorse"``: as if named.
@@ -190,6 +192,7 @@ def run_batch(
     run = _open_run(settings.replace(progress=False), engine, engine_options, registry, task, names, evidence,
                     input_path, output, stream, resume, shard, hosted)
     run.survey, run.skipped_aspects, run.t0, run.c0 = survey, skipped_aspects, t0, c0
+    run.skip_missing = _is_set(aspects)
     bar = Progress(survey.n_in_shard if survey is not None else None, initial=len(run.written), enabled=progress)
     _STOP.clear()
     try:
@@ -232,6 +235,7 @@ class _Run:
     skipped_aspects: dict[str, str] = field(default_factory=dict)
     t0: float = 0.0
     c0: float = 0.0
+    skip_missing: bool = False  # the aspects are a set (all, or none named): RecordsRequest's
 
     def close(self) -> None:
         """Close the writer and the batch engine (a Ray instance it started)."""
@@ -263,19 +267,25 @@ def _check_output(output: str | os.PathLike | None, *, hosted: bool, resume: boo
         raise ResumeError("--resume cannot check an input read from stdin; give the file")
 
 
+def _is_set(aspects: Sequence[str] | str | None) -> bool:
+    """Whether ``aspects`` asks for a set (none named, ``all``, ``all+``), not aspects one by one."""
+    asked = [aspects] if isinstance(aspects, str) else list(aspects or ())
+    return aspects is None or ALL in asked or ALL_AVAILABLE in asked
+
+
 def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, input_path: Any, first: Record,
                     shard: tuple[int, int] | None,
                     model: Any = None) -> tuple[list[str], dict[str, str], Survey | None]:
     """The aspects to score, those left out (aspect -> why) and the survey of the input.
 
     ``aspects`` named: those (a family group such as ``"geval"``: its aspects, as named).
-    ``"all"``: those of the task's own set (:meth:`~unieval_local.registry.tasks.Registry.own_aspects`,
-    the same whatever is staged) some record can be scored for; ``"all+"``: likewise of every
-    aspect of the task. None: those of the own set that every record can be scored for that any
-    aspect can (so no record loses all its scores to one aspect it lacks a field for; the others
-    are named, with how to score them). From stdin (read once): the aspects the first record has
-    the fields for. With ``"all+"``, the aspects of another evaluator than the task's own are
-    left out when its checkpoint is not here
+    None or ``"all"`` (the same): those of the task's own set
+    (:meth:`~unieval_local.registry.tasks.Registry.own_aspects`, the same whatever is staged) some
+    record can be scored for (each record is then scored for those it has the fields for, the
+    others noted in its line: :class:`~unieval_local.requests.score.RecordsRequest`'s
+    ``skip_missing``); ``"all+"``: likewise of every aspect of the task. From stdin (read once):
+    the aspects the first record has the fields for. With ``"all+"``, the aspects of another
+    evaluator than the task's own are left out when its checkpoint is not here
     (:func:`~unieval_local.requests.score.unavailable_aspects`; ``model``: the run's model spec),
     named in ONE warning (:func:`~unieval_local.requests.score.left_out_message`), not among the
     aspects returned as left out.
@@ -283,8 +293,7 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
     Raises:
         NothingToScoreError: no record of the input can be scored for the aspects.
     """
-    asked = [aspects] if isinstance(aspects, str) else list(aspects or ())
-    expand_all = aspects is None or ALL in asked or ALL_AVAILABLE in asked
+    expand_all = _is_set(aspects)
     names = registry.aspect_names(task, aspects)
     skipped: dict[str, str] = {}
     optional = registry.optional_aspects(task, aspects)
@@ -302,17 +311,11 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
         return names, skipped, None
     survey = survey_input(input_path, registry, task, list(registry.get_task(task).aspects), shard)
     if expand_all:
-        best = max((survey.scorable[a] for a in names), default=0)
         for a in names:
             missing = [f for f in registry.get_aspect(task, a).required_fields if f not in survey.fields]
             if survey.scorable[a] == 0:
                 skipped[a] = (f"needs {', '.join(repr(f) for f in missing)}; no record has it"
                               if missing else "no record can be scored for it")
-            elif aspects is None and survey.scorable[a] < best:
-                lacking = [f for f in registry.get_aspect(task, a).required_fields if f != "target"]
-                skipped[a] = (f"only {survey.scorable[a]} of the {best} scorable records have "
-                              f"{', '.join(repr(f) for f in lacking) or 'its fields'}; --aspect {a} "
-                              "scores it (records without them become error lines)")
         if len(skipped) < len(names):
             names = [a for a in names if a not in skipped]
         else:
@@ -405,7 +408,7 @@ def _score_requests(run: _Run, requests: Iterator[list[Record]], bar: Progress) 
 
     since = 0
     for res in run.batch_engine.map(requests, run.task, run.names, run.evidence, on_batch,
-                                    per_record=not run.hosted):
+                                    per_record=not run.hosted, skip_missing=run.skip_missing):
         _check_stop()
         _write(run, res)
         bar.set(len(run.written))
@@ -423,21 +426,31 @@ def _score_requests(run: _Run, requests: Iterator[list[Record]], bar: Progress) 
         write_sidecar(run.out_path, run.meta)
 
 
-def _final_signature(run: _Run) -> str:
-    """The run's signature as printed, in the sidecar's ``signature`` and the HTML report: the
-    run identity's, with the languages its records were read in (the identity, fixed before
-    scoring for ``--resume`` to compare, keeps the run's language setting)."""
+def _final_signatures(run: _Run) -> dict[str, str]:
+    """The run's signatures as printed, in the sidecar's ``signatures`` and the HTML report: one
+    line per evaluator (checkpoint) over the aspects it scored, each with its own settings
+    (:func:`~unieval_local.schema.evaluator_signatures`), with the languages the records were read
+    in (the run identity, fixed before scoring for ``--resume`` to compare, keeps the run's
+    language setting)."""
     languages = [line.get("language") for line in run.written if isinstance(line, dict)]
-    return str(run.core.signature(run.task, run.names[0], languages).model_copy(
-        update={"aspect": run.signature.aspect}))
+    per_aspect = {a: run.core.signature(run.task, a, languages) for a in run.names}
+    return {name: str(sig) for name, sig in evaluator_signatures(per_aspect).items()}
+
+
+def _final_signature(signatures: Mapping[str, str]) -> str | None:
+    """The sidecar's and the summary's ``signature``: the one line of a run of one evaluator;
+    None for a run of several (no one line is true of all: ``signatures`` has each)."""
+    return next(iter(signatures.values())) if len(signatures) == 1 else None
 
 
 def _finish_meta(run: _Run) -> None:
-    """The sidecar's final ``signature`` (:func:`_final_signature`) and ``run_info``: forward passes
-    (micro-batches; None with Ray), distinct queries scored, wall seconds (``time.perf_counter``)
-    and CPU seconds of this process (``time.process_time``: user + system, all threads) since the
-    run started (a resumed run: its own)."""
-    run.meta["signature"] = _final_signature(run)
+    """The sidecar's final ``signatures`` and ``signature`` (:func:`_final_signatures`) and
+    ``run_info``: forward passes (micro-batches; None with Ray), distinct queries scored, wall
+    seconds (``time.perf_counter``) and CPU seconds of this process (``time.process_time``: user +
+    system, all threads) since the run started (a resumed run: its own)."""
+    signatures = _final_signatures(run)
+    run.meta["signature"] = _final_signature(signatures)
+    run.meta["signatures"] = signatures
     run.meta["run_info"] = {"forward_passes": run.batch_engine.forward_passes(),
                             "distinct_queries": _run_stats(run).n_queries,
                             "wall_s": round(time.perf_counter() - run.t0, 3),
@@ -533,7 +546,8 @@ def _summary(run: _Run) -> BatchSummary:
     summary.cached = core.cache is not None and core.config.dtype != "bfloat16"
     if core.cache is not None and core.cache.disabled is not None:
         summary.cache_disabled = f"{core.cache.path}: {core.cache.disabled}"
-    summary.signature = run.meta.get("signature") or _final_signature(run)  # the sidecar's
+    summary.signatures = run.meta.get("signatures") or _final_signatures(run)  # the sidecar's
+    summary.signature = _final_signature(summary.signatures)
     summary.run_info = run.meta.get("run_info")
     summary.seconds = time.perf_counter() - run.t0
     summary.skipped_aspects = run.skipped_aspects

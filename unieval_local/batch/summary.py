@@ -36,7 +36,10 @@ class BatchSummary:
         cached: whether a score cache was in use (the summary then reports its hits).
         cache_disabled: ``"<cache file>: <reason>"`` when the score cache failed and the run
             went on without it; None otherwise.
-        signature: the run signature (one line).
+        signature: the run signature (one line) when one evaluator scored every aspect; None when
+            several did (no one line is true of all of them) or none (a merge).
+        signatures: evaluator -> its signature line over the aspects it scored, with its own
+            settings (one entry for a run of one evaluator, equal to ``signature``).
         hint_message: one sentence about inputs lacking the endings the checkpoint was trained with.
         max_lengths: checkpoint name -> tokens per query it read (for the truncation message).
         skipped_aspects: with ``--aspect all`` (or none named), the aspects left out because no
@@ -64,6 +67,7 @@ class BatchSummary:
     cached: bool = False
     cache_disabled: str | None = None
     signature: str | None = None
+    signatures: dict[str, str] = field(default_factory=dict)
     seconds: float = 0.0
     hint_message: str | None = None
     max_lengths: dict[str, int] = field(default_factory=dict)
@@ -102,7 +106,8 @@ def summarize(lines: Sequence[dict], aspects: Sequence[str]) -> BatchSummary:
 
 
 def format_summary(s: BatchSummary) -> str:
-    """The stderr table: counts, mean per aspect, per system, signature."""
+    """The stderr table: counts, mean per aspect, per system, signature (one line per evaluator
+    when several scored the run)."""
     out = [f"\nscored {s.n_records - s.n_failed} of {s.n_records} records ({s.n_failed} failed)"
            + (f"; {s.n_skipped} of them were already in the output (resumed), {s.n_records - s.n_skipped} "
               "written by this run" if s.n_skipped else "")]
@@ -144,6 +149,9 @@ def format_summary(s: BatchSummary) -> str:
     if s.cached:
         out.append(f"\nscore cache: {s.stats.cache_hits} queries reused, {s.stats.cache_misses} scored"
                    + (f"; disabled ({s.cache_disabled}): scored without it" if s.cache_disabled else ""))
-    if s.signature:
+    if len(s.signatures) > 1:
+        out.append("\nsignatures (one per evaluator, over the aspects it scored):")
+        out += [f"  {name}: {line}" for name, line in s.signatures.items()]
+    elif s.signature:
         out.append(f"\nsignature: {s.signature}")
     return "\n".join(out)

@@ -114,7 +114,8 @@ def add_parser(sub) -> None:
     scoring.add_argument("--aspect", action="append", dest="aspects", metavar="ASPECT",
                     help=f"aspect to score, repeatable; 'all' (the default): the task's own set, the aspects of its "
                     f"own evaluator (UniEval's), the same on every machine (as UniEval's evaluate: those the records "
-                    f"have the fields for); 'all+': every aspect of the task whose evaluator is here; 'geval', "
+                    f"have the fields for; a record lacking one's fields gets the others and a note, e.g. "
+                    f"'relevance skipped: no references', where an aspect named makes it an error line); 'all+': every aspect of the task whose evaluator is here; 'geval', "
                     f"'seahorse': that family's aspects, as if named. {aspects_help}")
     scoring.add_argument("--evidence", action="store_true",
                     help="add per-sentence scores, windows and truncation flags to each output line")

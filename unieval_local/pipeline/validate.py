@@ -23,9 +23,9 @@ from ..surrogates import find_surrogates, surrogate_advice
 from ..schema import UniEvalData
 from ..registry.tasks import Aspect
 
-__all__ = ["check_example", "describe_value", "input_hint_counts", "input_hint_examples", "input_hint_message",
+__all__ = ["absent_fields", "check_example", "describe_value", "input_hint_counts", "input_hint_examples", "input_hint_message",
            "is_text", "missing_fields", "parse_example", "surrogate_problems",
-           "validate_examples", "warn_input_hints"]
+           "validate_examples", "validate_with_skips", "warn_input_hints"]
 
 
 def is_text(value: Any) -> bool:
@@ -202,6 +202,35 @@ def validate_examples(
         problems.extend(errs)
         examples.append(ex if not errs else None)
     return examples, problems
+
+
+def absent_fields(example: UniEvalData, aspect: Aspect) -> list[str]:
+    """The fields ``aspect`` needs (``target`` aside) that ``example`` lacks: absent or None
+    (an empty value is not absent: it is a problem of the record)."""
+    return [f for f in aspect.required_fields if f != "target" and example.get_field(f) is None]
+
+
+def validate_with_skips(data: Sequence[Any], aspects: Sequence[Aspect]
+                        ) -> tuple[list[UniEvalData | None], list[ExampleProblem], dict[int, dict[str, list[str]]]]:
+    """:func:`validate_examples` for a set of aspects (``all``, or none named): an example that
+    lacks (:func:`absent_fields`) what some of ``aspects`` need, and is good for the others, is
+    kept, with those aspects skipped for it; any other problem stays a problem.
+
+    Returns:
+        ``(examples, problems, skips)``: as :func:`validate_examples`, and ``skips[i]``:
+        aspect name -> the fields example ``i`` lacks for it (only for examples kept so).
+    """
+    examples, problems = validate_examples(data, aspects)
+    skips: dict[int, dict[str, list[str]]] = {}
+    for i in sorted({p.index for p in problems if p.index is not None}):
+        ex, errs = parse_example(i, data[i])
+        if ex is None or errs:
+            continue
+        lacking = {a.name: fields for a in aspects if (fields := absent_fields(ex, a))}
+        keep = [a for a in aspects if a.name not in lacking]
+        if lacking and keep and not check_example(i, ex, keep):
+            examples[i], skips[i] = ex, lacking
+    return examples, [p for p in problems if p.index not in skips], skips
 
 
 def missing_fields(index: int, item: dict, aspects: Sequence[Aspect], known: set[str]) -> list[ExampleProblem]:

@@ -26,7 +26,8 @@ from ..engine import RunStats, jobs_by_checkpoint
 from ..errors import ExampleProblem, InvalidExampleError, NonFiniteScoreError
 from ..records import Record, record_error_type
 from ..schema import EvaluationResult, ExampleScores, UniEvalResult, UniEvalStats
-from ..pipeline.validate import input_hint_counts, validate_examples
+from ..pipeline.jobs import Job
+from ..pipeline.validate import input_hint_counts, validate_examples, validate_with_skips
 from ..registry.tasks import combined_value, mixed_scales_note
 from .base import Request, Stage, StageGenerator, joined_evidence, joined_values
 
@@ -139,9 +140,17 @@ class RecordsRequest(Request[ChunkResult]):
             with an error, e.g. invalid JSON, becomes an error line as it is).
         task, aspects: what to score.
         evidence: add each scored record's evidence to its line.
+        skip_missing: the aspects are a set (``all``, or none named), not named one by one: a
+            record that lacks (absent or null) the fields of some of them, and can be scored for
+            the others, is scored for those, with one note per aspect left out in its line's
+            ``notes`` (``"relevance skipped: no references"``;
+            :func:`~unieval_local.pipeline.validate.validate_with_skips`). Off: such a record is an
+            error line (an aspect named is a number asked for).
 
     Answer: a :class:`ChunkResult`: one output dict per record, in order: ``{index, key,
-    [doc_id, system_id], scores, [aspect_mean], [evidence]}`` or ``{index, key, ..., error:
+    [doc_id, system_id], scores, [language], [aspect_mean], [notes], [evidence]}`` (a line with
+    an aspect skipped has no ``aspect_mean``: it would average other aspects than the others') or
+    ``{index, key, ..., error:
     {type, message}}`` (types ``InvalidExample``, ``NonFiniteScore``, ``DuplicateKey``,
     ``InvalidJSON``, ``InvalidText`` ...), the request's counters, and per record the
     ``"<field>: <message>"`` of its error (None when scored).
@@ -151,6 +160,7 @@ class RecordsRequest(Request[ChunkResult]):
     task: str
     aspects: Sequence[str]
     evidence: bool = False
+    skip_missing: bool = False
 
     def __post_init__(self) -> None:
         self.size = len(self.records)
@@ -158,12 +168,16 @@ class RecordsRequest(Request[ChunkResult]):
     def stages(self, engine) -> StageGenerator:
         aspects = list(self.aspects)
         resolved = [engine.registry.get_aspect(self.task, a) for a in aspects]
-        self._scales = [a.scale for a in resolved]
-        if mixed := mixed_scales_note(aspects, self._scales):
+        self._scales = {a.name: a.scale for a in resolved}
+        if mixed := mixed_scales_note(aspects, list(self._scales.values())):
             notes.note(mixed, warn=True, stacklevel=3)
-        examples, problems = validate_examples([r.data if r.error is None else None for r in self.records], resolved)
+        items = [r.data if r.error is None else None for r in self.records]
+        if self.skip_missing:
+            examples, problems, self._skips = validate_with_skips(items, resolved)
+        else:
+            (examples, problems), self._skips = validate_examples(items, resolved), {}
         hints = input_hint_counts(examples, resolved)
-        got = yield Stage(jobs_by_checkpoint(resolved, examples), evidence=self.evidence)
+        got = yield Stage(_jobs(resolved, examples, self._skips), evidence=self.evidence)
         stats = got.stats
         stats.hints = hints
         values, ev = joined_values(got.results), joined_evidence(got.results)
@@ -193,7 +207,8 @@ class RecordsRequest(Request[ChunkResult]):
         if i in errors:
             line["error"] = _error("; ".join(p.describe() for p in errors[i]), "InvalidExample")
             return line, "; ".join(f"{p.field}: {p.message}" for p in errors[i])
-        row = {a: float(values[a][i]) for a in aspects}
+        skipped = self._skips.get(i, {})
+        row = {a: float(values[a][i]) for a in aspects if a not in skipped}
         bad = [a for a, v in row.items() if not np.isfinite(v)]
         if bad:
             message = f"the model gave non-finite logits for {', '.join(bad)}"
@@ -202,11 +217,27 @@ class RecordsRequest(Request[ChunkResult]):
         line["scores"] = row
         if self._languages[i] is not None:
             line["language"] = self._languages[i]
-        if len(aspects) > 1:
-            line["aspect_mean"] = combined_value(list(row.values()), self._scales)
+        if len(aspects) > 1 and not skipped:  # the mean of every aspect of the run (aspect_mean_of), or none
+            line["aspect_mean"] = combined_value(list(row.values()), [self._scales[a] for a in row])
+        if skipped:
+            line["notes"] = [f"{a} skipped: no {' and no '.join(fields)}" for a, fields in skipped.items()]
         if self.evidence:
-            line["evidence"] = {a: ev[a][i].model_dump(exclude_none=True) for a in aspects}
+            line["evidence"] = {a: ev[a][i].model_dump(exclude_none=True) for a in row}
         return line, None
+
+
+def _jobs(resolved: Sequence[Any], examples: Sequence[Any], skips: Mapping[int, Mapping[str, Any]]) -> dict[str, Job]:
+    """The stage's jobs: one per checkpoint (:func:`~unieval_local.engine.jobs_by_checkpoint`);
+    an aspect some example is skipped for (``skips``) gets a job of its own, named
+    ``<checkpoint>/<aspect>``, over the examples without those (the engine still scores the
+    distinct prompts of one checkpoint together)."""
+    partial = {a for s in skips.values() for a in s}
+    jobs = jobs_by_checkpoint([a for a in resolved if a.name not in partial], examples)
+    for a in resolved:
+        if a.name in partial:
+            jobs[f"{a.checkpoint}/{a.name}"] = Job((a,), [None if a.name in skips.get(i, ()) else ex
+                                                         for i, ex in enumerate(examples)])
+    return jobs
 
 
 def joined_languages(results: Mapping[str, Any], n: int) -> list[str | None]:
