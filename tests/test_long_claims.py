@@ -89,7 +89,7 @@ def test_the_truncation_note_advises_each_self_chunking_evaluator_in_its_own_ter
         assert "sentence_support" not in text
         assert (f"so the claim alone nearly fills it: split long claims into shorter ones (a user-defined aspect on "
                 f"{evaluator} with granularity: sentence checks each sentence)") in text
-    assert "split long sentences of the target (fact/nli_support checks each sentence)" in note("mdeberta-nli")
+    assert "split the target's long sentences (fact/nli_support checks each sentence)" in note("mdeberta-nli")
 
 
 class WordCounter:
@@ -111,5 +111,6 @@ def test_a_cut_is_named_in_the_target_when_the_claim_alone_is_over_the_window():
     spans = [("source", 0, len(document)), ("target", len(document) + 1, len(prompt))]
     # Granite's, mdeberta-nli's and HHEM's backends cut the source: so the cut fell in it...
     assert truncated_field(prompt, spans, WordCounter(), 10, cut_field="source") == "source"
-    # ...unless the rest alone (9 + 1 tokens here) is over the window: then the target could not be kept
-    assert truncated_field(prompt, spans, WordCounter(), 9, cut_field="source") == "target"
+    # ...unless the rest alone (8 words + 1 = 9 tokens here) is over the window: the target could not be kept
+    assert truncated_field(prompt, spans, WordCounter(), 9, cut_field="source") == "source"
+    assert truncated_field(prompt, spans, WordCounter(), 8, cut_field="source") == "target"

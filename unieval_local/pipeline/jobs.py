@@ -223,7 +223,7 @@ def _claim_advice(checkpoint: str) -> str:
     own = aspects_of(checkpoint)
     sentence = [f"{a.task}/{a.name}" for a in own if a.granularity == "sentence"]
     if own and len(sentence) == len(own):
-        return f"split long sentences of the target ({', '.join(sentence)} checks each sentence)"
+        return f"split the target's long sentences ({', '.join(sentence)} checks each sentence)"
     if sentence:
         return f"check long claims sentence by sentence ({sentence[0]})"
     return (f"split long claims into shorter ones (a user-defined aspect on {checkpoint} with granularity: "
