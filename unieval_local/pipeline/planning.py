@@ -182,13 +182,9 @@ def build_plan(
         ``(plan, problems)``; a problem is reported (and the example skipped
         for that aspect) when its target has no sentences, or, in ``fit`` and
         ``chunk`` mode, when the prompt does not fit even with the context
-        fields emptied, or when a self-chunked document gives no chunk. With a
-        ``counter``, also when the claim (the target, or its longest sentence) cannot be read
-        whole: for a self-chunking format, when its prompt with an empty chunk leaves no room
-        for the document (the backend would cut the claim, or fail); in ``truncate`` mode, for
-        a format whose backend cuts inside one field (``cut_field``: HHEM, G-Eval), when the
-        prompt without that field is over ``max_length``. Such a problem names field
-        ``target``, the window and what to do (:func:`shorter_claims_advice`).
+        fields emptied, or when a self-chunked document gives no chunk; with a ``counter``, when
+        a claim its backend keeps whole (self-chunking formats; ``cut_field`` ones in ``truncate``)
+        does not fit the window (:func:`_long_claim`: field ``target``, the window, what to do).
     """
     if long_input not in LONG_INPUT_MODES:
         raise ValueError(f"long_input must be one of {', '.join(LONG_INPUT_MODES)}, got {long_input!r}")
@@ -228,13 +224,13 @@ def build_plan(
             for r, ref in enumerate(refs):
                 # (field, (start, end) in that field, the text the prompt shows) per window
                 windows: list[tuple[str | None, tuple[int, int] | None, str | None]] = [(None, None, None)]
+                too_long = counter is not None and _long_claim(aspect, ex, units, unit_spans, ref, long_input,
+                                                               context_fields, counter, max_length)
+                if too_long:  # the claim must be read whole, beside some of the document
+                    failed_field, failed = too_long
+                    break
                 if fmt.own_chunking and aspect.chunk_field:
                     name = aspect.chunk_field
-                    if counter is not None:  # the claim must fit beside some of the document, whole
-                        too_long = _claim_too_long(aspect, ex, units, unit_spans, ref, name, counter, max_length)
-                        if too_long:
-                            failed_field, failed = too_long
-                            break
                     document, doc_splitter = str(_field_text(ex, name, ref)), reference_splitter(splitter)
                     chunks = fmt.chunks(document, doc_splitter, chunk_words)
                     if chunks and counter is not None:  # sized in words: cut to the window in tokens
@@ -248,12 +244,6 @@ def build_plan(
                     windows, failed = _plan_windows(aspect, ex, units, ref, long_input, counter, max_length,
                                                     overlap, splitter, context_fields)
                     if failed:
-                        break
-                elif fmt.cut_field is not None and counter is not None:  # truncate: the backend cuts
-                    emptied = fmt.cut_field if fmt.cut_field in context_fields else None  # only that field
-                    too_long = _claim_too_long(aspect, ex, units, unit_spans, ref, emptied, counter, max_length)
-                    if too_long:
-                        failed_field, failed = too_long
                         break
                 row = []
                 for u, unit in enumerate(units):
@@ -312,6 +302,22 @@ def shorter_claims_advice(aspect: Aspect) -> str:
     else:
         split = "shorten it"
     return f"{split}, or give the evaluator a larger max length (up to what its model was trained for)"
+
+
+def _long_claim(aspect, ex, units, unit_spans, ref, long_input, context_fields, counter,
+                max_length) -> tuple[str, str] | None:
+    """:func:`_claim_too_long` where the backend must keep the claim whole: a self-chunking format
+    (its chunk field emptied), or in ``truncate`` mode a format whose backend cuts inside one field
+    (``cut_field``: that field emptied, or none when the aspect lacks it); None elsewhere (``fit``
+    and ``chunk`` windows check it themselves, UniEval's right truncation is its parity)."""
+    fmt = format_of(aspect)
+    if fmt.own_chunking and aspect.chunk_field:
+        emptied = aspect.chunk_field
+    elif long_input == "truncate" and fmt.cut_field is not None:
+        emptied = fmt.cut_field if fmt.cut_field in context_fields else None
+    else:
+        return None
+    return _claim_too_long(aspect, ex, units, unit_spans, ref, emptied, counter, max_length)
 
 
 def _claim_too_long(aspect, ex, units, unit_spans, ref, emptied, counter, max_length) -> tuple[str, str] | None:
