@@ -328,11 +328,14 @@ def test_minicheck_truncation_advice_does_not_recommend_long_input(fake_ckpt):
     scorer = Scorer(model={"minicheck-flan-t5-large": fake_ckpt}, runner_factory=fake_factory(FakeRunner()),
                     max_length=40)
     rec = [{"target": "word " * 60, "source": "The vault in Oslo was empty."}]
-    with pytest.warns(UserWarning, match=r"max_length \(minicheck-flan-t5-large 40 tokens\).*the cut fell in: "
-                                         r"target.*in chunks of chunk_words=N words") as got:
+    # issue 40: a claim too long for the window is no longer cut (a warning) but refused, field target
+    from unieval_local.errors import InvalidExampleError
+
+    with pytest.raises(InvalidExampleError, match=r"example 0, aspect 'support', field 'target': the target is too "
+                                                  r"long to score: .*over the window of minicheck-flan-t5-large "
+                                                  r"\(max_length 40 tokens\).*\(fact/sentence_support\)") as got:
         scorer.score(rec, task="fact", aspect="support")
-    text = next(str(w.message) for w in got if "max_length" in str(w.message))
-    assert "long_input='chunk' reads" not in text
+    assert "long_input" not in str(got.value)
 
 
 def test_enabled_metrics_as_one_string(fake_ckpt):

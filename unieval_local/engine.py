@@ -433,17 +433,22 @@ class Engine:
     def plan(self, jobs: Mapping[Hashable, Job]) -> dict[Hashable, PlannedJob]:
         """Plan named jobs: each job's prompts and queries (:func:`~unieval_local.pipeline.planning.build_plan`),
         under the job's ``long_input`` mode, else this engine's (``fit`` and ``chunk`` need the
-        checkpoint's tokenizer, so its runner loads). No prompt is scored. Thread-safe: the
-        HTTP service plans a request in a handler thread while the worker scores others.
+        checkpoint's tokenizer, so its runner loads; so does an evaluator that chunks the document
+        itself or whose backend cuts inside one field, to measure the claim it keeps whole: one too
+        long for the window is a planning problem of that example, field ``target``). No prompt is
+        scored. Thread-safe: the HTTP service plans a request in a handler thread while the worker
+        scores others.
 
         Raises:
-            CheckpointNotFoundError, CheckpointError: a checkpoint ``fit``/``chunk`` needs is unusable.
+            CheckpointNotFoundError, CheckpointError: a checkpoint planning needs is unusable.
         """
         config, out = self.config, {}
         for name, job in jobs.items():
             mode = job.long_input or config.long_input
-            counter = (self.runner(job.checkpoint) if mode != "truncate"  # own chunks are fitted in its tokens
-                       or get_evaluator(job.checkpoint).prompt_format.own_chunking else None)
+            fmt = get_evaluator(job.checkpoint).prompt_format
+            # own chunks are fitted in its tokens; a claim its backend must keep whole is measured
+            counter = (self.runner(job.checkpoint) if mode != "truncate" or fmt.own_chunking
+                       or fmt.cut_field is not None else None)
             languages = [None if ex is None else job.language or self.record_language(ex) for ex in job.examples]
             refused = self.language_problems(job.checkpoint, job.aspects, languages)
             examples = list(job.examples)

@@ -46,7 +46,9 @@ def fit_chunks(chunks: Sequence[Chunk], document: str, render: Callable[[str], s
         The chunks, in order: one that fits as it was; one that does not as consecutive parts of
         whole sentences (of words, for a sentence longer than the window), each with the offsets of
         its text in ``document``. Unchanged when the prompt without any chunk leaves fewer than 4
-        tokens (the claim alone is too long: the model's truncation, and its warning, stay).
+        tokens (the claim alone nearly fills the window: a backend that cuts the premise keeps the
+        claim whole; planning refuses such an example where the backend would cut the claim,
+        :func:`~unieval_local.pipeline.planning.build_plan`).
     """
     if not chunks:
         return list(chunks)

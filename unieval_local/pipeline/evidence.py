@@ -24,8 +24,16 @@ def truncated_field(prompt: str, spans: Sequence[tuple[str, int, int]], counter:
                     max_length: int, cut_field: str | None = None) -> str | None:
     """The field in which right truncation at ``max_length`` tokens cuts ``prompt`` (None
     without a token counter), or ``cut_field`` for a format whose backend cuts inside that field
-    (:attr:`PromptFormat.cut_field <unieval_local.text.prompts.PromptFormat>`: the premise)."""
+    (:attr:`PromptFormat.cut_field <unieval_local.text.prompts.PromptFormat>`: the premise),
+    unless the prompt without that field is still over ``max_length`` (the claim alone is too
+    long: planning refuses it, but a prompt scored directly can be), or the prompt has no such
+    field: then the last other field (the target), whose whole the backend could not keep."""
     if cut_field is not None:
+        at = next(((a, b) for name, a, b in spans if name == cut_field), None)
+        rest = [name for name, _, _ in spans if name != cut_field]
+        if rest and (at is None or counter is not None
+                     and counter.count([prompt[:at[0]] + prompt[at[1]:]])[0] > max_length):
+            return rest[-1]
         return cut_field
     if counter is None:
         return None

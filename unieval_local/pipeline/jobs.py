@@ -196,11 +196,10 @@ def truncation_message(stats: RunStats, max_lengths: Mapping[str, int], long_inp
     advice = []
     chunking = [n for n in stats.truncated_by if get_evaluator(n).prompt_format.own_chunking]
     others = [n for n in stats.truncated_by if n not in chunking]
-    if chunking:
-        advice.append(f"{', '.join(chunking)} read(s) the document in chunks of {opt('chunk_words', 'N')} words "
+    for name in chunking:  # each in its own words: only MiniCheck has fact/sentence_support
+        advice.append(f"{name} reads the document in chunks of {opt('chunk_words', 'N')} words "
                       f"whatever {setting_words('long_input', None, surface)} says, each "
-                      "cut to fit the window, so the claim alone is that long: check long claims sentence by "
-                      "sentence (fact/sentence_support)")
+                      f"cut to fit the window, so the claim alone nearly fills it: {_claim_advice(name)}")
     if others or not chunking:
         if set(stats.truncated_fields) <= {"target", "prompt"} and stats.truncated_fields:
             advice.append("the target alone is too long: no long-input mode helps (split the target, or raise "
@@ -212,6 +211,23 @@ def truncation_message(stats: RunStats, max_lengths: Mapping[str, int], long_inp
             advice.append("a summary sentence, key point or instruction alone is that long")
     advice.append(f"{evidence_words(surface)} shows which")
     return text + "; " + "; ".join(advice)
+
+
+def _claim_advice(checkpoint: str) -> str:
+    """How to read long claims whole with a self-chunking evaluator: a built-in sentence-level
+    aspect of it where there is one (MiniCheck: ``fact/sentence_support``; mdeberta-nli's
+    ``fact/nli_support`` already is one: shorter sentences), else a user-defined aspect on it with
+    ``granularity: sentence`` (FactCG, Granite Guardian)."""
+    from ..registry.tasks import aspects_of
+
+    own = aspects_of(checkpoint)
+    sentence = [f"{a.task}/{a.name}" for a in own if a.granularity == "sentence"]
+    if own and len(sentence) == len(own):
+        return f"split the target's long sentences ({', '.join(sentence)} checks each sentence)"
+    if sentence:
+        return f"check long claims sentence by sentence ({sentence[0]})"
+    return (f"split long claims into shorter ones (a user-defined aspect on {checkpoint} with granularity: "
+            "sentence checks each sentence)")
 
 
 def shortened_message(stats: RunStats, surface: str = "python") -> str:

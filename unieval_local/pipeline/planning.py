@@ -23,7 +23,7 @@ from .chunk_fit import fit_chunks
 from ..registry.tasks import Aspect
 
 __all__ = ["Block", "Plan", "QueryInfo", "TokenCounter", "build_plan", "make_windows", "render_prompt",
-           "render_prompt_spans"]
+           "render_prompt_spans", "shorter_claims_advice"]
 
 
 @runtime_checkable
@@ -176,14 +176,15 @@ def build_plan(
             document itself (MiniCheck): its aspects always get one query per chunk of their
             ``chunk_field`` (reduced by ``window_reduction``, max), whatever ``long_input``
             says; with a ``counter``, a chunk whose prompt is over ``max_length`` tokens is cut
-            at sentences (words) until it fits (:func:`~unieval_local.pipeline.chunk_fit.fit_chunks`;
-            only a claim too long on its own is still truncated by the model).
+            at sentences (words) until it fits (:func:`~unieval_local.pipeline.chunk_fit.fit_chunks`).
 
     Returns:
         ``(plan, problems)``; a problem is reported (and the example skipped
         for that aspect) when its target has no sentences, or, in ``fit`` and
         ``chunk`` mode, when the prompt does not fit even with the context
-        fields emptied, or when a self-chunked document gives no chunk.
+        fields emptied, or when a self-chunked document gives no chunk; with a ``counter``, when
+        a claim its backend keeps whole (self-chunking formats; ``cut_field`` ones in ``truncate``)
+        does not fit the window (:func:`_long_claim`: field ``target``, the window, what to do).
     """
     if long_input not in LONG_INPUT_MODES:
         raise ValueError(f"long_input must be one of {', '.join(LONG_INPUT_MODES)}, got {long_input!r}")
@@ -219,10 +220,15 @@ def build_plan(
             units = [ex.target[a:b] for a, b in unit_spans]
             refs: list[str | None] = list(ex.references) if uses_refs else [None]
             grid: list[list[list[int]]] = []
-            failed = None
+            failed, failed_field = None, "target"
             for r, ref in enumerate(refs):
                 # (field, (start, end) in that field, the text the prompt shows) per window
                 windows: list[tuple[str | None, tuple[int, int] | None, str | None]] = [(None, None, None)]
+                too_long = counter is not None and _long_claim(aspect, ex, units, unit_spans, ref, long_input,
+                                                               context_fields, counter, max_length)
+                if too_long:  # the claim must be read whole, beside some of the document
+                    failed_field, failed = too_long
+                    break
                 if fmt.own_chunking and aspect.chunk_field:
                     name = aspect.chunk_field
                     document, doc_splitter = str(_field_text(ex, name, ref)), reference_splitter(splitter)
@@ -254,7 +260,7 @@ def build_plan(
                     row.append(cell)
                 grid.append(row)
             if failed:
-                problems.append(ExampleProblem(i, "target", failed, aspect.name))
+                problems.append(ExampleProblem(i, failed_field, failed, aspect.name))
                 blocks.append(None)
                 continue
             blocks.append(Block(grid, unit_spans))
@@ -262,6 +268,91 @@ def build_plan(
     if long_input != "truncate":
         _shrink_overflowing(plan, counter, max_length)
     return plan, problems
+
+
+#: tokens of the document that must fit beside the claim when the backend cuts the prompt's end
+#: (a right-truncating format: MiniCheck, FactCG), as ``fit``/``chunk`` ask of a window
+_MIN_DOCUMENT = 4
+
+
+def shorter_claims_advice(aspect: Aspect) -> str:
+    """What to do about a claim (the target, or one of its sentences) too long for ``aspect``'s
+    evaluator, in the words that fit that evaluator: split the sentence (a sentence-level aspect);
+    score the target sentence by sentence with a built-in sentence-level aspect of the same
+    evaluator where there is one (MiniCheck's ``fact/sentence_support``), else with a user-defined
+    aspect of ``granularity: sentence`` where its format has sentences, else shorten it; or give
+    it a larger max length. In words every surface reads alike (no flag or keyword syntax): it
+    ends a planning problem's message, which the CLI, Python and HTTP show as it is.
+
+    Example:
+        >>> from unieval_local.registry.tasks import get_aspect
+        >>> shorter_claims_advice(get_aspect("fact", "support")).split(",")[0]
+        'score it sentence by sentence (fact/sentence_support)'
+    """
+    from ..registry.tasks import aspects_of
+
+    sibling = next((f"{a.task}/{a.name}" for a in aspects_of(aspect.checkpoint) if a.granularity == "sentence"), None)
+    if aspect.granularity == "sentence":
+        split = "split that sentence into shorter ones"
+    elif sibling:
+        split = f"score it sentence by sentence ({sibling})"
+    elif "sentence" in format_of(aspect).capabilities.granularities:
+        split = (f"split it into shorter claims (a user-defined aspect on {aspect.checkpoint} with "
+                 "granularity: sentence checks it sentence by sentence)")
+    else:
+        split = "shorten it"
+    return f"{split}, or give the evaluator a larger max length (up to what its model was trained for)"
+
+
+def _long_claim(aspect, ex, units, unit_spans, ref, long_input, context_fields, counter,
+                max_length) -> tuple[str, str] | None:
+    """:func:`_claim_too_long` where the backend must keep the claim whole: a self-chunking format
+    (its chunk field emptied), or in ``truncate`` mode a format whose backend cuts inside one field
+    (``cut_field``: that field emptied, or none when the aspect lacks it); None elsewhere (``fit``
+    and ``chunk`` windows check it themselves, UniEval's right truncation is its parity)."""
+    fmt = format_of(aspect)
+    if fmt.own_chunking and aspect.chunk_field:
+        emptied = aspect.chunk_field
+    elif long_input == "truncate" and fmt.cut_field is not None:
+        emptied = fmt.cut_field if fmt.cut_field in context_fields else None
+    else:
+        return None
+    return _claim_too_long(aspect, ex, units, unit_spans, ref, emptied, counter, max_length)
+
+
+def _claim_too_long(aspect, ex, units, unit_spans, ref, emptied, counter, max_length) -> tuple[str, str] | None:
+    """``(field, why)`` when the longest unit (the target, or its longest sentence) cannot be read whole within
+    ``max_length`` with the ``emptied`` field left empty (the document the format chunks, or the
+    field the backend cuts; None: the whole prompt), or None when it can. The field is ``target``,
+    or ``prompt`` when the prompt is over the window even with an empty target (the aspect's
+    instructions alone: a max length too small for the aspect).
+
+    A format whose backend cuts the end of the prompt (``cut_field`` None: the claim's end) needs
+    :data:`_MIN_DOCUMENT` tokens of the document beside the claim, as ``fit`` and ``chunk`` do; a
+    format whose backend cuts inside ``emptied`` (the premise: mdeberta-nli, HHEM, Granite
+    Guardian, G-Eval) only needs the rest of the prompt to fit. Without this check the backend
+    would cut the claim, read past its window, or (a tokenizer asked for ``only_first``) fail for
+    the whole batch."""
+    k = int(np.argmax(counter.count_plain(units))) if len(units) > 1 else 0
+    overrides = {emptied: ""} if emptied else {}
+    base = counter.count([render_prompt(aspect, ex, units[k], ref, overrides)])[0]
+    right_cut = format_of(aspect).cut_field is None
+    room = max_length - (_MARGIN + _MIN_DOCUMENT if right_cut and emptied else 0)
+    if base <= room:
+        return None
+    fixed = counter.count([render_prompt(aspect, ex, "", ref, overrides)])[0]
+    if fixed > room:
+        return "prompt", (f"the prompt without the target{f' and the {emptied!r}' if emptied else ''} is {fixed} "
+                          f"tokens, over the window of {aspect.checkpoint} (max_length {max_length} tokens) whatever "
+                          "the target says: give the evaluator a larger max length (up to what its model was "
+                          "trained for)")
+    what = "the target" if aspect.granularity != "sentence" else \
+        f"sentence {k + 1} of the target (characters {unit_spans[k][0]}-{unit_spans[k][1]})"
+    beside = f" with an empty '{emptied}'" if emptied else ""
+    need = (f", leaving fewer than {_MIN_DOCUMENT} tokens for the '{emptied}'" if base <= max_length else
+            f", over the window of {aspect.checkpoint} (max_length {max_length} tokens)")
+    return "target", (f"{what} is too long to score: its prompt{beside} is {base} tokens{need}; it is never cut: "
+                      f"{shorter_claims_advice(aspect)}")
 
 
 def _fit_chunks(aspect, ex, units, ref, name, chunks, document, counter, max_length, splitter):

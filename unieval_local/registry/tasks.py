@@ -23,7 +23,7 @@ from .evaluators import EVALUATORS
 
 __all__ = ["ALL", "ALL_AVAILABLE", "ASPECT_FAMILIES", "Aspect", "CHECKPOINTS", "DEFAULT_REGISTRY", "GROUP_NAMES",
            "Granularity", "PromptField", "Reduction", "Registry", "combined_value", "mixed_scales_note",
-           "TASKS", "Task", "get_aspect", "get_task", "task_names"]
+           "TASKS", "Task", "aspects_of", "get_aspect", "get_task", "task_names"]
 
 Granularity = Literal["output", "sentence"]
 Reduction = Literal["mean", "sum", "min"]
@@ -474,3 +474,11 @@ def get_task(task: str) -> Task:
 def get_aspect(task: str, aspect: str) -> Aspect:
     """The built-in :class:`Aspect` (see :meth:`Registry.get_aspect`)."""
     return DEFAULT_REGISTRY.get_aspect(task, aspect)
+
+
+def aspects_of(checkpoint: str) -> list[Aspect]:
+    """The built-in aspects scored by evaluator ``checkpoint`` (a key of
+    :data:`~unieval_local.registry.evaluators.EVALUATORS`), in registry order; [] for a hub id or
+    a name no built-in aspect uses. Advice names them (a long claim: MiniCheck's sentence-level
+    ``fact/sentence_support`` beside its whole-target ``fact/support``)."""
+    return [a for t in TASKS.values() for a in t.aspects.values() if a.checkpoint == checkpoint]

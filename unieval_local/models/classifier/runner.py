@@ -131,12 +131,34 @@ class ClassifierModel:
 
     def encode(self, prompts: Sequence[str], max_length: int | None = None) -> list[list[int]]:
         """Token ids of each rendered pair (``[CLS] premise [SEP] hypothesis [SEP]``): untruncated,
-        or cut to ``max_length`` from the premise's end (``only_first``: the claim is kept whole)."""
+        or cut to ``max_length`` from the premise's end (``only_first``: the claim is kept whole).
+
+        A pair whose hypothesis alone (with the special tokens) is over ``max_length``, which
+        ``only_first`` cannot cut (the tokenizer raises "Sequence to truncate too short"), is cut
+        ``longest_first`` instead, so that one such pair never fails the batch of every other
+        record's; planning refuses such a claim before it gets here
+        (:func:`~unieval_local.pipeline.planning.build_plan`), and the engine's truncation
+        count names its ``target``."""
         if not prompts:
             return []
         pairs = [split_pair(p) for p in prompts]
-        cut = {"truncation": "only_first", "max_length": max_length} if max_length is not None else {}
-        return tokens.encode(self.tokenizer, [p for p, _ in pairs], [h for _, h in pairs], **cut)["input_ids"]
+        if max_length is None:
+            return tokens.encode(self.tokenizer, [p for p, _ in pairs], [h for _, h in pairs])["input_ids"]
+        premises, hypotheses = [p for p, _ in pairs], [h for _, h in pairs]
+        try:
+            return tokens.encode(self.tokenizer, premises, hypotheses, truncation="only_first",
+                                 max_length=max_length)["input_ids"]
+        except Exception:  # noqa: BLE001  a hypothesis too long for only_first: each pair on its own
+            out = []
+            for premise, hypothesis in pairs:
+                try:
+                    enc = tokens.encode(self.tokenizer, premise, hypothesis, truncation="only_first",
+                                        max_length=max_length)
+                except Exception:  # noqa: BLE001  the claim alone is over the window
+                    enc = tokens.encode(self.tokenizer, premise, hypothesis, truncation="longest_first",
+                                        max_length=max_length)
+                out.append(enc["input_ids"])
+            return out
 
     def label_of(self, evaluator: Evaluator) -> int:
         """The output index read for ``evaluator`` (:func:`readout_label`; CheckpointError when the
