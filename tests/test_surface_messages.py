@@ -237,3 +237,71 @@ def test_an_empty_python_request_is_said_to_be_empty_not_example_0(fake_scorer):
         score([], task="summarization", aspect="coherence")
     assert "the request, field 'data': the request is empty" in str(info.value)
     assert "example 0" not in str(info.value)
+
+
+# ============================================================================= issue 40 (serve)
+def _deberta_folder(parent):
+    """A folder of the DeBERTa family (config.json model_type deberta-v2, its spm.model)."""
+    folder = parent / "mdeberta"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "deberta-v2"}')
+    (folder / "spm.model").write_text("x")
+    return folder
+
+
+def test_serve_with_a_missing_model_folder_exits_3_before_binding_the_port(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    missing = tmp_path / "no-such-folder"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", "import sys; from unieval_local.cli import main; sys.exit(main())",
+                           "serve", "--model", f"unieval-sum={missing}", "--port", str(port)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "UNIEVAL_LOCAL_HOME": str(tmp_path / "home")})
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr == (f"unieval-local: error: --model unieval-sum={missing}: checkpoint folder '{missing}' "
+                           "does not exist\n"), proc.stderr
+    assert "loading checkpoints" not in proc.stderr and time.monotonic() - started < 60
+
+
+@pytest.mark.parametrize("kind", ["missing", "no config.json", "deberta"])
+def test_serve_refuses_a_preloaded_folder_it_cannot_use_before_any_bind(monkeypatch, capsys, tmp_path, kind):
+    from unieval_local.cli import main
+
+    def never(*args, **kwargs):
+        raise AssertionError("a port was bound or a model loaded before the folder was checked")
+
+    monkeypatch.setattr(socket.socket, "bind", never)
+    monkeypatch.setattr(Engine, "runner", never)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = tmp_path / "empty"
+    if kind == "no config.json":
+        folder.mkdir()
+    elif kind == "deberta":
+        folder = _deberta_folder(tmp_path)
+    code = main(["serve", "--model", str(folder), "--port", "8999"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith(f"unieval-local: error: --model {folder}: "), err
+    says = {"missing": f"checkpoint folder '{folder}' does not exist",
+            "no config.json": f"checkpoint folder '{folder}' (for unieval-sum) has no config.json",
+            "deberta": f"checkpoint folder '{folder}' holds a 'deberta-v2' model (config.json model_type; the "
+                       "family of mdeberta-nli, factcg-deberta-large), but unieval-sum is a t5 model"}[kind]
+    assert says in err, err
+
+
+def test_a_folder_of_another_family_is_named_by_its_family_not_as_one_without_tokenizer(tmp_path):
+    from unieval_local.errors import CheckpointError
+    from unieval_local.models.checkpoints import resolve_checkpoint
+
+    folder = _deberta_folder(tmp_path)
+    with pytest.raises(CheckpointError) as info:
+        resolve_checkpoint("unieval-sum", folder)
+    assert str(info.value) == (f"checkpoint folder '{folder}' holds a 'deberta-v2' model (config.json model_type; "
+                               "the family of mdeberta-nli, factcg-deberta-large), but unieval-sum is a t5 model: give the folder "
+                               "of unieval-sum (MingZhong/unieval-sum)")
