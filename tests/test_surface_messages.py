@@ -305,3 +305,52 @@ def test_a_folder_of_another_family_is_named_by_its_family_not_as_one_without_to
     assert str(info.value) == (f"checkpoint folder '{folder}' holds a 'deberta-v2' model (config.json model_type; "
                                "the family of mdeberta-nli, factcg-deberta-large), but unieval-sum is a t5 model: give the folder "
                                "of unieval-sum (MingZhong/unieval-sum)")
+
+
+def test_the_throughput_meter_follows_a_mix_that_gets_slower_within_its_window():
+    from unieval_local.service.core import ThroughputMeter
+
+    now = [100.0]  # steps of 1/8 s: exact in binary, so the window's edge is exact
+    meter = ThroughputMeter(window_s=3.0, min_busy_s=1.0, clock=lambda: now[0])
+    assert meter.rate() is None
+
+    def steps(n, units, seconds=0.125):
+        for _ in range(n):
+            now[0] += seconds
+            meter.record(seconds, units)
+
+    steps(40, 40)  # 5 s of a fast mix: 40 cost units per 1/8 s = 320/s
+    assert meter.rate() == 320.0
+    steps(8, 5)  # 1 s of a mix 8x slower: the window (ends in [now - 3, now]) holds 8 slow + 17 fast steps
+    assert meter.rate() == (8 * 5 + 17 * 40) / (25 * 0.125) == 230.4
+    steps(24, 5)  # 3 s more: the new mix only
+    assert meter.rate() == 40.0
+    now[0] += 600.0  # idle for ten minutes: the last second of work (min_busy_s) still counts
+    assert meter.rate() == 40.0
+    meter.record(0.25, -3)  # a stage that re-planned: no negative work; 0.25 s + 6 older steps = 1 s
+    assert meter.rate() == 6 * 5 / 1.0 == 30.0
+
+
+def test_retry_after_counts_the_queue_and_the_throughput_in_the_same_units(fake_ckpt):
+    """Held cost units over cost units per second: a request whose cost is 3x its distinct
+    prompts (each example three times) is not said to drain 3x slower than it does."""
+    from unieval_local.service.core import ServiceLimits
+
+    def slow(prompt):
+        time.sleep(0.02)
+        return 0.6
+
+    limits = ServiceLimits(max_wait_ms=0, max_step_ms=0, max_request_queries=200, max_queued_queries=200)
+    c, service = client(fake_ckpt, FakeRunner(slow), limits, batch_tokens=120)
+    try:
+        data = [{"target": f"The council approved park number {i % 20}.", "source": SOURCE} for i in range(60)]
+        started = time.perf_counter()
+        first = c.post("/v1/score", json={"task": "summarization", "aspects": ["consistency"], "data": data})
+        wall = time.perf_counter() - started
+        assert first.status_code == 200, first.text
+        cost, distinct = service.worker._retired, service.scheduler.stats.n_queries
+        assert cost >= 3 * distinct > 0, (cost, distinct)
+        rate = service.worker.throughput()
+        assert 0.8 * cost / wall <= rate, (rate, cost, wall)  # what the queue drained, per second
+    finally:
+        service.drain(30)
