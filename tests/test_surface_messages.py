@@ -354,3 +354,29 @@ def test_retry_after_counts_the_queue_and_the_throughput_in_the_same_units(fake_
         assert 0.8 * cost / wall <= rate, (rate, cost, wall)  # what the queue drained, per second
     finally:
         service.drain(30)
+
+
+def test_an_unknown_evaluation_aspect_over_http_names_its_config_field_and_the_valid_ones(http):
+    r = http.post("/v1/unieval", json={"config": {"task": "summarization", "evaluation_aspect": "all"},
+                                       "data": [{"target": SUMMARY, "source": SOURCE}]})
+    assert r.status_code == 422, r.text
+    [problem] = r.json()["error"]["examples"]
+    assert problem["field"] == "config.evaluation_aspect" and problem["index"] is None, problem
+    assert problem["message"].startswith("unknown aspect 'all' for task 'summarization'; valid aspects: coherence, "
+                                         "consistency, fluency, relevance"), problem
+    r = http.post("/v1/unieval", json={"config": {"task": "summary", "evaluation_aspect": "coherence"},
+                                       "data": [{"target": SUMMARY, "source": SOURCE}]})
+    assert r.status_code == 422 and r.json()["error"]["examples"][0]["field"] == "config.task", r.text
+
+
+def test_the_language_note_over_http_writes_one_example_and_two_examples(http):
+    def notes(targets):
+        r = http.post("/v1/score", json={"task": "summarization", "aspects": ["fluency"],
+                                         "data": [{"target": t} for t in targets]})
+        assert r.status_code == 200, r.text
+        return [n for n in r.json()["notes"] if "trained on" in n]
+
+    one = notes(["客服承诺三天内退款。我们会尽快处理您的请求。"])
+    assert len(one) == 1 and "summarization/fluency: 1 example in Chinese (zh)" in one[0], one
+    two = notes(["客服承诺三天内退款。我们会尽快处理您的请求。", "他们明天会来这里开会。会议将在上午十点开始。"])
+    assert len(two) == 1 and "summarization/fluency: 2 examples in Chinese (zh)" in two[0], two
