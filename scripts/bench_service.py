@@ -17,6 +17,8 @@ Scenarios (``--scenarios``, default all):
   scored. Target: <= 100 ms.
 * ``memory``: the server's resident memory once ready, after 10,000 requests and after 1,000
   custom runs (bounded: the figure goes in the README).
+* ``retry``: a 429's Retry-After against the real wait, at three moments after the query mix
+  turns slower mid-run (:func:`retry_after`). Target: within 0.5-2x.
 
 Usage:
     python scripts/bench_service.py [--scenarios throughput,hol] [--records 128] [--widths large|test]
@@ -315,6 +317,97 @@ def head_of_line(model: str, recs: list[dict], tmp: Path, flags: list[str], base
     return rows
 
 
+def retry_after(model: str, recs: list[dict], tmp: Path, flags: list[str], queue_cap: int = 512) -> list[dict]:
+    """Retry-After against the real wait when the query mix gets slower mid-run (issue 40).
+
+    A fast mix (consistency of each summary against the first sentence of its source) runs for 4 s;
+    then the mix turns slow (the same summaries against their whole source, four times over: the
+    same cost per request, several times the tokens). At 0.5 s, 3 s and 8 s after the change the
+    queue (``--max-queued-queries``) is filled with slow requests until a probe gets 429; its
+    Retry-After is set against the real wait: the seconds until the same request, retried every
+    50 ms, is admitted (a 429 comes back at once; one not back within 0.5 s was admitted). Target: each ratio within 0.5-2x."""
+    import requests
+
+    def bodies(slow: bool) -> list[dict]:
+        out = []
+        for at in range(0, len(recs) - 7, 8):
+            data = [{"target": r["target"],
+                     "source": " ".join([r["source"]] * 4) if slow else r["source"].split(". ")[0] + "."}
+                    for r in recs[at:at + 8]]
+            out.append({"config": ASPECT, "data": data})
+        return out
+
+    fast, slow = bodies(False), bodies(True)
+    server = Server(model, tmp, flags + ["--max-request-queries", str(queue_cap // 4), "--max-queued-queries",
+                                         str(queue_cap)])
+    rows: list[dict] = []
+    stop = threading.Event()
+    sent = [0]
+
+    def keep_sending(mix: list[dict]) -> None:
+        session = requests.Session()
+        session.headers["Authorization"] = f"Bearer {BENCH_KEY}"
+        while not stop.is_set():
+            sent[0] += 1
+            session.post(server.url + "/v1/unieval", json=mix[sent[0] % len(mix)], timeout=3600)
+
+    def post(body: dict):
+        return server.session.post(server.url + "/v1/unieval", json=body, timeout=3600)
+
+    try:
+        warm_up(server)
+        loaders = [threading.Thread(target=keep_sending, args=(fast,), daemon=True) for _ in range(2)]
+        for t in loaders:
+            t.start()
+        time.sleep(4.0)
+        stop.set()
+        for t in loaders:
+            t.join()
+        changed = time.monotonic()  # the mix turns slow here
+        stop.clear()
+        loaders = [threading.Thread(target=keep_sending, args=(slow,), daemon=True) for _ in range(2)]
+        for t in loaders:
+            t.start()
+        for after in (0.5, 3.0, 8.0):
+            time.sleep(max(0.0, changed + after - time.monotonic()))
+            fillers, n, said, refused = [], 0, None, None
+            while said is None:  # fill the queue with slow requests until one is refused
+                n += 1
+                got: list = []
+                t = threading.Thread(target=lambda b=slow[n % len(slow)], g=got: g.append(post(b)), daemon=True)
+                t.start()
+                t.join(0.5)  # a 429 comes back at once; an admitted request waits for its answer
+                if got and got[0].status_code == 429:
+                    refused, said = time.monotonic(), int(got[0].headers["Retry-After"])
+                else:
+                    fillers.append(t)
+            while True:  # the same request, retried every 50 ms, until it is admitted
+                got = []
+                asked = time.monotonic()
+                t = threading.Thread(target=lambda b=slow[n % len(slow)], g=got: g.append(post(b)), daemon=True)
+                t.start()
+                t.join(0.5)
+                if not (got and got[0].status_code == 429):
+                    fillers.append(t)
+                    break
+                time.sleep(0.05)
+            waited = asked - refused
+            rows.append({"after_s": after, "retry_after": said, "wait_s": waited, "ratio": said / waited})
+            for t in fillers:
+                t.join()
+        stop.set()
+        for t in loaders:
+            t.join()
+    finally:
+        stop.set()
+        server.close()
+    print("\n### Retry-After against the real wait, after the query mix turns slow (issue 40; target 0.5-2x)\n")
+    print("| probe, s after the change | Retry-After s | real wait s | ratio |\n|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['after_s']:.1f} | {r['retry_after']} | {r['wait_s']:.2f} | {r['ratio']:.2f} |")
+    return rows
+
+
 def health(model: str, recs: list[dict], tmp: Path, flags: list[str]) -> dict:
     """/health latency, polled every 20 ms, while a 1.5 MB /v1/unieval body is parsed and scored."""
     import requests
@@ -386,7 +479,7 @@ def memory(model: str, recs: list[dict], tmp: Path, flags: list[str], n_requests
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--scenarios", default="throughput,hol,slow,health,memory")
+    p.add_argument("--scenarios", default="throughput,hol,slow,health,memory,retry")
     p.add_argument("--records", type=int, default=128)
     p.add_argument("--model", default=None)
     p.add_argument("--device", default="cpu")
@@ -425,6 +518,8 @@ def main() -> None:
                       f"{r['log_lines']} log lines about them; {r['tracebacks']} tracebacks; exit {r['exit_status']}")
             if "health" in scenarios:
                 health(small, recs, tmp, flags)
+            if "retry" in scenarios:
+                retry_after(small, recs, tmp, flags)
             if "memory" in scenarios:
                 memory(small, recs, tmp, flags)
         finally:

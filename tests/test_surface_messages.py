@@ -237,3 +237,146 @@ def test_an_empty_python_request_is_said_to_be_empty_not_example_0(fake_scorer):
         score([], task="summarization", aspect="coherence")
     assert "the request, field 'data': the request is empty" in str(info.value)
     assert "example 0" not in str(info.value)
+
+
+# ============================================================================= issue 40 (serve)
+def _deberta_folder(parent):
+    """A folder of the DeBERTa family (config.json model_type deberta-v2, its spm.model)."""
+    folder = parent / "mdeberta"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "deberta-v2"}')
+    (folder / "spm.model").write_text("x")
+    return folder
+
+
+def test_serve_with_a_missing_model_folder_exits_3_before_binding_the_port(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    missing = tmp_path / "no-such-folder"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", "import sys; from unieval_local.cli import main; sys.exit(main())",
+                           "serve", "--model", f"unieval-sum={missing}", "--port", str(port)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "UNIEVAL_LOCAL_HOME": str(tmp_path / "home")})
+    assert proc.returncode == 3, proc.stderr
+    assert proc.stderr == (f"unieval-local: error: --model unieval-sum={missing}: checkpoint folder '{missing}' "
+                           "does not exist\n"), proc.stderr
+    assert "loading checkpoints" not in proc.stderr and time.monotonic() - started < 60
+
+
+@pytest.mark.parametrize("kind", ["missing", "no config.json", "deberta"])
+def test_serve_refuses_a_preloaded_folder_it_cannot_use_before_any_bind(monkeypatch, capsys, tmp_path, kind):
+    from unieval_local.cli import main
+
+    def never(*args, **kwargs):
+        raise AssertionError("a port was bound or a model loaded before the folder was checked")
+
+    monkeypatch.setattr(socket.socket, "bind", never)
+    monkeypatch.setattr(Engine, "runner", never)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    folder = tmp_path / "empty"
+    if kind == "no config.json":
+        folder.mkdir()
+    elif kind == "deberta":
+        folder = _deberta_folder(tmp_path)
+    code = main(["serve", "--model", str(folder), "--port", "8999"])
+    err = capsys.readouterr().err
+    assert code == 3, err
+    assert len(err.strip().splitlines()) == 1 and err.startswith(f"unieval-local: error: --model {folder}: "), err
+    says = {"missing": f"checkpoint folder '{folder}' does not exist",
+            "no config.json": f"checkpoint folder '{folder}' (for unieval-sum) has no config.json",
+            "deberta": f"checkpoint folder '{folder}' holds a 'deberta-v2' model (config.json model_type; the "
+                       "family of mdeberta-nli, factcg-deberta-large), but unieval-sum is a t5 model"}[kind]
+    assert says in err, err
+
+
+def test_a_folder_of_another_family_is_named_by_its_family_not_as_one_without_tokenizer(tmp_path):
+    from unieval_local.errors import CheckpointError
+    from unieval_local.models.checkpoints import resolve_checkpoint
+
+    folder = _deberta_folder(tmp_path)
+    with pytest.raises(CheckpointError) as info:
+        resolve_checkpoint("unieval-sum", folder)
+    assert str(info.value) == (f"checkpoint folder '{folder}' holds a 'deberta-v2' model (config.json model_type; "
+                               "the family of mdeberta-nli, factcg-deberta-large), but unieval-sum is a t5 model: give the folder "
+                               "of unieval-sum (MingZhong/unieval-sum)")
+
+
+def test_the_throughput_meter_follows_a_mix_that_gets_slower_within_its_window():
+    from unieval_local.service.core import ThroughputMeter
+
+    now = [100.0]  # steps of 1/8 s: exact in binary, so the window's edge is exact
+    meter = ThroughputMeter(window_s=3.0, min_busy_s=1.0, clock=lambda: now[0])
+    assert meter.rate() is None
+
+    def steps(n, units, seconds=0.125):
+        for _ in range(n):
+            now[0] += seconds
+            meter.record(seconds, units)
+
+    steps(40, 40)  # 5 s of a fast mix: 40 cost units per 1/8 s = 320/s
+    assert meter.rate() == 320.0
+    steps(8, 5)  # 1 s of a mix 8x slower: the window (ends in [now - 3, now]) holds 8 slow + 17 fast steps
+    assert meter.rate() == (8 * 5 + 17 * 40) / (25 * 0.125) == 230.4
+    steps(24, 5)  # 3 s more: the new mix only
+    assert meter.rate() == 40.0
+    now[0] += 600.0  # idle for ten minutes: the last second of work (min_busy_s) still counts
+    assert meter.rate() == 40.0
+    meter.record(0.25, -3)  # a stage that re-planned: no negative work; 0.25 s + 6 older steps = 1 s
+    assert meter.rate() == 6 * 5 / 1.0 == 30.0
+
+
+def test_retry_after_counts_the_queue_and_the_throughput_in_the_same_units(fake_ckpt):
+    """Held cost units over cost units per second: a request whose cost is 3x its distinct
+    prompts (each example three times) is not said to drain 3x slower than it does."""
+    from unieval_local.service.core import ServiceLimits
+
+    def slow(prompt):
+        time.sleep(0.02)
+        return 0.6
+
+    limits = ServiceLimits(max_wait_ms=0, max_step_ms=0, max_request_queries=200, max_queued_queries=200)
+    c, service = client(fake_ckpt, FakeRunner(slow), limits, batch_tokens=120)
+    try:
+        data = [{"target": f"The council approved park number {i % 20}.", "source": SOURCE} for i in range(60)]
+        started = time.perf_counter()
+        first = c.post("/v1/score", json={"task": "summarization", "aspects": ["consistency"], "data": data})
+        wall = time.perf_counter() - started
+        assert first.status_code == 200, first.text
+        cost, distinct = service.worker._retired, service.scheduler.stats.n_queries
+        assert cost >= 3 * distinct > 0, (cost, distinct)
+        rate = service.worker.throughput()
+        assert 0.8 * cost / wall <= rate, (rate, cost, wall)  # what the queue drained, per second
+    finally:
+        service.drain(30)
+
+
+def test_an_unknown_evaluation_aspect_over_http_names_its_config_field_and_the_valid_ones(http):
+    r = http.post("/v1/unieval", json={"config": {"task": "summarization", "evaluation_aspect": "all"},
+                                       "data": [{"target": SUMMARY, "source": SOURCE}]})
+    assert r.status_code == 422, r.text
+    [problem] = r.json()["error"]["examples"]
+    assert problem["field"] == "config.evaluation_aspect" and problem["index"] is None, problem
+    assert problem["message"].startswith("unknown aspect 'all' for task 'summarization'; valid aspects: coherence, "
+                                         "consistency, fluency, relevance"), problem
+    r = http.post("/v1/unieval", json={"config": {"task": "summary", "evaluation_aspect": "coherence"},
+                                       "data": [{"target": SUMMARY, "source": SOURCE}]})
+    assert r.status_code == 422 and r.json()["error"]["examples"][0]["field"] == "config.task", r.text
+
+
+def test_the_language_note_over_http_writes_one_example_and_two_examples(http):
+    def notes(targets):
+        r = http.post("/v1/score", json={"task": "summarization", "aspects": ["fluency"],
+                                         "data": [{"target": t} for t in targets]})
+        assert r.status_code == 200, r.text
+        return [n for n in r.json()["notes"] if "trained on" in n]
+
+    one = notes(["客服承诺三天内退款。我们会尽快处理您的请求。"])
+    assert len(one) == 1 and "summarization/fluency: 1 example in Chinese (zh)" in one[0], one
+    two = notes(["客服承诺三天内退款。我们会尽快处理您的请求。", "他们明天会来这里开会。会议将在上午十点开始。"])
+    assert len(two) == 1 and "summarization/fluency: 2 examples in Chinese (zh)" in two[0], two

@@ -197,7 +197,7 @@ class Engine:
                 why = (f"{language_name(lang)} ({lang}), but its evaluator {checkpoint} was trained on {told}: its "
                        "scores there are not validated (strict_language / --strict-language refuses such examples; "
                        "docs/languages.md)")
-                notes.note(f"{what}: {len(idx)} example(s) in {why}", warn=False)
+                notes.note(f"{what}: {len(idx)} example{'' if len(idx) == 1 else 's'} in {why}", warn=False)
                 if new:
                     warnings.warn(f"{what}: examples in {why}", UserWarning, stacklevel=3)
         return problems

@@ -6,9 +6,12 @@ error (a non-loopback ``--host`` without an API key and without ``--no-auth``, a
 ``serve`` extra, an invalid setting, a ``--max-connections`` over the file limit, a ``--rating-config``
 that cannot be read or holds an invalid option: checked before the model loads); 3 when a model,
 judge or checker an option names (``--rating-config`` with ``judge: g-eval``, ``--consistency-aspect``)
-is not staged (one line, before the port is bound, as ``report`` refuses it), or a preloaded
-checkpoint cannot be found or loaded (the server stops; ``/health`` said 503 ``failed``
-meanwhile); 5 when loading failed otherwise.
+is not staged (one line, before the port is bound, as ``report`` refuses it), or a checkpoint
+``serve`` preloads (``--model NAME=DIR``, ``--model DIR``) is missing or is no checkpoint of that
+evaluator (a folder that does not exist, one without ``config.json`` or a tokenizer, one of
+another model family: known without loading, so one line before the port is bound), or it
+cannot be loaded (the server stops; ``/health`` said 503 ``failed`` meanwhile); 5 when loading
+failed otherwise.
 
 Connections (:mod:`unieval_local.service.connections`; not under ``--engine ray``, where Ray
 Serve's proxy takes them):
@@ -195,26 +198,51 @@ def api_key(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _unstaged(settings: dict, named: dict[str, str]) -> str | None:
+def _unstaged(settings: dict, named: dict[str, str], preload: bool = False) -> str | None:
     """Why a checkpoint that an option names (``named``: checkpoint -> the option, from
-    :func:`~unieval_local.service.work.named_checkpoints`) cannot be used, in one line, or None:
-    it is not found without the network (one with a hub id, online, is fetched on first use), or
-    its folder holds another evaluator's model. Nothing is loaded."""
+    :func:`~unieval_local.service.work.named_checkpoints`, or :func:`_preloaded` with ``preload``)
+    cannot be used, in one line, or None: it is not found without the network (one with a hub
+    id, online, is fetched on first use; a folder given that does not exist never is), or its
+    folder is no checkpoint (no config.json, no tokenizer) or holds another evaluator's model or
+    another model family. Nothing is loaded."""
     from ..errors import CheckpointError, CheckpointNotFoundError
-    from ..models.checkpoints import CHECKPOINTS, check_identity, is_offline, resolve_checkpoint
+    from ..models.checkpoints import CHECKPOINTS, HUB_ID, check_identity, is_offline, resolve_checkpoint
     from ..registry.evaluators import get_evaluator
 
+    model = settings.get("model")
     for name, option in named.items():
+        given = model.get(name) if isinstance(model, dict) else model
+        fetchable = given is None or (HUB_ID.match(os.fspath(given)) is not None
+                                      and not os.fspath(given).startswith((".", "/", "~")))
         try:
-            found = resolve_checkpoint(name, settings.get("model"), offline=True)
+            found = resolve_checkpoint(name, model, offline=True)
             check_identity(found.path, get_evaluator(name))
         except CheckpointNotFoundError as exc:
-            if CHECKPOINTS.get(name) and not is_offline(settings.get("offline")):
+            if fetchable and CHECKPOINTS.get(name) and not is_offline(settings.get("offline")):
                 continue
+            if preload:
+                return " ".join(f"{option}: {exc}".split())
             return " ".join(f"{option} needs the {name} checkpoint, and it is not staged: {exc}".split())
         except CheckpointError as exc:
-            return " ".join(f"{option} needs the {name} checkpoint: {exc}".split())
+            return " ".join(f"{option}: {exc}".split()) if preload else \
+                " ".join(f"{option} needs the {name} checkpoint: {exc}".split())
     return None
+
+
+def _preloaded(preload: list[str], model) -> dict[str, str]:
+    """The checkpoints ``serve`` loads at start, each with the option that names it, for
+    :func:`_unstaged`: ``--model unieval-sum=DIR`` (a mapping), ``--model DIR`` (one folder for
+    every checkpoint), or, with no ``--model``, what finds it (``$UNIEVAL_LOCAL_HOME``, the cache).
+
+    Example:
+        >>> _preloaded(["unieval-sum"], {"unieval-sum": "ckpt/sum"})
+        {'unieval-sum': '--model unieval-sum=ckpt/sum'}
+    """
+    if isinstance(model, dict):
+        return {name: f"--model {name}={model[name]}" for name in preload}
+    if model is not None:
+        return {name: f"--model {model}" for name in preload}
+    return {name: "serve (no --model)" for name in preload}
 
 
 def _port_problem(host: str, port: int) -> str | None:
@@ -278,7 +306,8 @@ def run(args: argparse.Namespace) -> int:
     # the report endpoints read long inputs as `report` does (chunk), the score endpoints as the
     # hosted metric does (the engine's default, truncate); --long-input given: one mode for all
     report_long_input = None if args.long_input is not None else "chunk"
-    if problem := _unstaged(settings, named_checkpoints(rating, args.consistency_aspect)):
+    if problem := (_unstaged(settings, _preloaded(preload, model), preload=True)
+                   or _unstaged(settings, named_checkpoints(rating, args.consistency_aspect))):
         print(f"unieval-local: error: {problem}", file=sys.stderr)  # before the port is bound, as `report` refuses
         return EXIT_CHECKPOINT
     if problem := _port_problem(args.host, args.port):

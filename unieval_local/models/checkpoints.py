@@ -169,11 +169,7 @@ def _named_identity(folder: str | os.PathLike, evaluator) -> tuple[str, Checkpoi
 
     identity = read_identity(folder)
     where = f"checkpoint folder {str(folder)!r}"
-    if identity.model_type is not None and evaluator.model_types and identity.model_type not in evaluator.model_types:
-        raise CheckpointError(
-            f"{where} holds a {identity.model_type!r} model (config.json model_type), but {evaluator.name} is a "
-            f"{'/'.join(evaluator.model_types)} model: give the folder of {evaluator.name}"
-            + (f" ({evaluator.hub_id})" if evaluator.hub_id else ""))
+    _check_family(folder, identity.model_type, evaluator)
     if identity.evaluator is not None:
         named = EVALUATORS.get(identity.evaluator)
         same = identity.evaluator == evaluator.name or (
@@ -187,6 +183,26 @@ def _named_identity(folder: str | os.PathLike, evaluator) -> tuple[str, Checkpoi
         if evaluator_of_hub_id(identity.hub_id) is not None:
             raise _identity_error(where, identity, evaluator)
     return "unverified", identity
+
+
+def _check_family(folder: str | os.PathLike, model_type: str | None, evaluator) -> None:
+    """Raise when ``folder``'s ``config.json`` names a ``model_type`` that ``evaluator``'s family
+    does not have (a DeBERTa folder given for a T5 evaluator): the message names the family the
+    folder holds, the evaluators of that family, and the family expected.
+
+    Raises:
+        CheckpointError: the families differ (None or no ``model_types``: nothing to compare).
+    """
+    from ..registry.evaluators import EVALUATORS
+
+    if model_type is None or not evaluator.model_types or model_type in evaluator.model_types:
+        return
+    kin = [e.name for e in EVALUATORS.values() if model_type in e.model_types]
+    raise CheckpointError(
+        f"checkpoint folder {str(folder)!r} holds a {model_type!r} model (config.json model_type"
+        + (f"; the family of {', '.join(kin)}" if kin else "") + f"), but {evaluator.name} is a "
+        f"{'/'.join(evaluator.model_types)} model: give the folder of {evaluator.name}"
+        + (f" ({evaluator.hub_id})" if evaluator.hub_id else ""))
 
 
 def _identity_error(where: str, identity: CheckpointIdentity, evaluator) -> CheckpointError:
@@ -250,6 +266,8 @@ def _local(name: str, folder: Path, origin: str, hub_id: str | None = None) -> R
     from .backends import BACKENDS
 
     spec = EVALUATORS.get(name)
+    if spec is not None:  # another family's folder: say so, not that its tokenizer is missing
+        _check_family(folder, read_identity(folder).model_type, spec)
     needed = () if spec and spec.tokenizer_from else BACKENDS[spec.backend if spec else "t5"].tokenizer_files
     if needed and not any((folder / f).is_file() for f in needed):
         raise CheckpointError(

@@ -180,6 +180,14 @@ class Scheduler:
         with self._lock:
             return sum(1.0 - p.remaining / p.pooled for p in self._active if p.pooled and not p.done)
 
+    def partial_cost(self) -> float:
+        """:meth:`partial` in cost units: per request waiting for queries, its
+        :attr:`~unieval_local.requests.base.Prepared.cost` times the share of its current stage's
+        queries already scored, summed (the work done on requests not yet answered, in the units
+        the service admits them by)."""
+        with self._lock:
+            return sum(p.cost * (1.0 - p.remaining / p.pooled) for p in self._active if p.pooled and not p.done)
+
     def wait_for_work(self, timeout: float | None = None) -> bool:
         """Block until a request is pending (True) or ``timeout`` seconds pass (False)."""
         with self._work:

@@ -16,7 +16,8 @@ Admission is by cost in model queries (:attr:`Prepared.cost
 windows and references included): a request over ``max_request_queries`` is refused (HTTP 413,
 :class:`RequestTooCostlyError`), and one that would take the queries waiting or running over
 ``max_queued_queries`` gets HTTP 429 (:class:`QueueFullError`) with a ``Retry-After`` estimated
-from the measured throughput. A request whose future is cancelled (its client timed out or went
+from the queries held over the recent throughput in the same units (:class:`ThroughputMeter`: cost
+units done per second of work over the last few seconds, so it follows a mix that gets slower). A request whose future is cancelled (its client timed out or went
 away) has its queued work dropped by the scheduler.
 """
 
@@ -36,7 +37,7 @@ from ..requests.base import Request
 from ..requests.scheduler import Prepared, Scheduler
 
 __all__ = ["SERVICE_FLAGS", "BatchingWorker", "DrainingError", "QueueFullError", "RequestTooCostlyError",
-           "ServiceLimits", "estimate_tokens"]
+           "ServiceLimits", "ThroughputMeter", "estimate_tokens"]
 
 
 class RequestTooCostlyError(UniEvalError):
@@ -168,6 +169,65 @@ def estimate_tokens(obj: Any) -> int:
     return max(1, total // 4)
 
 
+class ThroughputMeter:
+    """The recent throughput of the worker in the units the queue is counted in: request cost
+    units (:attr:`Prepared.cost <unieval_local.requests.base.Prepared.cost>`, model queries before
+    deduplication) done per second of work, for a ``Retry-After`` that is the queries held over it.
+
+    Each micro-batch records its duration and the cost units it did (answered requests' costs,
+    and the share of a request's cost whose queries it scored: progress between answers, so a
+    large request in progress counts at once). The rate is over the micro-batches that ended in
+    the last ``window_s`` seconds of ``clock``, extended to older ones until they hold at least
+    ``min_busy_s`` of work (after an idle spell, the last work done). When the mix of queries gets
+    slower (longer texts, a slower aspect), the rate follows within ``window_s``; a rate over all
+    history, or in other units (distinct prompts scored, while the queue counts costs), was
+    0.05-1.1x the real wait after such a change.
+
+    Args:
+        window_s: seconds of recent micro-batches the rate is taken over (> 0).
+        min_busy_s: at least this many seconds of work in the rate (older steps are added).
+        clock: monotonic seconds (a fake one in tests).
+        keep: micro-batches kept.
+
+    Example:
+        >>> now = [0.0]
+        >>> meter = ThroughputMeter(window_s=2.0, min_busy_s=0.5, clock=lambda: now[0])
+        >>> for _ in range(10):
+        ...     now[0] += 0.1; meter.record(0.1, 10)   # 100 units/s
+        >>> for _ in range(30):
+        ...     now[0] += 0.1; meter.record(0.1, 2)    # the mix got 5x slower
+        >>> round(meter.rate(), 6)
+        20.0
+    """
+
+    def __init__(self, window_s: float = 5.0, min_busy_s: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                 keep: int = 1024):
+        if not window_s > 0 or min_busy_s < 0:
+            raise ValueError(f"window_s must be > 0 and min_busy_s >= 0, got {window_s!r}, {min_busy_s!r}")
+        self.window_s, self.min_busy_s, self.clock = window_s, min_busy_s, clock
+        self._steps: deque[tuple[float, float, float]] = deque(maxlen=keep)  # (end, seconds, cost units done)
+        self._lock = threading.Lock()
+
+    def record(self, seconds: float, done: float) -> None:
+        """One micro-batch of ``seconds`` that did ``done`` cost units (negative counts as 0)."""
+        with self._lock:
+            self._steps.append((self.clock(), max(0.0, seconds), max(0.0, done)))
+
+    def rate(self) -> float | None:
+        """Cost units per second of work over the recent micro-batches; None before any work
+        was measured (no step, or none that did anything)."""
+        with self._lock:
+            steps = list(self._steps)
+        since = self.clock() - self.window_s
+        busy = done = 0.0
+        for end, seconds, units in reversed(steps):
+            if end < since and busy >= self.min_busy_s:
+                break
+            busy += seconds
+            done += units
+        return done / busy if busy > 0 and done > 0 else None
+
+
 class BatchingWorker:
     """The one thread that runs the model: it moves admitted requests into the scheduler and
     steps it, one micro-batch at a time (module docstring).
@@ -192,7 +252,8 @@ class BatchingWorker:
         self._cond = threading.Condition()
         self._stopping = False
         self._thread: threading.Thread | None = None
-        self._rate = deque(maxlen=64)  # (queries scored, seconds) of recent steps
+        self.meter = ThroughputMeter()  # cost units done per second of work, recently
+        self._retired = 0  # cost of the requests answered (not cancelled) so far
 
     # ------------------------------------------------------------------ any thread
     def queued(self) -> int:
@@ -236,26 +297,33 @@ class BatchingWorker:
             self._incoming.extend(prepared)
             self._cond.notify_all()
         for p in prepared:
-            p.future.add_done_callback(lambda _f, c=p.cost: self._release(c))
+            p.future.add_done_callback(lambda f, c=p.cost: self._release(c, f.cancelled()))
         return [p.future for p in prepared]
 
-    def _release(self, cost: int) -> None:
+    def _release(self, cost: int, cancelled: bool = False) -> None:
         with self._cond:
             self._held -= cost
+            if not cancelled:  # dropped work is not work done
+                self._retired += cost
 
     def throughput(self) -> float | None:
-        """Model queries scored per second over the recent micro-batches (None before any)."""
-        recent = list(self._rate)
-        seconds = sum(s for _, s in recent)
-        return sum(q for q, _ in recent) / seconds if recent and seconds > 0 else None
+        """Cost units (the queue's: model queries before deduplication) done per second of work
+        over the recent micro-batches (:class:`ThroughputMeter`); None before any."""
+        return self.meter.rate()
+
+    def _done(self) -> float:
+        """Cost units done so far: the answered requests' costs and the scored share of the others'."""
+        with self._cond:
+            retired = self._retired
+        return retired + self.scheduler.partial_cost()
 
     def _retry_after(self) -> int:
         """Seconds until the queue is likely drained: the queries held (admitted and not yet
-        answered) over the measured throughput, at least 1 and at most 3,600 (1 before anything was
-        measured). The whole queue, not only the excess over the limit: a request's queries are
-        released when the request is answered, not one by one, so room comes back in steps of whole
-        requests (a client told 1 s while a large request held the queue came back 25 times).
-        Called with the lock held."""
+        answered, cost units) over the recent throughput in the same units (:meth:`throughput`),
+        at least 1 and at most 3,600 (1 before anything was measured). The whole queue, not only
+        the excess over the limit: a request's queries are released when the request is answered,
+        not one by one, so room comes back in steps of whole requests (a client told 1 s while a
+        large request held the queue came back 25 times). Called with the lock held."""
         rate = self.throughput()
         return 1 if not rate else max(1, min(3600, math.ceil(self._held / rate)))
 
@@ -315,15 +383,13 @@ class BatchingWorker:
                     if self._stopping and not self._incoming:
                         return
                 continue
-            before = self.scheduler.stats.n_queries
+            done_before = self._done()
             started = time.perf_counter()
             try:
                 answered = self.scheduler.step()
             except BaseException:  # noqa: BLE001  the waiting requests have failed with it; keep serving
                 answered = 0
             seconds = time.perf_counter() - started
-            scored = self.scheduler.stats.n_queries - before
-            if scored:
-                self._rate.append((scored, seconds))
+            self.meter.record(seconds, self._done() - done_before)
             if self.on_step is not None:
                 self.on_step(answered, seconds)

@@ -323,6 +323,29 @@ class Service(CustomRuns):
 
         return self._work(requests, estimate_tokens(data), done)
 
+    def _config_aspect(self, task: str, aspect: str):
+        """The registry's aspect of a ``/v1/unieval`` body's ``config``.
+
+        Raises:
+            ServiceError: 422 naming the field at fault (``config.task`` or
+                ``config.evaluation_aspect``) and listing the valid names.
+        """
+        from ..errors import UnknownTaskError
+
+        registry = self.engine.registry
+        try:
+            registry.get_task(task)
+        except UnknownTaskError as exc:
+            message = " ".join(str(exc).split())
+            raise ServiceError(422, "InvalidRequest", message,
+                               [{"index": None, "field": "config.task", "message": message}]) from None
+        try:
+            return registry.get_aspect(task, aspect)
+        except UnknownTaskError as exc:
+            message = " ".join(str(exc).split())
+            raise ServiceError(422, "InvalidRequest", message,
+                               [{"index": None, "field": "config.evaluation_aspect", "message": message}]) from None
+
     # ------------------------------------------------------------------ endpoints
     async def unieval(self, read: Reader) -> Answer:
         """``POST /v1/unieval``: the hosted metric's ``{"overall": {"value"}, "examples": [{"value"}]}``.
@@ -343,7 +366,7 @@ class Service(CustomRuns):
                     f"a request holds at most {MAX_EXAMPLES_PER_REQUEST} examples (the hosted metric's limit), got "
                     f"{len(data)}; split it, or POST /v1/score")
             task, aspect = config.get("task"), config.get("evaluation_aspect")
-            if scale := self.engine.registry.get_aspect(task, aspect).scale:  # the hosted schema reads [0, 1]
+            if scale := self._config_aspect(task, aspect).scale:  # the hosted schema reads [0, 1]
                 notes.note(f"{task}/{aspect} is an expected rating on 1-{scale} (G-Eval), not a probability in "
                            "[0, 1]", warn=False)
 
