@@ -8,6 +8,7 @@ use heavier libraries, installed by extras::
     pip install 'unieval-local[html]'      # matplotlib, jinja2: report-html
     pip install 'unieval-local[reports]'   # scikit-learn, networkx, scipy: report (key points, redundancy)
     pip install 'unieval-local[serve]'     # fastapi, uvicorn, prometheus-client: serve (the HTTP service)
+    pip install 'unieval-local[train]'     # accelerate (transformers' Trainer): train
     pip install 'unieval-local[all]'       # everything above (and the ray engine)
 
 :func:`require` turns a missing library into one clear error naming the extra.
@@ -28,6 +29,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "reports": (("sklearn", "networkx", "scipy"), "the report formats (report: key points, redundancy, cut-point fits)"),
     "serve": (("fastapi", "uvicorn", "prometheus_client"), "the HTTP service (serve)"),
     "ray_serve": (("ray.serve",), "the HTTP service on Ray Serve (serve --engine ray)"),
+    "train": (("accelerate",), "fine-tuning (train)"),
 }
 #: module -> the distribution pip installs it from
 #: a requirement key -> the pip extra that installs it, where they differ
