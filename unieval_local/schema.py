@@ -106,9 +106,12 @@ class Signature(BaseModel):
         evaluator: the evaluator (checkpoint family) that answered.
         origin: ``imported`` for scores this package did not compute (e.g. UniEval's own
             published predictions, ``scripts/convert_summeval_unieval.py``); None for a run.
-        identity: ``verified`` when the checkpoint folder names that evaluator (download
-            manifest, Hugging Face cache, or ``config.json``), ``unverified`` when nothing in it
-            does (:func:`~unieval_local.models.checkpoints.check_identity`).
+        identity: ``verified`` when the checkpoint folder's files were checked against a record
+            of that evaluator's hub files (a download manifest with checksums, or a Hugging Face
+            cache snapshot); ``named`` when only the folder's own label names it (``config.json``'s
+            ``unieval_local_evaluator``: stand-ins, your fine-tunes); ``unverified`` when nothing
+            in it does (:func:`~unieval_local.models.checkpoints.check_identity`). ``str()`` shows
+            ``identity:named`` and ``identity:unverified``; ``verified`` adds nothing.
         chunk_words: words per document chunk, for evaluators that chunk it themselves (MiniCheck).
         splitter: the sentence splitter's name with its library versions; with records in
             several languages split differently, ``<language>=<name>`` for each, ``;``-separated.
@@ -187,7 +190,7 @@ class Signature(BaseModel):
         return (
             f"unieval-local:{self.package}|task:{self.task}|aspect:{self.aspect}"
             + (f"#{self.aspect_hash}" if self.aspect_hash else "") + f"|ckpt:{ckpt}"
-            + ("|identity:unverified" if self.identity == "unverified" else "")
+            + (f"|identity:{self.identity}" if self.identity in ("unverified", "named") else "")
             + (f"|origin:{self.origin}" if self.origin else "")
             + f"|maxlen:{self.max_length}" + (f"|chunk:{self.chunk_words}w" if self.chunk_words else "")
             + (f"|lang:{self.language}" if self.language else "")

@@ -32,6 +32,7 @@ from .rating import (
     RatingReport,
     RatingRequest,
     apply_rules,
+    card_checkpoint_note,
     card_checkpoint_problem,
     load_rating_config,
     normalized_score,
@@ -214,8 +215,8 @@ def plan_report(records: Sequence[Mapping[str, Any]] | Mapping[str, Any], format
                             for r in records)  # relevance without a reference: key-point coverage
         usable = any(isinstance(r, Mapping) for r in records)
         problem = card_checkpoint_problem(engine, options) if usable else None
-        if note := placeholder_note(options, coverage_used, problem):
-            notes.insert(0, note)
+        named = card_checkpoint_note(engine, options) if usable else None  # accepted on its own label: said
+        notes[:0] = [n for n in (placeholder_note(options, coverage_used, problem), named) if n]
     records = _mark_duplicate_ids(list(records))
     requests = _language_requests(fmt, records, options, engine, request_size, long_input)
     return ReportPlan(fmt, options, engine, records, requests, notes)
