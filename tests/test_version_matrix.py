@@ -36,6 +36,9 @@ from conftest import ROOT, claim_rescale, drop_cls
 
 pytestmark = pytest.mark.parity
 
+#: the CI legs (.ci/legs/LEG.txt): the declared floors, the last transformers 4
+LEGS = ("oldest", "late-4x")
+
 #: pins of the oldest leg that are not a declared dependency: the oldest tokenizers transformers 4.46.1 allows
 PINNED_BESIDES = {"tokenizers"}
 
@@ -88,14 +91,17 @@ def test_the_sentencepiece_floor_carries_the_protobuf_it_imports():
     assert generated and declared["protobuf"].specifier.contains(generated.group(1)), generated
 
 
-def test_declared_range_refuses_5_0_and_admits_every_leg():
+def test_declared_range_refuses_5_0_and_5_1_and_admits_every_leg():
+    """5.0.x: the rescale (issue 35). 5.1.x: DeBERTa tokenizers without [CLS]/[SEP], written so into
+    the folders it saves, and a degenerate HHEM stand-in (issue 40); no leg tests it."""
     spec = _declared()["transformers"].specifier
     assert not spec.contains("5.0.0") and not spec.contains("5.0.1")
+    assert not spec.contains("5.1.0") and not spec.contains("5.1.9")
+    assert spec.contains("5.2.0") and spec.contains("4.57.6")
     assert not spec.contains("4.46.0")  # yanked
     import transformers
 
-    for admitted in (_leg_pins("oldest")["transformers"], _leg_pins("late-4x")["transformers"], "5.1.0",
-                     transformers.__version__):
+    for admitted in (*(_leg_pins(leg)["transformers"] for leg in LEGS), transformers.__version__):
         assert spec.contains(admitted, prereleases=True), admitted
 
 
@@ -215,12 +221,14 @@ def test_qwen2_folder_is_tokenized_as_its_tokenizer_json_says(tmp_path, shared_d
 
 def test_legs_files_exist_and_pin_torch():
     legs = sorted(p.stem for p in (ROOT / ".ci" / "legs").glob("*.txt"))
-    assert legs == ["late-4x", "oldest"]
+    assert legs == sorted(LEGS)
     for leg in legs:
         assert _leg_pins(leg)["torch"] == "2.13.0"
     script = (ROOT / ".ci" / "matrix").read_text()
     assert 'pytest -q -p no:cacheprovider -m "smoke or parity or golden"' in script
     assert "bash .ci/matrix" in (ROOT / ".ci" / "run").read_text()
+    for refused in ("5.0.0", "5.1.0"):  # the matrix checks the install refuses each
+        assert "for refused in 5.0.0 5.1.0; do" in script and refused in script
 
 
 @pytest.fixture(scope="module")

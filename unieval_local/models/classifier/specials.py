@@ -3,9 +3,11 @@ corrected, or the checkpoint is refused.
 
 A DeBERTa(-v2/-v3) classifier was trained on ``[CLS] premise [SEP] hypothesis [SEP]`` (a pair,
 mDeBERTa NLI) and ``[CLS] text [SEP]`` (one text, FactCG). transformers 5.1.0 builds the tokenizer
-of a folder without ``tokenizer.json`` (``spm.model`` only) with no leading ``[CLS]``: the ids
-start with the first word piece (the golden ids: ``At index 0 diff: 25 != 1``), the model reads
-another input and the scores move without a word.
+of a folder without ``tokenizer.json`` (``spm.model`` only) with no ``[CLS]`` and no ``[SEP]``
+(the golden ids: ``At index 0 diff: 25 != 1``), and saves that tokenizer's ``tokenizer.json``
+so (a post-processor without special tokens), which every release then reads: the model reads
+another input and the scores move without a word. (5.1.x is excluded by ``pyproject.toml``; a
+folder it wrote is still corrected here.)
 
 :func:`check_special_layout` encodes :data:`PROBE_PAIR` (as a pair and its premise alone) and
 compares with the layout built from the stored special ids (:func:`stored_special_ids`: the
@@ -161,5 +163,5 @@ def check_special_layout(folder: str | Path, tokenizer, model_type: str | None, 
         f"checkpoint {str(folder)!r}: the {type(tokenizer).__name__} transformers {transformers_version} builds from it "
         f"encodes {after[0]}, even with DeBERTa's template installed; the model was trained on {cls[0]} ... {sep[0]} "
         f"as its files store them ({named}), so its scores would be wrong. Fix: install a transformers release the "
-        "package is tested on (pip install 'transformers>=4.46.1,!=5.0.*' of another version), or put the "
-        "checkpoint's tokenizer.json beside its spm.model (unieval-local download stages it)")
+        "package admits (pip install 'transformers>=4.46.1,!=5.0.*,!=5.1.*'), or stage the checkpoint's own "
+        "tokenizer files again (unieval-local download)")
