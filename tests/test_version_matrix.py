@@ -249,11 +249,18 @@ def _nli_model(folder):
                                "cpu", "float32")
 
 
+def _stored_in(folder) -> str:
+    """Which file records the special ids: transformers 4 writes ``added_tokens_decoder`` into
+    tokenizer_config.json (read first), 5 only tokenizer.json's ``added_tokens``."""
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    return "tokenizer_config.json" if "added_tokens_decoder" in config else "tokenizer.json"
+
+
 def test_deberta_layout_is_checked_against_the_stored_ids(nli_folder):
     """As loaded (no simulation): [CLS]=1 and [SEP]=2 as the folder's files record them, pair and text."""
     model = _nli_model(nli_folder)
-    assert model.special_layout == "special tokens where the stored files say ([CLS]=1 (tokenizer.json), [SEP]=2 " \
-                                   "(tokenizer.json))"
+    src = _stored_in(nli_folder)
+    assert model.special_layout == f"special tokens where the stored files say ([CLS]=1 ({src}), [SEP]=2 ({src}))"
     ids = model.encode(["The council met.\ue000It met."])[0]
     a = model.tokenizer("The council met.", add_special_tokens=False).input_ids
     b = model.tokenizer("It met.", add_special_tokens=False).input_ids
@@ -275,8 +282,9 @@ def test_a_deberta_tokenizer_dropping_cls_is_corrected_and_scores_stay(monkeypat
     want_ids = _nli_model(nli_folder).encode(prompts)
     drop_cls(monkeypatch)
     model = _nli_model(nli_folder)
-    assert model.special_layout.startswith("special tokens where the stored files say ([CLS]=1 (tokenizer.json), "
-                                           "[SEP]=2 (tokenizer.json)) after installing DeBERTa's template: "
+    src = _stored_in(nli_folder)
+    assert model.special_layout.startswith(f"special tokens where the stored files say ([CLS]=1 ({src}), "
+                                           f"[SEP]=2 ({src})) after installing DeBERTa's template: "
                                            f"transformers {transformers.__version__}'s ")
     assert model.encode(prompts) == want_ids and want_ids[0][0] == 1
     got = [e.value for e in Scorer(model=nli_folder).score(records, task="fact", aspect="nli_support").examples]
@@ -294,7 +302,8 @@ def test_a_deberta_tokenizer_that_cannot_be_corrected_is_refused_naming_the_rele
         _nli_model(nli_folder)
     message = str(caught.value)
     assert f"transformers {transformers.__version__} builds from it encodes the pair" in message
-    assert "as its files store them ([CLS]=1 (tokenizer.json), [SEP]=2 (tokenizer.json))" in message
+    src = _stored_in(nli_folder)
+    assert f"as its files store them ([CLS]=1 ({src}), [SEP]=2 ({src}))" in message
     assert str(nli_folder) in message
 
 
@@ -306,7 +315,7 @@ def test_stored_special_ids_come_from_spm_model_without_tokenizer_json(nli_folde
 
     folder = tmp_path / "spm-only"
     shutil.copytree(nli_folder, folder)
-    (folder / "tokenizer.json").unlink()
+    (folder / "tokenizer.json").unlink(missing_ok=True)  # transformers 4 writes none
     config = json.loads((folder / "tokenizer_config.json").read_text())
     config.pop("added_tokens_decoder", None)
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
