@@ -35,7 +35,8 @@ from .. import notes
 from ..requests.score import ChunkResult, left_out_message, unavailable_aspects
 from ..wire.hosted import hosted_line
 from .engines import BatchEngine, make_batch_engine
-from .output import OutputWriter, errors_path, read_output, sort_by_index, write_failed, write_sidecar
+from .output import (CSV_NO_RESUME, OutputWriter, csv_columns, errors_path, is_csv_output, read_output, sort_by_index,
+                     write_failed, write_sidecar)
 from .resume import parse_shard, resumable, shard_of
 from .summary import BatchSummary, Progress, summarize
 from .survey import Survey, nothing_to_score_message, survey_input
@@ -109,7 +110,14 @@ def run_batch(
             error records; the others are scored. The sidecar records its
             :func:`~unieval_local.records.input_fingerprint`.
         output: the output JSONL; ``None`` (or ``"-"``) writes to ``stream`` (stdout),
-            without sidecar or resume.
+            without sidecar or resume. A name ending in ``.csv`` (any case) writes CSV instead:
+            a header row, then one row per record in the columns of
+            :func:`~unieval_local.batch.output.csv_columns` (``index``, ``key``, ``doc_id`` and
+            ``system_id`` where the input has them, one score column per aspect, ``aspect_mean``
+            with several aspects, ``language``, ``error`` as ``"<type>: <message>"``; with
+            ``evidence`` an ``evidence`` column holding each line's evidence as JSON). A CSV output
+            has the sidecar (signature, counters) but takes no ``resume`` nor ``shard`` (``merge``
+            joins JSONL shards) nor ``output_format="hosted"``.
         task, aspects: what to score. ``"all"``: the aspects of the task's own set (UniEval's
             four for summarization, whatever is staged) some record can be scored for; ``None``:
             those all the records can be scored for that any can (as UniEval's ``evaluate``; the
@@ -141,11 +149,11 @@ def run_batch(
         InputFileError, ValueError: unreadable input (missing, not UTF-8, unknown extension,
             aligned files of different line counts, an unusable CSV header), bad options,
             unknown aspects, an option ``output_format="hosted"`` does not take (the message
-            names the flag).
+            names the flag), ``shard`` or ``output_format="hosted"`` with a ``.csv`` output.
         NothingToScoreError: no record can be scored for the aspects (a ValueError; before
             any model is loaded).
-        ResumeError: the output exists without ``resume`` (or at all, with ``hosted``), or
-            belongs to another run (signature or input fingerprint differ; for aligned files
+        ResumeError: the output exists without ``resume`` (or at all, with ``hosted`` or CSV),
+            ``resume`` with a ``.csv`` output, or the output belongs to another run (signature or input fingerprint differ; for aligned files
             the changed ones are named).
         OutputWriteError: a write of the output, its sidecar or a resume repair failed (disk
             full, file-size limit ...); earlier records are intact.
@@ -169,6 +177,9 @@ def run_batch(
     hosted = output_format == "hosted"
     if hosted:
         _check_hosted_options(resume=resume, shard=shard, engine=engine, evidence=evidence)
+    csv_out = is_csv_output(output)
+    if csv_out:
+        _check_csv_options(output, resume=resume, shard=shard, hosted=hosted)
     if not isinstance(settings, EngineSettings):
         settings = EngineSettings.of(settings or {})
     # the task, aspects and input are checked before the engine is made (it imports torch: seconds)
@@ -176,7 +187,7 @@ def run_batch(
     if hosted:
         _check_hosted_aspects(aspects, registry.aspect_names(task, aspects) if aspects is not None else [])
     input_path: str | AlignedInput = input if isinstance(input, AlignedInput) else os.fspath(input)
-    _check_output(output, hosted=hosted, resume=resume, input_path=input_path)
+    _check_output(output, hosted=hosted, resume=resume, input_path=input_path, csv_out=csv_out)
     records = iter_records(input_path)
     first = next(records, None)
     if first is None:
@@ -187,8 +198,12 @@ def run_batch(
                              + first.error.replace(" of the file", " of stdin"))
     names, skipped_aspects, survey = _choose_aspects(registry, task, aspects, input_path, first, shard,
                                                      model=settings.model)
+    columns = None
+    if csv_out:  # the header is written first: the doc_id / system_id columns where the input has them
+        present = survey.fields if survey is not None else (first.data if isinstance(first.data, dict) else {})
+        columns = csv_columns(names, meta=[f for f in ("doc_id", "system_id") if f in present], evidence=evidence)
     run = _open_run(settings.replace(progress=False), engine, engine_options, registry, task, names, evidence,
-                    input_path, output, stream, resume, shard, hosted)
+                    input_path, output, stream, resume, shard, hosted, columns)
     run.survey, run.skipped_aspects, run.t0, run.c0 = survey, skipped_aspects, t0, c0
     bar = Progress(survey.n_in_shard if survey is not None else None, initial=len(run.written), enabled=progress)
     _STOP.clear()
@@ -219,6 +234,7 @@ class _Run:
     sidecar: bool
     hosted: bool
     shard: tuple[int, int] | None
+    csv_columns: list[str] | None = None  # a CSV output's columns (None: JSON lines)
     writer: OutputWriter | None = None
     errors: OutputWriter | None = None  # hosted: the refused requests' error lines (opened at the first)
     meta: dict[str, Any] = field(default_factory=dict)
@@ -241,16 +257,19 @@ class _Run:
         self.batch_engine.close()
 
 
-def _check_output(output: str | os.PathLike | None, *, hosted: bool, resume: bool, input_path: Any) -> None:
+def _check_output(output: str | os.PathLike | None, *, hosted: bool, resume: bool, input_path: Any,
+                  csv_out: bool = False) -> None:
     """Refuse what cannot be written or resumed, before anything is read (and before any
     checkpoint is looked up: these exit 2 even where the checkpoint is missing).
 
     Raises:
         ResumeError: an output (a regular file, not empty) that exists without ``resume`` (or
-            at all, hosted); ``resume`` without an output, or from stdin.
+            at all, hosted or CSV); ``resume`` without an output, or from stdin.
     """
     regular = output is not None and not is_stream_path(Path(output))
     output = Path(output) if output is not None else None
+    if regular and csv_out and output.exists() and output.stat().st_size > 0:
+        raise ResumeError(f"{output} already exists; remove it or write to a new output ({CSV_NO_RESUME})")
     if (regular and not hosted and not resume and Path(output).exists() and Path(output).stat().st_size > 0):
         raise ResumeError(f"{output} already exists; pass --resume to continue it, or remove it")
     for path in ((output, errors_path(output)) if hosted and regular else ()):
@@ -326,10 +345,10 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
 
 def _open_run(settings: EngineSettings, engine: str, engine_options: Mapping[str, Any] | None, registry, task: str,
               names: list[str], evidence: bool, input_path: Any, output: Any, stream: TextIO | None, resume: bool,
-              shard: tuple[int, int] | None, hosted: bool) -> _Run:
+              shard: tuple[int, int] | None, hosted: bool, columns: list[str] | None = None) -> _Run:
     """Make the engine and the batch engine, check the checkpoints (before any output is
-    written), fix the run identity, keep what a resumed output holds, open the writer and
-    write the first sidecar. Whatever fails closes what was opened."""
+    written), fix the run identity, keep what a resumed output holds, open the writer (CSV in
+    ``columns`` when given) and write the first sidecar. Whatever fails closes what was opened."""
     core = Engine(settings)
     eng = make_batch_engine(engine, core, engine_options)
     try:
@@ -350,12 +369,13 @@ def _open_run(settings: EngineSettings, engine: str, engine_options: Mapping[str
             raise ResumeError(f"{output} is not a regular file (a device or pipe); --resume needs a file")
         sidecar = out_path is not None and not hosted and not special  # a hosted output is not resumable
         run = _Run(core, eng, registry, task, names, evidence, checkpoints, signature, out_path, sidecar, hosted,
-                   shard, stats=RunStats(model_loads=core.model_loads - loads_before))  # local: loaded by check
+                   shard, columns, stats=RunStats(model_loads=core.model_loads - loads_before))  # local: loaded by check
         kept: list[dict] = []
-        if sidecar:
+        if sidecar and columns is None:  # a CSV output never resumes (refused before)
             kept, run.done = resumable(out_path, resume, run_id, input_fp, shard)
         run.written = list(kept)
-        run.writer = OutputWriter(out_path, stream, resumable=not hosted)
+        run.writer = (OutputWriter(out_path, stream, resumable=False, csv_columns=columns, no_resume=CSV_NO_RESUME)
+                      if columns is not None else OutputWriter(out_path, stream, resumable=not hosted))
         run.meta = {"run": run_id, "input": input_fp, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
                     "progress": {"records_seen": 0, "records_in_shard": 0, "written": len(kept), "complete": False},
                     **({"aspect_mean_of": list(names)} if len(names) > 1 else {})}  # what aspect_mean averages
@@ -419,7 +439,8 @@ def _score_requests(run: _Run, requests: Iterator[list[Record]], bar: Progress) 
     _finish_meta(run)
     if run.sidecar:
         _sync(run)
-        sort_by_index(run.out_path)  # a resumed run's records after a gap go back in input order
+        if run.csv_columns is None:
+            sort_by_index(run.out_path)  # a resumed run's records after a gap go back in input order
         write_sidecar(run.out_path, run.meta)
 
 
@@ -502,7 +523,16 @@ def _interrupted(run: _Run, exc: BaseException) -> RunInterrupted:
         except (KeyboardInterrupt, RunInterrupted):  # a second Ctrl-C: stop writing, what is written stays
             break
     n_done = len(run.written)
-    if run.out_path is not None:
+    if run.out_path is not None and run.csv_columns is not None:  # the rows written are counted as written
+        run.writer.close()
+        run.meta["progress"]["written"] = n_done
+        _finish_meta(run)
+        if run.sidecar:
+            try:
+                write_sidecar(run.out_path, run.meta)
+            except OSError:
+                pass
+    elif run.out_path is not None:
         run.writer.close()
         try:
             in_file = read_output(run.out_path)[0] + (read_output(errors_path(run.out_path))[0] if run.hosted else [])
@@ -515,6 +545,8 @@ def _interrupted(run: _Run, exc: BaseException) -> RunInterrupted:
         except (OSError, ResumeError, KeyError, TypeError):
             pass
     total = run.survey.n_in_shard if run.survey is not None else None
+    if run.csv_columns is not None:
+        return RunInterrupted(exc, n_done, total, run.out_path, resumable=False, no_resume=CSV_NO_RESUME)
     return RunInterrupted(exc, n_done, total, run.out_path, resumable=not run.hosted)
 
 
@@ -556,6 +588,25 @@ def _check_hosted_options(*, resume: bool, shard: tuple[int, int] | None, engine
         raise ValueError(f"--output-format hosted writes one line per request (at most "
                          f"{MAX_EXAMPLES_PER_REQUEST} records) and does not take {' or '.join(given)}; use "
                          "--output-format records for batch runs (resume, shards, Ray, evidence)")
+
+
+def _check_csv_options(output: Any, *, resume: bool, shard: tuple[int, int] | None, hosted: bool) -> None:
+    """Refuse what a CSV output (a name ending in ``.csv``) does not take: ``--resume`` (a CSV is
+    written once, not continued), ``--shard`` (``merge`` joins JSONL shards) and
+    ``--output-format hosted`` (JSON lines).
+
+    Raises:
+        ResumeError: ``resume``.
+        ValueError: ``shard`` or ``hosted``.
+    """
+    if resume:
+        raise ResumeError(f"--resume continues a JSONL output, not {output} ({CSV_NO_RESUME})")
+    if shard is not None:
+        raise ValueError(f"--shard writes a part for merge, which joins JSONL outputs, not {output}: write "
+                         "each shard to a .jsonl file")
+    if hosted:
+        raise ValueError(f"--output-format hosted writes JSON lines, not CSV: give an output that does not end in "
+                         f".csv, not {output}")
 
 
 def _check_hosted_aspects(aspects: Sequence[str] | str | None, names: Sequence[str]) -> None:
