@@ -1,5 +1,6 @@
-"""A batch run's output files: the JSONL (or, for an output named ``*.csv``, CSV: :func:`csv_columns`,
-:func:`csv_rows`) written, flushed and fsynced per request (:class:`OutputWriter`), read back with a torn last line repaired (:func:`read_output`), the
+"""A batch run's output files: the JSONL (or, for an output named ``*.csv``, CSV:
+:func:`csv_columns`, :func:`csv_rows`) written, flushed and fsynced per request
+(:class:`OutputWriter`), read back with a torn last line repaired (:func:`read_output`), the
 sidecar ``OUT.meta.json`` (run identity, input fingerprint, progress, counters) and atomic
 rewrites; a failed write is an :class:`~unieval_local.errors.OutputWriteError` that says what to do."""
 
@@ -14,14 +15,14 @@ import os
 import stat
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..atomic import replace_atomically
 from ..errors import OutputOpenError, OutputWriteError, ResumeError
 
-__all__ = ["CSV_NO_RESUME", "HOSTED_NO_RESUME", "OutputWriter", "csv_columns", "csv_rows", "drop_duplicate_records",
+__all__ = ["CSV_NO_RESUME", "HOSTED_NO_RESUME", "OutputWriter", "check_csv_output", "csv_columns", "csv_rows", "drop_duplicate_records",
            "errors_path", "is_csv_output", "read_output", "replace_atomically", "sidecar_path", "sort_by_index",
            "write_failed", "write_sidecar"]
 
@@ -48,15 +49,40 @@ def is_csv_output(output: str | os.PathLike | None) -> bool:
 
 
 # ----------------------------------------------------------------------------- CSV output
-def csv_columns(aspects: Sequence[str], *, meta: Sequence[str] = (), evidence: bool = False) -> list[str]:
-    """The header of a CSV output: ``index``, ``key``, the ``meta`` fields the input has
-    (``doc_id``, ``system_id``), one column per aspect (its score), ``aspect_mean`` (with more
-    than one aspect, as in the JSONL), ``language``, ``error`` and, with ``evidence``, ``evidence``.
+def check_csv_output(output: str | os.PathLike | None, *, resume: bool, shard: tuple[int, int] | None,
+                     hosted: bool) -> bool:
+    """Whether a batch run writes ``output`` as CSV (:func:`is_csv_output`), after refusing what a
+    CSV output does not take: ``--resume`` (a CSV is written once, not continued), ``--shard``
+    (``merge`` joins JSONL shards) and ``--output-format hosted`` (JSON lines).
+
+    Raises:
+        ResumeError: ``resume`` with a CSV output.
+        ValueError: ``shard`` or ``hosted`` with a CSV output.
+    """
+    if not is_csv_output(output):
+        return False
+    if resume:
+        raise ResumeError(f"--resume continues a JSONL output, not {output} ({CSV_NO_RESUME})")
+    if shard is not None:
+        raise ValueError(f"--shard writes a part for merge, which joins JSONL outputs, not {output}: write "
+                         "each shard to a .jsonl file")
+    if hosted:
+        raise ValueError(f"--output-format hosted writes JSON lines, not CSV: give an output that does not end in "
+                         f".csv, not {output}")
+    return True
+
+
+def csv_columns(aspects: Sequence[str], *, fields: Any = (), evidence: bool = False) -> list[str]:
+    """The header of a CSV output: ``index``, ``key``, ``doc_id`` and ``system_id`` where the
+    input's ``fields`` (a mapping or set of field names; anything else: none) have them, one
+    column per aspect (its score), ``aspect_mean`` (with more than one aspect, as in the JSONL),
+    ``language``, ``error`` and, with ``evidence``, ``evidence``.
 
     Example:
-        >>> csv_columns(["coherence", "fluency"])
-        ['index', 'key', 'coherence', 'fluency', 'aspect_mean', 'language', 'error']
+        >>> csv_columns(["coherence", "fluency"], fields={"target": 2, "system_id": 2})
+        ['index', 'key', 'system_id', 'coherence', 'fluency', 'aspect_mean', 'language', 'error']
     """
+    meta = [f for f in ("doc_id", "system_id") if isinstance(fields, (Mapping, set, frozenset)) and f in fields]
     return ["index", "key", *meta, *aspects, *(["aspect_mean"] if len(aspects) > 1 else []), "language", "error",
             *(["evidence"] if evidence else [])]
 

@@ -35,8 +35,8 @@ from .. import notes
 from ..requests.score import ChunkResult, left_out_message, unavailable_aspects
 from ..wire.hosted import hosted_line
 from .engines import BatchEngine, make_batch_engine
-from .output import (CSV_NO_RESUME, OutputWriter, csv_columns, errors_path, is_csv_output, read_output, sort_by_index,
-                     write_failed, write_sidecar)
+from .output import (CSV_NO_RESUME, HOSTED_NO_RESUME, OutputWriter, check_csv_output, csv_columns, errors_path, read_output,
+                     sort_by_index, write_failed, write_sidecar)
 from .resume import parse_shard, resumable, shard_of
 from .summary import BatchSummary, Progress, summarize
 from .survey import Survey, nothing_to_score_message, survey_input
@@ -109,15 +109,9 @@ def run_batch(
             that cannot be read (not valid JSON/CSV, text holding a UTF-16 surrogate) become
             error records; the others are scored. The sidecar records its
             :func:`~unieval_local.records.input_fingerprint`.
-        output: the output JSONL; ``None`` (or ``"-"``) writes to ``stream`` (stdout),
-            without sidecar or resume. A name ending in ``.csv`` (any case) writes CSV instead:
-            a header row, then one row per record in the columns of
-            :func:`~unieval_local.batch.output.csv_columns` (``index``, ``key``, ``doc_id`` and
-            ``system_id`` where the input has them, one score column per aspect, ``aspect_mean``
-            with several aspects, ``language``, ``error`` as ``"<type>: <message>"``; with
-            ``evidence`` an ``evidence`` column holding each line's evidence as JSON). A CSV output
-            has the sidecar (signature, counters) but takes no ``resume`` nor ``shard`` (``merge``
-            joins JSONL shards) nor ``output_format="hosted"``.
+        output: the output JSONL; ``None`` (or ``"-"``) writes to ``stream`` (stdout), without
+            sidecar or resume. A name ending in ``.csv`` writes CSV, one row per record
+            (:func:`~unieval_local.batch.output.csv_columns`; no resume, shard nor hosted).
         task, aspects: what to score. ``"all"``: the aspects of the task's own set (UniEval's
             four for summarization, whatever is staged) some record can be scored for; ``None``:
             those all the records can be scored for that any can (as UniEval's ``evaluate``; the
@@ -148,13 +142,12 @@ def run_batch(
     Raises:
         InputFileError, ValueError: unreadable input (missing, not UTF-8, unknown extension,
             aligned files of different line counts, an unusable CSV header), bad options,
-            unknown aspects, an option ``output_format="hosted"`` does not take (the message
-            names the flag), ``shard`` or ``output_format="hosted"`` with a ``.csv`` output.
+            unknown aspects, an option ``output_format="hosted"`` (or a ``.csv`` output) does not take.
         NothingToScoreError: no record can be scored for the aspects (a ValueError; before
             any model is loaded).
-        ResumeError: the output exists without ``resume`` (or at all, with ``hosted`` or CSV),
-            ``resume`` with a ``.csv`` output, or the output belongs to another run (signature or input fingerprint differ; for aligned files
-            the changed ones are named).
+        ResumeError: the output exists without ``resume`` (or at all, hosted or CSV), or belongs
+            to another run (signature or input fingerprint differ; for aligned files the changed
+            ones are named); ``resume`` with a ``.csv`` output.
         OutputWriteError: a write of the output, its sidecar or a resume repair failed (disk
             full, file-size limit ...); earlier records are intact.
         OutputLockedError: another process is writing ``output`` (it holds ``OUT.lock``, held
@@ -177,9 +170,7 @@ def run_batch(
     hosted = output_format == "hosted"
     if hosted:
         _check_hosted_options(resume=resume, shard=shard, engine=engine, evidence=evidence)
-    csv_out = is_csv_output(output)
-    if csv_out:
-        _check_csv_options(output, resume=resume, shard=shard, hosted=hosted)
+    csv_out = check_csv_output(output, resume=resume, shard=shard, hosted=hosted)
     if not isinstance(settings, EngineSettings):
         settings = EngineSettings.of(settings or {})
     # the task, aspects and input are checked before the engine is made (it imports torch: seconds)
@@ -198,10 +189,7 @@ def run_batch(
                              + first.error.replace(" of the file", " of stdin"))
     names, skipped_aspects, survey = _choose_aspects(registry, task, aspects, input_path, first, shard,
                                                      model=settings.model)
-    columns = None
-    if csv_out:  # the header is written first: the doc_id / system_id columns where the input has them
-        present = survey.fields if survey is not None else (first.data if isinstance(first.data, dict) else {})
-        columns = csv_columns(names, meta=[f for f in ("doc_id", "system_id") if f in present], evidence=evidence)
+    columns = csv_columns(names, fields=survey.fields if survey else first.data, evidence=evidence) if csv_out else None
     run = _open_run(settings.replace(progress=False), engine, engine_options, registry, task, names, evidence,
                     input_path, output, stream, resume, shard, hosted, columns)
     run.survey, run.skipped_aspects, run.t0, run.c0 = survey, skipped_aspects, t0, c0
@@ -374,8 +362,8 @@ def _open_run(settings: EngineSettings, engine: str, engine_options: Mapping[str
         if sidecar and columns is None:  # a CSV output never resumes (refused before)
             kept, run.done = resumable(out_path, resume, run_id, input_fp, shard)
         run.written = list(kept)
-        run.writer = (OutputWriter(out_path, stream, resumable=False, csv_columns=columns, no_resume=CSV_NO_RESUME)
-                      if columns is not None else OutputWriter(out_path, stream, resumable=not hosted))
+        run.writer = OutputWriter(out_path, stream, resumable=not hosted and columns is None, csv_columns=columns,
+                                  no_resume=CSV_NO_RESUME if columns is not None else HOSTED_NO_RESUME)
         run.meta = {"run": run_id, "input": input_fp, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
                     "progress": {"records_seen": 0, "records_in_shard": 0, "written": len(kept), "complete": False},
                     **({"aspect_mean_of": list(names)} if len(names) > 1 else {})}  # what aspect_mean averages
@@ -523,21 +511,14 @@ def _interrupted(run: _Run, exc: BaseException) -> RunInterrupted:
         except (KeyboardInterrupt, RunInterrupted):  # a second Ctrl-C: stop writing, what is written stays
             break
     n_done = len(run.written)
-    if run.out_path is not None and run.csv_columns is not None:  # the rows written are counted as written
-        run.writer.close()
-        run.meta["progress"]["written"] = n_done
-        _finish_meta(run)
-        if run.sidecar:
-            try:
-                write_sidecar(run.out_path, run.meta)
-            except OSError:
-                pass
-    elif run.out_path is not None:
+    csv_out = run.csv_columns is not None  # a CSV output is not read back: its rows are those written
+    if run.out_path is not None:
         run.writer.close()
         try:
-            in_file = read_output(run.out_path)[0] + (read_output(errors_path(run.out_path))[0] if run.hosted else [])
+            in_file = [] if csv_out else read_output(run.out_path)[0] + (
+                read_output(errors_path(run.out_path))[0] if run.hosted else [])
             n_done = (sum(len(x["examples"]) if "examples" in x else x["error"]["n_examples"]
-                          for x in in_file) if run.hosted else len(in_file))
+                          for x in in_file) if run.hosted else len(run.written) if csv_out else len(in_file))
             run.meta["progress"]["written"] = n_done
             _finish_meta(run)
             if run.sidecar:
@@ -545,9 +526,8 @@ def _interrupted(run: _Run, exc: BaseException) -> RunInterrupted:
         except (OSError, ResumeError, KeyError, TypeError):
             pass
     total = run.survey.n_in_shard if run.survey is not None else None
-    if run.csv_columns is not None:
-        return RunInterrupted(exc, n_done, total, run.out_path, resumable=False, no_resume=CSV_NO_RESUME)
-    return RunInterrupted(exc, n_done, total, run.out_path, resumable=not run.hosted)
+    return RunInterrupted(exc, n_done, total, run.out_path, resumable=not (run.hosted or csv_out),
+                          no_resume=CSV_NO_RESUME if csv_out else None)
 
 
 def _summary(run: _Run) -> BatchSummary:
@@ -588,25 +568,6 @@ def _check_hosted_options(*, resume: bool, shard: tuple[int, int] | None, engine
         raise ValueError(f"--output-format hosted writes one line per request (at most "
                          f"{MAX_EXAMPLES_PER_REQUEST} records) and does not take {' or '.join(given)}; use "
                          "--output-format records for batch runs (resume, shards, Ray, evidence)")
-
-
-def _check_csv_options(output: Any, *, resume: bool, shard: tuple[int, int] | None, hosted: bool) -> None:
-    """Refuse what a CSV output (a name ending in ``.csv``) does not take: ``--resume`` (a CSV is
-    written once, not continued), ``--shard`` (``merge`` joins JSONL shards) and
-    ``--output-format hosted`` (JSON lines).
-
-    Raises:
-        ResumeError: ``resume``.
-        ValueError: ``shard`` or ``hosted``.
-    """
-    if resume:
-        raise ResumeError(f"--resume continues a JSONL output, not {output} ({CSV_NO_RESUME})")
-    if shard is not None:
-        raise ValueError(f"--shard writes a part for merge, which joins JSONL outputs, not {output}: write "
-                         "each shard to a .jsonl file")
-    if hosted:
-        raise ValueError(f"--output-format hosted writes JSON lines, not CSV: give an output that does not end in "
-                         f".csv, not {output}")
 
 
 def _check_hosted_aspects(aspects: Sequence[str] | str | None, names: Sequence[str]) -> None:

@@ -247,5 +247,5 @@ def _print_summary(args: argparse.Namespace, result, engine, long_input: str,
         stats = RunStats(n_queries=result.n_queries, n_truncated=result.n_truncated,
                          truncated_fields=result.truncated_fields, truncated_by=result.truncated_by)
         # no --evidence here (score has it): the advice names only what report offers
-        print(f"warning: {truncation_message(stats, limits, long_input, cli=True, evidence=False, field_names=field_names)}",
-              file=sys.stderr)
+        said = truncation_message(stats, limits, long_input, cli=True, evidence=False, field_names=field_names)
+        print(f"warning: {said}", file=sys.stderr)
