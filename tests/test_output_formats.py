@@ -192,3 +192,19 @@ def test_record_names_follow_the_format_only_for_records_in_other_words():
     assert record_names({"summary": "S.", "source": "D."}, "rating") == {"target": "summary"}
     assert record_names({"target": "S."}, "summ") == {}
     assert record_names({"input": "D."}, None) == {"source": "input"}
+
+
+def test_nothing_scorable_in_one_record_says_record_in_the_singular(tmp_path, capsys):
+    src = write_jsonl(tmp_path / "in.jsonl", [{"id": 1, "summary": "A summary.", "document": "A document."}])
+    assert score(src, "--model", tmp_path / "no-such-checkpoint", "--aspect", "coherence") == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert f"no record of {src} can be scored for coherence (1 record): the record has fields document, id, " \
+           "summary; coherence needs target, source." in err
+
+
+def test_the_failure_summary_counts_one_more_reason_in_the_singular():
+    from unieval_local.batch.summary import BatchSummary, format_summary
+
+    s = BatchSummary(aspects=["coherence"], n_records=6, n_failed=6,
+                     failures=[(f"reason {i}", [f"k{i}"]) for i in range(6)])
+    assert "  ... and 1 more reason (1 record)" in format_summary(s).splitlines()

@@ -22,9 +22,9 @@ from typing import Any, TextIO
 from ..atomic import replace_atomically
 from ..errors import OutputOpenError, OutputWriteError, ResumeError
 
-__all__ = ["CSV_NO_RESUME", "HOSTED_NO_RESUME", "OutputWriter", "check_csv_output", "csv_columns", "csv_rows", "drop_duplicate_records",
-           "errors_path", "is_csv_output", "read_output", "replace_atomically", "sidecar_path", "sort_by_index",
-           "write_failed", "write_sidecar"]
+__all__ = ["CSV_NO_RESUME", "HOSTED_NO_RESUME", "OutputWriter", "check_csv_output", "csv_columns", "csv_rows",
+           "drop_duplicate_records", "errors_path", "is_csv_output", "read_output", "replace_atomically", "sidecar_path",
+           "sort_by_index", "write_failed", "write_sidecar"]
 
 
 def sidecar_path(output: str | os.PathLike) -> Path:
@@ -100,7 +100,7 @@ def _cell(value) -> str | int | float:
 def csv_rows(lines: Sequence[dict], columns: Sequence[str], header: bool = False) -> str:
     """Output lines (the JSONL records: ``{index, key, [doc_id, system_id], scores, [aspect_mean],
     [language], [evidence]}`` or ``{index, key, ..., error: {type, message}}``) as CSV rows
-    (``csv`` module, ``\n`` line ends, fields quoted where needed) in ``columns``
+    (``csv`` module, ``\\n`` line ends, fields quoted where needed) in ``columns``
     (:func:`csv_columns`): an aspect's column holds ``scores[aspect]`` (empty for an error
     record), ``error`` holds ``"<type>: <message>"`` (empty when scored), ``evidence`` the
     line's evidence as one JSON object. ``header``: the column names first."""
