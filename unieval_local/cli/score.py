@@ -43,7 +43,7 @@ SHORT_HELP: dict[str, str | None] = {
     "--model": "checkpoint folder or hub id, or NAME=DIR per evaluator (repeatable; default: "
                "$UNIEVAL_LOCAL_HOME, the HF cache, the hub)",
     "--device": None, "--long-input": "prompts over --max-length: truncate, fit or chunk",
-    "--output": None, "--resume": "continue OUTPUT: skip the records already in it (a requeued job)",
+    "--output": "output .jsonl (default: stdout) or .csv", "--resume": "continue OUTPUT: skip the records already in it (a requeued job)",
     "--shard": None,
 }
 
