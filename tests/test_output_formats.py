@@ -208,3 +208,9 @@ def test_the_failure_summary_counts_one_more_reason_in_the_singular():
     s = BatchSummary(aspects=["coherence"], n_records=6, n_failed=6,
                      failures=[(f"reason {i}", [f"k{i}"]) for i in range(6)])
     assert "  ... and 1 more reason (1 record)" in format_summary(s).splitlines()
+
+
+def test_record_names_leave_a_did_you_mean_field_in_our_words():
+    from unieval_local.fields import record_names
+
+    assert record_names({"output": "S.", "document": "D."}, "summ") == {"target": "output"}

@@ -121,16 +121,19 @@ def record_names(record: Any, report_format: str | None = None) -> dict[str, str
     """``{our field: the name to call it}`` for a record read by ``report_format`` (a key of
     :data:`REPORT_NAMES`): the fields it gave under another name (:func:`user_names`) and, when it
     gave any, the fields it lacks under every name, as that format's tool names them (a summ record
-    ``{"output": ...}`` lacks ``input``, not ``source``); nothing for a record in our own words.
+    ``{"output": ...}`` lacks ``input``, not ``source``); nothing for a record in our own words. A
+    field the record has under a did-you-mean name (``document``) keeps ours: the hint names it.
 
     Example:
         >>> record_names({"output": "A summary."}, "summ")
         {'source': 'input', 'target': 'output'}
         >>> record_names({"target": "A summary."}, "summ")
         {}
+        >>> record_names({"output": "A summary.", "document": "A text."}, "summ")
+        {'target': 'output'}
     """
     given = user_names(record)
     if not given or report_format not in REPORT_NAMES:
         return given
-    present = {f for f in FIELDS if f in record} | set(given)
+    present = {f for f in FIELDS if f in record} | set(given) | {hinted_field(k) for k in record}
     return {**{f: n for f, n in REPORT_NAMES[report_format].items() if f not in present}, **given}
