@@ -214,3 +214,36 @@ def test_record_names_leave_a_did_you_mean_field_in_our_words():
     from unieval_local.fields import record_names
 
     assert record_names({"output": "S.", "document": "D."}, "summ") == {"target": "output"}
+
+
+def test_an_interrupted_csv_run_keeps_whole_rows_and_says_it_does_not_resume(tmp_path, tiny_ckpt, summeval_records):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from test_batch import args, small_records
+
+    src = write_jsonl(tmp_path / "in.jsonl", small_records(summeval_records, 600))
+    out = tmp_path / "out.csv"
+    cli = [sys.executable, "-c", "import sys; from unieval_local.cli import main; sys.exit(main())"]
+    proc = subprocess.Popen([*cli, "score", str(src), *args(tiny_ckpt, "--batch-tokens", "256"), "-o", str(out)],
+                            env={**os.environ, "HF_HUB_OFFLINE": "1"}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.exists() and out.read_text().count("\n") >= 2:  # the header and a row
+            break
+        time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    rows = read_csv(out)
+    assert rows[0] == ["index", "key", "system_id", "fluency", "language", "error"]
+    n = len(rows) - 1
+    assert 1 <= n < 600 and all(len(r) == 6 and 0 <= float(r[3]) <= 1 for r in rows[1:])  # every row whole
+    assert err.strip().splitlines()[-1] == (
+        f"unieval-local: interrupted: {n} of 600 records written to {out}; a .csv output does not resume: write "
+        ".jsonl for --resume (its index column says which records it holds)")
+    assert json.loads((tmp_path / "out.csv.meta.json").read_text())["progress"]["written"] == n
