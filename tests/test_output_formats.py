@@ -245,5 +245,5 @@ def test_an_interrupted_csv_run_keeps_whole_rows_and_says_it_does_not_resume(tmp
     assert 1 <= n < 600 and all(len(r) == 6 and 0 <= float(r[3]) <= 1 for r in rows[1:])  # every row whole
     assert err.strip().splitlines()[-1] == (
         f"unieval-local: interrupted: {n} of 600 records written to {out}; a .csv output does not resume: write "
-        ".jsonl for --resume (its index column says which records it holds)")
+        ".jsonl for --resume (its index column says which records it holds)"), err
     assert json.loads((tmp_path / "out.csv.meta.json").read_text())["progress"]["written"] == n

@@ -22,9 +22,9 @@ from typing import Any, TextIO
 from ..atomic import replace_atomically
 from ..errors import OutputOpenError, OutputWriteError, ResumeError
 
-__all__ = ["CSV_NO_RESUME", "HOSTED_NO_RESUME", "OutputWriter", "check_csv_output", "csv_columns", "csv_rows",
-           "drop_duplicate_records", "errors_path", "is_csv_output", "read_output", "replace_atomically", "sidecar_path",
-           "sort_by_index", "write_failed", "write_sidecar"]
+__all__ = ["CSV_NO_RESUME", "HOSTED_NO_RESUME", "OutputWriter", "check_csv_output", "count_csv_rows", "csv_columns",
+           "csv_rows", "drop_duplicate_records", "errors_path", "is_csv_output", "read_output", "replace_atomically",
+           "sidecar_path", "sort_by_index", "write_failed", "write_sidecar"]
 
 
 def sidecar_path(output: str | os.PathLike) -> Path:
@@ -114,6 +114,18 @@ def csv_rows(lines: Sequence[dict], columns: Sequence[str], header: bool = False
                  "error": f"{error['type']}: {error['message']}" if error else None}
         writer.writerow([_cell(cells.get(c)) for c in columns])
     return buf.getvalue()
+
+
+def count_csv_rows(path: str | os.PathLike) -> int:
+    """The records in a CSV output (its rows after the header; a text with line breaks is one
+    quoted cell): what an interrupted run counts, since the signal may come between a write and
+    its bookkeeping.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        return max(sum(1 for _ in csv.reader(fh)) - 1, 0)
 
 
 # ----------------------------------------------------------------------------- output files

@@ -35,8 +35,8 @@ from .. import notes
 from ..requests.score import ChunkResult, left_out_message, unavailable_aspects
 from ..wire.hosted import hosted_line
 from .engines import BatchEngine, make_batch_engine
-from .output import (CSV_NO_RESUME, HOSTED_NO_RESUME, OutputWriter, check_csv_output, csv_columns, errors_path, read_output,
-                     sort_by_index, write_failed, write_sidecar)
+from .output import (CSV_NO_RESUME, HOSTED_NO_RESUME, OutputWriter, check_csv_output, count_csv_rows, csv_columns,
+                     errors_path, read_output, sort_by_index, write_failed, write_sidecar)
 from .resume import parse_shard, resumable, shard_of
 from .summary import BatchSummary, Progress, summarize
 from .survey import Survey, nothing_to_score_message, survey_input
@@ -511,14 +511,14 @@ def _interrupted(run: _Run, exc: BaseException) -> RunInterrupted:
         except (KeyboardInterrupt, RunInterrupted):  # a second Ctrl-C: stop writing, what is written stays
             break
     n_done = len(run.written)
-    csv_out = run.csv_columns is not None  # a CSV output is not read back: its rows are those written
+    csv_out = run.csv_columns is not None  # a CSV output: its rows are counted (not read as JSON)
     if run.out_path is not None:
         run.writer.close()
         try:
             in_file = [] if csv_out else read_output(run.out_path)[0] + (
                 read_output(errors_path(run.out_path))[0] if run.hosted else [])
             n_done = (sum(len(x["examples"]) if "examples" in x else x["error"]["n_examples"]
-                          for x in in_file) if run.hosted else len(run.written) if csv_out else len(in_file))
+                          for x in in_file) if run.hosted else count_csv_rows(run.out_path) if csv_out else len(in_file))
             run.meta["progress"]["written"] = n_done
             _finish_meta(run)
             if run.sidecar:
