@@ -350,6 +350,26 @@ class UniEvalResult(BaseModel):
     signature: Signature | None = None
     run: RunInfo | None = None
 
+    def to_pandas(self):
+        """The scores as a ``pandas.DataFrame``: one row per example (index 0..n-1, input order),
+        one column named after the aspect (``signature.aspect``; ``value`` without a signature)
+        holding ``examples[i].value``. Evidence is left out (it is nested: ``model_dump`` has it).
+
+        Returns:
+            ``pandas.DataFrame`` of shape ``(len(examples), 1)``, float64.
+
+        Raises:
+            MissingExtraError: pandas is not installed (an ``ImportError`` naming
+                ``pip install 'unieval-local[pandas]'``).
+
+        Example:
+            >>> UniEvalResult(overall=UniEvalStats(value=0.5), examples=[UniEvalStats(value=0.25),
+            ...     UniEvalStats(value=0.75)]).to_pandas()["value"].tolist()  # doctest: +SKIP
+            [0.25, 0.75]
+        """
+        name = self.signature.aspect if self.signature is not None else "value"
+        return _data_frame({name: [float(e.value) for e in self.examples]})
+
 
 class ExampleScores(BaseModel):
     """One example's scores in a multi-aspect evaluation.
@@ -419,3 +439,34 @@ class EvaluationResult(BaseModel):
         :attr:`signatures`) or none."""
         sigs = self.signatures
         return next(iter(sigs.values())) if len(sigs) == 1 else None
+
+    def to_pandas(self):
+        """The scores as a ``pandas.DataFrame``: one row per example (index 0..n-1, input order),
+        one float column per aspect (in ``aspects`` order: ``examples[i].scores[aspect]``), then
+        ``aspect_mean`` (:attr:`ExampleScores.aspect_mean`) and ``language`` (None where not
+        recorded). Evidence is left out (it is nested: ``model_dump`` has it); ``per_aspect[a].overall``
+        is the column's mean.
+
+        Returns:
+            ``pandas.DataFrame`` of shape ``(len(examples), len(aspects) + 2)``.
+
+        Raises:
+            MissingExtraError: pandas is not installed (an ``ImportError`` naming
+                ``pip install 'unieval-local[pandas]'``).
+        """
+        columns: dict[str, list] = {a: [float(e.scores[a]) for e in self.examples] for a in self.aspects}
+        columns["aspect_mean"] = [None if e.aspect_mean is None else float(e.aspect_mean) for e in self.examples]
+        columns["language"] = [e.language for e in self.examples]
+        return _data_frame(columns)
+
+
+def _data_frame(columns: dict[str, list]):
+    """``pandas.DataFrame(columns)``; :class:`~unieval_local.errors.MissingExtraError` naming the
+    ``pandas`` extra when pandas cannot be imported."""
+    try:
+        import pandas as pd
+    except ImportError:
+        from .extras import missing_extra
+
+        raise missing_extra("pandas") from None
+    return pd.DataFrame(columns)

@@ -151,13 +151,14 @@ class ReportPlan:
                              "nothing in its folder "
                              f"names the model, so its identity is unverified (settings.checkpoints.{name}.identity)")
         # errors in the field names each record used (summary, input...), not ours
-        rows = [r.model_copy(update={"error": in_user_names(r.error, records[r.index])}) if r.error else r
+        rows = [r.model_copy(update={"error": in_user_names(r.error, records[r.index], fmt.name)}) if r.error else r
                 for r in rows]
         for note in notes if warn else ():
             warnings.warn(note, UserWarning, stacklevel=3)
         if stats.n_truncated and warn:
             limits = {n: engine.max_length(n) for n in stats.truncated_by}
-            warnings.warn(truncation_message(stats, limits, config.long_input, cli=False), UserWarning, stacklevel=3)
+            warnings.warn(truncation_message(stats, limits, config.long_input, cli=False, evidence=False), UserWarning,
+                          stacklevel=3)  # make_report has no evidence option: no "evidence=True shows which"
         settings = ReportSettings(
             package=config.package, checkpoints=engine.checkpoint_identities(),
             consistency_aspect=options.consistency_aspect, run=config.as_dict(),
