@@ -110,9 +110,8 @@ def run_batch(
             that cannot be read (not valid JSON/CSV, text holding a UTF-16 surrogate) become
             error records; the others are scored. The sidecar records its
             :func:`~unieval_local.records.input_fingerprint`.
-        output: the output JSONL; ``None`` (or ``"-"``) writes to ``stream`` (stdout), without
-            sidecar or resume. A name ending in ``.csv`` writes CSV, one row per record
-            (:func:`~unieval_local.batch.output.csv_columns`; no resume, shard nor hosted).
+        output: the output JSONL (``.csv``: CSV rows, :func:`~unieval_local.batch.output.csv_columns`,
+            no resume/shard/hosted); ``None`` or ``"-"``: ``stream`` (stdout), no sidecar nor resume.
         task, aspects: what to score. ``None`` or ``"all"`` (the same output): the task's own set
             (UniEval's four for summarization) less those no record can be scored for (named in
             ``summary.skipped_aspects``; stdin: the first record's); a record lacking (absent, null)
@@ -128,8 +127,7 @@ def run_batch(
         engine: a batch engine of :data:`BATCH_ENGINES` (``local`` or ``ray``).
         engine_options: that engine's options (``ray``: ``actors``, ``gpus_per_actor``, ``address``).
         evidence: add evidence to each output line.
-        progress: progress bar on a terminal, log lines every 30 s otherwise (``None``);
-            True always a bar; False nothing.
+        progress: a bar on a terminal, log lines every 30 s otherwise (None); True a bar; False nothing.
         stream: where to write when ``output`` is None (default stdout).
         output_format: ``records`` (default: one line per record, as above) or ``hosted``:
             one line per request of at most 250 records, as the hosted UniEval metric answers
