@@ -523,8 +523,9 @@ def build_mt5_checkpoint(out_dir: str | os.PathLike, *, vocab_size: int = 2000, 
 def write_test_manifest(out: Path) -> Path:
     """Write ``out``'s ``unieval_manifest.json`` in ``unieval-local download``'s format (every file's
     SHA-256 and size, the tokenizer fingerprint; no hub id nor revision: the folder's identity
-    stays what its ``config.json`` says), so that the folder is checked against it as a
-    downloaded one is (a changed or added tokenizer, config or weight file is refused)."""
+    stays what its ``config.json`` says, ``named`` at most, never ``verified``), so that the folder
+    is checked against it as a downloaded one is (a changed or added tokenizer, config or weight
+    file is refused)."""
     from unieval_local.models.manifest import manifest_entries, write_manifest
 
     return write_manifest(out, manifest_entries(out), checkpoint=out.name, hub_id=None, revision=None)
@@ -672,8 +673,8 @@ def main(argv: list[str] | None = None) -> int:
                         "(e.g. 1,0 for a MiniCheck-style checkpoint)")
     parser.add_argument("--evaluator", default=None,
                         help="the evaluator this folder stands in for (e.g. unieval-sum), recorded in config.json "
-                        "so it is refused as another evaluator; default: none (usable as any, with an "
-                        "'identity unverified' warning)")
+                        "so it is refused as another evaluator (its scores sign identity:named: only its own label "
+                        "names it); default: none (usable as any, with an 'identity unverified' warning)")
     parser.add_argument("--no-manifest", dest="manifest", action="store_false",
                         help="write no unieval_manifest.json (default: one in download's format, so the folder's "
                         "files are checked against it as a downloaded folder's are)")

@@ -277,3 +277,27 @@ def claim_rescale(monkeypatch) -> None:
     from unieval_local.models.t5 import runner as t5_runner
 
     monkeypatch.setattr(t5_runner, "_MODELS", {})  # load afresh, and drop the misread model after the test
+
+
+def drop_cls(monkeypatch) -> None:
+    """Make every tokenizer transformers' ``AutoTokenizer`` loads add no leading ``[CLS]`` (a pair
+    as ``A [SEP] B [SEP]``, one text as ``A [SEP]``), as transformers 5.1.0's DeBERTa tokenizer
+    built from a folder without ``tokenizer.json`` did (golden ids: ``At index 0 diff: 25 != 1``).
+    Classifier models are loaded afresh and dropped after the test."""
+    import transformers
+    from tokenizers.processors import TemplateProcessing
+
+    original = transformers.AutoTokenizer.from_pretrained
+
+    def without_cls(*args, **kwargs):
+        tokenizer = original(*args, **kwargs)
+        sep = tokenizer.sep_token
+        if sep is not None and getattr(tokenizer, "backend_tokenizer", None) is not None:
+            tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
+                single=f"$A {sep}", pair=f"$A {sep} $B:1 {sep}:1", special_tokens=[(sep, tokenizer.sep_token_id)])
+        return tokenizer
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", without_cls)
+    from unieval_local.models.classifier import runner as classifier_runner
+
+    monkeypatch.setattr(classifier_runner, "_MODELS", {})

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REAL_HOME, FakeRunner, fake_factory
+from conftest import REAL_HOME, FakeRunner, drop_cls, fake_factory
 
 pytestmark = pytest.mark.parity
 
@@ -145,6 +145,22 @@ def test_every_template_gives_its_golden_ids(task, aspect, evaluator, prompt_fol
     record = {"task": task, "aspect": aspect, "evaluator": evaluator, "example": EXAMPLE,
               "prompts": prompts, "ids": _ids(evaluator, generated[evaluator], prompts)}
     _compare_or_write(GOLDEN / f"{task}__{aspect}.json", record)
+
+
+@pytest.mark.parametrize("task, aspect, evaluator", [("fact", "nli_support", "mdeberta-nli"),
+                                                     ("fact", "factcg", "factcg-deberta-large")])
+def test_deberta_golden_ids_hold_when_the_tokenizer_drops_cls(task, aspect, evaluator, prompt_folder, generated,
+                                                             monkeypatch):
+    """transformers 5.1.0 built the DeBERTa tokenizer of a folder without tokenizer.json with no
+    leading [CLS] (conftest.drop_cls simulates it): the loader puts DeBERTa's template back from the
+    stored special ids, so the golden ids (pair and single text) still hold, [CLS]=1 first."""
+    drop_cls(monkeypatch)
+    prompts = _prompts(prompt_folder, task, aspect)
+    golden = json.loads((GOLDEN / f"{task}__{aspect}.json").read_text(encoding="utf-8"))
+    assert prompts == golden["prompts"]
+    ids = _ids(evaluator, generated[evaluator], prompts)
+    assert [x[0] for x in ids] == [1] * len(prompts)
+    assert ids == golden["ids"]
 
 
 def test_the_golden_files_cover_every_aspect_and_nothing_else():

@@ -213,7 +213,7 @@ class Engine:
 
         The folder's recorded identity is checked against the evaluator ``name``: one that
         names another evaluator is refused; one that names nothing is used with one warning
-        (per engine) and signs as ``identity:unverified``.
+        (per engine) and signs ``identity:unverified``; one only its config.json names signs ``identity:named``.
 
         Raises:
             CheckpointNotFoundError: not found locally and not fetchable.
@@ -231,9 +231,8 @@ class Engine:
             return self._checkpoints[name]
 
     def identity(self, name: str) -> str:
-        """``verified`` or ``unverified``: whether checkpoint ``name``'s folder says it is that
-        evaluator's model (:func:`~unieval_local.models.checkpoints.check_identity`; a folder that
-        names another evaluator is refused when it resolves)."""
+        """``verified``, ``named`` or ``unverified``: what says checkpoint ``name``'s folder is that evaluator's
+        model (:func:`~unieval_local.models.checkpoints.check_identity`; another evaluator's is refused)."""
         self.checkpoint(name)
         return self._identity[name]
 

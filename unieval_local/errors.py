@@ -136,17 +136,21 @@ class RunInterrupted(UniEvalError):
         total: records to write in this run's shard (None when unknown, e.g. stdin).
         output: the output path (None for stdout).
         resumable: False for ``--output-format hosted`` (no ``--resume``: the records written
-            are the first ``written`` of the input).
+            are the first ``written`` of the input) and for a CSV output.
+        no_resume: with ``resumable`` False, why the output does not resume, said instead of the
+            hosted format's hint (a CSV output: its ``index`` column says which records it holds).
     """
 
     def __init__(self, cause: BaseException, written: int, total: int | None, output: Path | None,
-                 resumable: bool = True):
+                 resumable: bool = True, no_resume: str | None = None):
         self.cause, self.written, self.total, self.output = cause, written, total, output
         self.resumable = resumable
         where = str(output) if output is not None else "stdout"
         of = f" of {total}" if total is not None else ""
         hint = "; rerun with --resume" if output is not None else ""
-        if not resumable:
+        if not resumable and no_resume:
+            hint = f"; {no_resume} (its index column says which records it holds)"
+        elif not resumable:
             hint = (f" (the first {written} records of the input); --output-format hosted does not resume: score "
                     "the others in a new run, or use --output-format records for batch runs")
         what = ("terminated (SIGTERM)" if isinstance(cause, Terminated) else "interrupted"

@@ -9,6 +9,7 @@ use heavier libraries, installed by extras::
     pip install 'unieval-local[reports]'   # scikit-learn, networkx, scipy: report (key points, redundancy)
     pip install 'unieval-local[serve]'     # fastapi, uvicorn, prometheus-client: serve (the HTTP service)
     pip install 'unieval-local[train]'     # accelerate (transformers' Trainer): train
+    pip install 'unieval-local[pandas]'    # pandas: results as DataFrames (to_pandas)
     pip install 'unieval-local[all]'       # everything above (and the ray engine)
 
 :func:`require` turns a missing library into one clear error naming the extra.
@@ -20,7 +21,7 @@ import importlib
 
 from .errors import MissingExtraError
 
-__all__ = ["EXTRAS", "require"]
+__all__ = ["EXTRAS", "missing_extra", "require"]
 
 #: extra -> (the modules it provides, what needs them)
 EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -30,6 +31,7 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "serve": (("fastapi", "uvicorn", "prometheus_client"), "the HTTP service (serve)"),
     "ray_serve": (("ray.serve",), "the HTTP service on Ray Serve (serve --engine ray)"),
     "train": (("accelerate",), "fine-tuning (train)"),
+    "pandas": (("pandas",), "results as a DataFrame (to_pandas)"),
 }
 #: module -> the distribution pip installs it from
 #: a requirement key -> the pip extra that installs it, where they differ
@@ -57,7 +59,16 @@ def require(extra: str) -> None:
             except ImportError:
                 missing.append(m)
     if missing:
-        names = [_DISTRIBUTIONS.get(m, m) for m in missing]
-        extra = _PIP_EXTRA.get(extra, extra)
-        raise MissingExtraError(f"{what} needs {' and '.join(names)}, not installed here: install the '{extra}' "
-                                f"extra: pip install 'unieval-local[{extra}]' (from a clone: pip install '.[{extra}]')")
+        raise missing_extra(extra, missing)
+
+
+def missing_extra(extra: str, missing: list[str] | None = None) -> MissingExtraError:
+    """The error for ``extra`` (a key of :data:`EXTRAS`) not installed: it names the feature, the
+    ``missing`` modules (default: all of the extra's) as pip names them and the pip command, e.g.
+    ``results as a DataFrame (to_pandas) needs pandas, not installed here: install the 'pandas'
+    extra: pip install 'unieval-local[pandas]' (from a clone: pip install '.[pandas]')``."""
+    modules, what = EXTRAS[extra]
+    names = [_DISTRIBUTIONS.get(m, m) for m in (missing or modules)]
+    extra = _PIP_EXTRA.get(extra, extra)
+    return MissingExtraError(f"{what} needs {' and '.join(names)}, not installed here: install the '{extra}' "
+                             f"extra: pip install 'unieval-local[{extra}]' (from a clone: pip install '.[{extra}]')")

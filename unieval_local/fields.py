@@ -25,8 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["ALIASES", "AUTOEVAL_NAMES", "FIELDS", "RATING_EVALUATOR_NAMES", "Alias", "alias_hint", "hinted_field", "read_aliases",
-           "user_names"]
+__all__ = ["ALIASES", "AUTOEVAL_NAMES", "FIELDS", "HOSTED_SUMM_NAMES", "RATING_EVALUATOR_NAMES", "REPORT_NAMES", "Alias",
+           "alias_hint", "hinted_field", "read_aliases", "record_names", "user_names"]
 
 #: Our field names.
 FIELDS: tuple[str, ...] = ("target", "source", "references", "context")
@@ -64,6 +64,11 @@ ALIASES: tuple[Alias, ...] = (
 RATING_EVALUATOR_NAMES: dict[str, str] = {"source": "input", "target": "summary"}
 #: Our fields in autoeval's words (its records have ``transcript`` and ``summary``).
 AUTOEVAL_NAMES: dict[str, str] = {"source": "transcript", "target": "summary"}
+#: Our fields in the hosted summ metric's words (its rows are ``{"input", "output"}``).
+HOSTED_SUMM_NAMES: dict[str, str] = {"source": "input", "target": "output"}
+#: Per report format, our fields in the words of the tool whose records it reads.
+REPORT_NAMES: dict[str, dict[str, str]] = {"rating": RATING_EVALUATOR_NAMES, "summ": HOSTED_SUMM_NAMES,
+                                           "autoeval": AUTOEVAL_NAMES}
 
 _HINTED = {a.name: a.field for a in ALIASES if a.read != "everywhere"}
 
@@ -110,3 +115,25 @@ def user_names(record: Any, where: Literal["reports"] = "reports") -> dict[str, 
         return {}
     return {ours: alias for ours, aliases in read_aliases(where).items() for alias in aliases
             if alias in record and ours not in record}
+
+
+def record_names(record: Any, report_format: str | None = None) -> dict[str, str]:
+    """``{our field: the name to call it}`` for a record read by ``report_format`` (a key of
+    :data:`REPORT_NAMES`): the fields it gave under another name (:func:`user_names`) and, when it
+    gave any, the fields it lacks under every name, as that format's tool names them (a summ record
+    ``{"output": ...}`` lacks ``input``, not ``source``); nothing for a record in our own words. A
+    field the record has under a did-you-mean name (``document``) keeps ours: the hint names it.
+
+    Example:
+        >>> record_names({"output": "A summary."}, "summ")
+        {'source': 'input', 'target': 'output'}
+        >>> record_names({"target": "A summary."}, "summ")
+        {}
+        >>> record_names({"output": "A summary.", "document": "A text."}, "summ")
+        {'target': 'output'}
+    """
+    given = user_names(record)
+    if not given or report_format not in REPORT_NAMES:
+        return given
+    present = {f for f in FIELDS if f in record} | set(given) | {hinted_field(k) for k in record}
+    return {**{f: n for f, n in REPORT_NAMES[report_format].items() if f not in present}, **given}

@@ -106,9 +106,12 @@ class Signature(BaseModel):
         evaluator: the evaluator (checkpoint family) that answered.
         origin: ``imported`` for scores this package did not compute (e.g. UniEval's own
             published predictions, ``scripts/convert_summeval_unieval.py``); None for a run.
-        identity: ``verified`` when the checkpoint folder names that evaluator (download
-            manifest, Hugging Face cache, or ``config.json``), ``unverified`` when nothing in it
-            does (:func:`~unieval_local.models.checkpoints.check_identity`).
+        identity: ``verified`` when the checkpoint folder's files were checked against a record
+            of that evaluator's hub files (a download manifest with checksums, or a Hugging Face
+            cache snapshot); ``named`` when only the folder's own label names it (``config.json``'s
+            ``unieval_local_evaluator``: stand-ins, your fine-tunes); ``unverified`` when nothing
+            in it does (:func:`~unieval_local.models.checkpoints.check_identity`). ``str()`` shows
+            ``identity:named`` and ``identity:unverified``; ``verified`` adds nothing.
         chunk_words: words per document chunk, for evaluators that chunk it themselves (MiniCheck).
         splitter: the sentence splitter's name with its library versions; with records in
             several languages split differently, ``<language>=<name>`` for each, ``;``-separated.
@@ -187,7 +190,7 @@ class Signature(BaseModel):
         return (
             f"unieval-local:{self.package}|task:{self.task}|aspect:{self.aspect}"
             + (f"#{self.aspect_hash}" if self.aspect_hash else "") + f"|ckpt:{ckpt}"
-            + ("|identity:unverified" if self.identity == "unverified" else "")
+            + (f"|identity:{self.identity}" if self.identity in ("unverified", "named") else "")
             + (f"|origin:{self.origin}" if self.origin else "")
             + f"|maxlen:{self.max_length}" + (f"|chunk:{self.chunk_words}w" if self.chunk_words else "")
             + (f"|lang:{self.language}" if self.language else "")
@@ -347,6 +350,26 @@ class UniEvalResult(BaseModel):
     signature: Signature | None = None
     run: RunInfo | None = None
 
+    def to_pandas(self):
+        """The scores as a ``pandas.DataFrame``: one row per example (index 0..n-1, input order),
+        one column named after the aspect (``signature.aspect``; ``value`` without a signature)
+        holding ``examples[i].value``. Evidence is left out (it is nested: ``model_dump`` has it).
+
+        Returns:
+            ``pandas.DataFrame`` of shape ``(len(examples), 1)``, float64.
+
+        Raises:
+            MissingExtraError: pandas is not installed (an ``ImportError`` naming
+                ``pip install 'unieval-local[pandas]'``).
+
+        Example:
+            >>> UniEvalResult(overall=UniEvalStats(value=0.5), examples=[UniEvalStats(value=0.25),
+            ...     UniEvalStats(value=0.75)]).to_pandas()["value"].tolist()  # doctest: +SKIP
+            [0.25, 0.75]
+        """
+        name = self.signature.aspect if self.signature is not None else "value"
+        return _data_frame({name: [float(e.value) for e in self.examples]})
+
 
 class ExampleScores(BaseModel):
     """One example's scores in a multi-aspect evaluation.
@@ -416,3 +439,34 @@ class EvaluationResult(BaseModel):
         :attr:`signatures`) or none."""
         sigs = self.signatures
         return next(iter(sigs.values())) if len(sigs) == 1 else None
+
+    def to_pandas(self):
+        """The scores as a ``pandas.DataFrame``: one row per example (index 0..n-1, input order),
+        one float column per aspect (in ``aspects`` order: ``examples[i].scores[aspect]``), then
+        ``aspect_mean`` (:attr:`ExampleScores.aspect_mean`) and ``language`` (None where not
+        recorded). Evidence is left out (it is nested: ``model_dump`` has it); ``per_aspect[a].overall``
+        is the column's mean.
+
+        Returns:
+            ``pandas.DataFrame`` of shape ``(len(examples), len(aspects) + 2)``.
+
+        Raises:
+            MissingExtraError: pandas is not installed (an ``ImportError`` naming
+                ``pip install 'unieval-local[pandas]'``).
+        """
+        columns: dict[str, list] = {a: [float(e.scores[a]) for e in self.examples] for a in self.aspects}
+        columns["aspect_mean"] = [None if e.aspect_mean is None else float(e.aspect_mean) for e in self.examples]
+        columns["language"] = [e.language for e in self.examples]
+        return _data_frame(columns)
+
+
+def _data_frame(columns: dict[str, list]):
+    """``pandas.DataFrame(columns)``; :class:`~unieval_local.errors.MissingExtraError` naming the
+    ``pandas`` extra when pandas cannot be imported."""
+    try:
+        import pandas as pd
+    except ImportError:
+        from .extras import missing_extra
+
+        raise missing_extra("pandas") from None
+    return pd.DataFrame(columns)

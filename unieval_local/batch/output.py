@@ -1,26 +1,31 @@
-"""A batch run's output files: the JSONL written, flushed and fsynced per request
+"""A batch run's output files: the JSONL (or, for an output named ``*.csv``, CSV:
+:func:`csv_columns`, :func:`csv_rows`) written, flushed and fsynced per request
 (:class:`OutputWriter`), read back with a torn last line repaired (:func:`read_output`), the
 sidecar ``OUT.meta.json`` (run identity, input fingerprint, progress, counters) and atomic
 rewrites; a failed write is an :class:`~unieval_local.errors.OutputWriteError` that says what to do."""
 
 from __future__ import annotations
 
+import csv
 import errno
+import io
 import json
 import logging
 import os
 import stat
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..atomic import replace_atomically
 from ..errors import OutputOpenError, OutputWriteError, ResumeError
+from ..locks import is_stream_path
 
-__all__ = ["OutputWriter", "drop_duplicate_records", "errors_path", "read_output", "replace_atomically", "sidecar_path",
-           "sort_by_index", "write_failed", "write_sidecar"]
+__all__ = ["CSV_NO_RESUME", "HOSTED_NO_RESUME", "OutputWriter", "check_csv_output", "check_output", "count_csv_rows", "csv_columns",
+           "csv_rows", "drop_duplicate_records", "errors_path", "is_csv_output", "read_output", "replace_atomically",
+           "sidecar_path", "sort_by_index", "write_failed", "write_sidecar"]
 
 
 def sidecar_path(output: str | os.PathLike) -> Path:
@@ -34,8 +39,98 @@ def errors_path(output: str | os.PathLike) -> Path:
     return Path(str(output) + ".errors.jsonl")
 
 
+#: why an output cannot be continued, as the write-failure advice and the interruption message say it
+HOSTED_NO_RESUME = "--output-format hosted does not resume"
+CSV_NO_RESUME = "a .csv output does not resume: write .jsonl for --resume"
+
+
+def is_csv_output(output: str | os.PathLike | None) -> bool:
+    """Whether a batch run writes ``output`` as CSV: its name ends in ``.csv`` (any case)."""
+    return output is not None and Path(output).suffix.lower() == ".csv"
+
+
+# ----------------------------------------------------------------------------- CSV output
+def check_csv_output(output: str | os.PathLike | None, *, resume: bool, shard: tuple[int, int] | None,
+                     hosted: bool) -> bool:
+    """Whether a batch run writes ``output`` as CSV (:func:`is_csv_output`), after refusing what a
+    CSV output does not take: ``--resume`` (a CSV is written once, not continued), ``--shard``
+    (``merge`` joins JSONL shards) and ``--output-format hosted`` (JSON lines).
+
+    Raises:
+        ResumeError: ``resume`` with a CSV output.
+        ValueError: ``shard`` or ``hosted`` with a CSV output.
+    """
+    if not is_csv_output(output):
+        return False
+    if resume:
+        raise ResumeError(f"--resume continues a JSONL output, not {output} ({CSV_NO_RESUME})")
+    if shard is not None:
+        raise ValueError(f"--shard writes a part for merge, which joins JSONL outputs, not {output}: write "
+                         "each shard to a .jsonl file")
+    if hosted:
+        raise ValueError(f"--output-format hosted writes JSON lines, not CSV: give an output that does not end in "
+                         f".csv, not {output}")
+    return True
+
+
+def csv_columns(aspects: Sequence[str], *, fields: Any = (), evidence: bool = False) -> list[str]:
+    """The header of a CSV output: ``index``, ``key``, ``doc_id`` and ``system_id`` where the
+    input's ``fields`` (a mapping or set of field names; anything else: none) have them, one
+    column per aspect (its score), ``aspect_mean`` (with more than one aspect, as in the JSONL),
+    ``language``, ``error`` and, with ``evidence``, ``evidence``.
+
+    Example:
+        >>> csv_columns(["coherence", "fluency"], fields={"target": 2, "system_id": 2})
+        ['index', 'key', 'system_id', 'coherence', 'fluency', 'aspect_mean', 'language', 'error']
+    """
+    meta = [f for f in ("doc_id", "system_id") if isinstance(fields, (Mapping, set, frozenset)) and f in fields]
+    return ["index", "key", *meta, *aspects, *(["aspect_mean"] if len(aspects) > 1 else []), "language", "error",
+            *(["evidence"] if evidence else [])]
+
+
+def _cell(value) -> str | int | float:
+    """One CSV cell: a string or number as it is (a float by ``repr``: it reads back to the same
+    float), nothing for None, anything else (a list, an object) as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def csv_rows(lines: Sequence[dict], columns: Sequence[str], header: bool = False) -> str:
+    """Output lines (the JSONL records: ``{index, key, [doc_id, system_id], scores, [aspect_mean],
+    [language], [evidence]}`` or ``{index, key, ..., error: {type, message}}``) as CSV rows
+    (``csv`` module, ``\\n`` line ends, fields quoted where needed) in ``columns``
+    (:func:`csv_columns`): an aspect's column holds ``scores[aspect]`` (empty for an error
+    record), ``error`` holds ``"<type>: <message>"`` (empty when scored), ``evidence`` the
+    line's evidence as one JSON object. ``header``: the column names first."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    if header:
+        writer.writerow(columns)
+    for line in lines:
+        scores, error = line.get("scores") or {}, line.get("error")
+        cells = {**{c: line.get(c) for c in columns}, **scores,
+                 "error": f"{error['type']}: {error['message']}" if error else None}
+        writer.writerow([_cell(cells.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def count_csv_rows(path: str | os.PathLike) -> int:
+    """The records in a CSV output (its rows after the header; a text with line breaks is one
+    quoted cell): what an interrupted run counts, since the signal may come between a write and
+    its bookkeeping.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        return max(sum(1 for _ in csv.reader(fh)) - 1, 0)
+
+
 # ----------------------------------------------------------------------------- output files
-def _write_advice(exc: OSError, resumable: bool) -> str:
+def _write_advice(exc: OSError, resumable: bool, no_resume: str = HOSTED_NO_RESUME) -> str:
     """What to do after a failed write of a run's file: free space, or raise the file-size limit."""
     if exc.errno == errno.EFBIG:
         fix = "raise the file-size limit (ulimit -f) or write to another file system"
@@ -44,13 +139,15 @@ def _write_advice(exc: OSError, resumable: bool) -> str:
     else:
         fix = "free space"
     return (f"{fix} and rerun with --resume" if resumable else
-            f"{fix} and score the records after them in a new run (--output-format hosted does not resume)")
+            f"{fix} and score the records after them in a new run ({no_resume})")
 
 
-def write_failed(what: str | os.PathLike, exc: OSError, resumable: bool = True) -> "OutputWriteError":
-    """The :class:`OutputWriteError` for a failed write of ``what`` (the output, its sidecar ...)."""
+def write_failed(what: str | os.PathLike, exc: OSError, resumable: bool = True,
+                 no_resume: str = HOSTED_NO_RESUME) -> "OutputWriteError":
+    """The :class:`OutputWriteError` for a failed write of ``what`` (the output, its sidecar ...);
+    ``no_resume``: why the output cannot be resumed, when not ``resumable``."""
     return OutputWriteError(exc.errno, f"writing {what} failed: {exc.strerror or exc}; the records written before "
-                            f"are intact; {_write_advice(exc, resumable)}")
+                            f"are intact; {_write_advice(exc, resumable, no_resume)}")
 
 
 def read_output(path: str | os.PathLike, repair: bool = False) -> tuple[list[dict], bool]:
@@ -131,8 +228,11 @@ class OutputWriter:
         path: the output file (None: ``stream``, default stdout).
         stream: where to write without ``path``.
         resumable: whether the output can be continued with ``--resume`` (the write error's
-            advice; False for ``--output-format hosted``).
+            advice; False for ``--output-format hosted`` and CSV).
         sync_seconds: the most seconds between a write and its fsync (0: fsync after every write).
+        csv_columns: write CSV rows in these columns (:func:`csv_rows`; the header first) instead
+            of JSON lines.
+        no_resume: why the output does not resume (the write error's advice, when not ``resumable``).
 
     Raises:
         OutputOpenError: the output cannot be opened (missing folder, permission).
@@ -141,9 +241,12 @@ class OutputWriter:
     """
 
     def __init__(self, path: str | os.PathLike | None, stream: TextIO | None = None, resumable: bool = True,
-                 sync_seconds: float = 1.0):
+                 sync_seconds: float = 1.0, *, csv_columns: Sequence[str] | None = None,
+                 no_resume: str = HOSTED_NO_RESUME):
         self.path = Path(path) if path else None
         self.resumable = resumable
+        self.no_resume = no_resume
+        self.csv_columns = list(csv_columns) if csv_columns is not None else None
         self.sync_seconds = sync_seconds
         self._synced = time.monotonic()
         self._dirty = False
@@ -153,6 +256,8 @@ class OutputWriter:
             raise OutputOpenError(exc.errno, f"cannot write the output {str(path)!r}: {exc.strerror or exc}") from exc
         # fsync is for files (a device such as /dev/null refuses it with EINVAL)
         self._sync = self.path is not None and stat.S_ISREG(os.fstat(self._fh.fileno()).st_mode)
+        if self.csv_columns is not None:
+            self._put(csv_rows([], self.csv_columns, header=True))
 
     def write(self, lines: Sequence[dict]) -> None:
         """Append ``lines`` (one JSON object each), then flush (and fsync when the last fsync is
@@ -164,13 +269,24 @@ class OutputWriter:
         Raises:
             OutputWriteError: the write, flush or fsync failed (disk full, file-size limit ...).
         """
-        text = _json_lines(lines, "utf-8" if self.path else getattr(self._fh, "encoding", None))
+        if self.csv_columns is not None:
+            self._put(csv_rows(lines, self.csv_columns))
+        else:
+            self._put(_json_lines(lines, "utf-8" if self.path else getattr(self._fh, "encoding", None)))
+
+    def _put(self, text: str) -> None:
+        """Write ``text`` unbuffered (to a file: as UTF-8, a lone surrogate ``\\ud83d``-escaped),
+        flush, fsync when due.
+
+        Raises:
+            OutputWriteError: the write, flush or fsync failed.
+        """
         try:
             if self.path is None:
                 self._fh.write(text)
                 self._fh.flush()
                 return
-            view = memoryview(text.encode("utf-8"))
+            view = memoryview(text.encode("utf-8", "backslashreplace"))
             while view:
                 n = self._fh.write(view)
                 if not n:
@@ -180,7 +296,7 @@ class OutputWriter:
             if self._sync and time.monotonic() - self._synced >= self.sync_seconds:
                 self.sync()
         except OSError as exc:
-            raise write_failed(self.path or "stdout", exc, self.resumable) from exc
+            raise write_failed(self.path or "stdout", exc, self.resumable, self.no_resume) from exc
 
     def sync(self) -> None:
         """fsync what was written (a file; nothing for a stream or device).
@@ -204,7 +320,7 @@ class OutputWriter:
                 self.sync()
                 self._fh.close()
             except OSError as exc:
-                raise write_failed(self.path, exc, self.resumable) from exc
+                raise write_failed(self.path, exc, self.resumable, self.no_resume) from exc
 
 
 def write_sidecar(output: Path, meta: dict) -> None:
@@ -277,3 +393,28 @@ def sort_by_index(path: Path) -> bool:
     except OSError as exc:
         raise write_failed(path, exc) from exc
     return True
+
+
+def check_output(output: str | os.PathLike | None, *, hosted: bool, resume: bool, input_path: Any,
+                  csv_out: bool = False) -> None:
+    """Refuse what cannot be written or resumed, before anything is read (and before any
+    checkpoint is looked up: these exit 2 even where the checkpoint is missing).
+
+    Raises:
+        ResumeError: an output (a regular file, not empty) that exists without ``resume`` (or
+            at all, hosted or CSV); ``resume`` without an output, or from stdin.
+    """
+    regular = output is not None and not is_stream_path(Path(output))
+    output = Path(output) if output is not None else None
+    if regular and csv_out and output.exists() and output.stat().st_size > 0:
+        raise ResumeError(f"{output} already exists; remove it or write to a new output ({CSV_NO_RESUME})")
+    if (regular and not hosted and not resume and Path(output).exists() and Path(output).stat().st_size > 0):
+        raise ResumeError(f"{output} already exists; pass --resume to continue it, or remove it")
+    for path in ((output, errors_path(output)) if hosted and regular else ()):
+        if path.exists() and path.stat().st_size > 0:
+            raise ResumeError(f"{path} already exists; remove it or write to a new output (--output-format hosted "
+                              "does not resume)")
+    if resume and output is None:
+        raise ResumeError("--resume needs --output")
+    if resume and input_path == "-":
+        raise ResumeError("--resume cannot check an input read from stdin; give the file")

@@ -36,7 +36,8 @@ from ..requests.score import ChunkResult, left_out_message, unavailable_aspects
 from ..schema import evaluator_signatures
 from ..wire.hosted import hosted_line
 from .engines import BatchEngine, make_batch_engine
-from .output import OutputWriter, errors_path, read_output, sort_by_index, write_failed, write_sidecar
+from .output import (CSV_NO_RESUME, HOSTED_NO_RESUME, OutputWriter, check_csv_output, check_output, count_csv_rows,
+                     csv_columns, errors_path, read_output, sort_by_index, write_failed, write_sidecar)
 from .resume import parse_shard, resumable, shard_of
 from .summary import BatchSummary, Progress, summarize
 from .survey import Survey, nothing_to_score_message, survey_input
@@ -109,8 +110,8 @@ def run_batch(
             that cannot be read (not valid JSON/CSV, text holding a UTF-16 surrogate) become
             error records; the others are scored. The sidecar records its
             :func:`~unieval_local.records.input_fingerprint`.
-        output: the output JSONL; ``None`` (or ``"-"``) writes to ``stream`` (stdout),
-            without sidecar or resume.
+        output: the output JSONL (``.csv``: CSV rows, :func:`~unieval_local.batch.output.csv_columns`,
+            no resume/shard/hosted); ``None`` or ``"-"``: ``stream`` (stdout), no sidecar nor resume.
         task, aspects: what to score. ``None`` or ``"all"`` (the same output): the task's own set
             (UniEval's four for summarization) less those no record can be scored for (named in
             ``summary.skipped_aspects``; stdin: the first record's); a record lacking (absent, null)
@@ -126,8 +127,7 @@ def run_batch(
         engine: a batch engine of :data:`BATCH_ENGINES` (``local`` or ``ray``).
         engine_options: that engine's options (``ray``: ``actors``, ``gpus_per_actor``, ``address``).
         evidence: add evidence to each output line.
-        progress: progress bar on a terminal, log lines every 30 s otherwise (``None``);
-            True always a bar; False nothing.
+        progress: a bar on a terminal, log lines every 30 s otherwise (None); True a bar; False nothing.
         stream: where to write when ``output`` is None (default stdout).
         output_format: ``records`` (default: one line per record, as above) or ``hosted``:
             one line per request of at most 250 records, as the hosted UniEval metric answers
@@ -142,13 +142,12 @@ def run_batch(
     Raises:
         InputFileError, ValueError: unreadable input (missing, not UTF-8, unknown extension,
             aligned files of different line counts, an unusable CSV header), bad options,
-            unknown aspects, an option ``output_format="hosted"`` does not take (the message
-            names the flag).
+            unknown aspects, an option ``output_format="hosted"`` (or a ``.csv`` output) does not take.
         NothingToScoreError: no record can be scored for the aspects (a ValueError; before
             any model is loaded).
-        ResumeError: the output exists without ``resume`` (or at all, with ``hosted``), or
-            belongs to another run (signature or input fingerprint differ; for aligned files
-            the changed ones are named).
+        ResumeError: the output exists without ``resume`` (or at all, hosted or CSV), or belongs
+            to another run (signature or input fingerprint differ; for aligned files the changed
+            ones are named); ``resume`` with a ``.csv`` output.
         OutputWriteError: a write of the output, its sidecar or a resume repair failed (disk
             full, file-size limit ...); earlier records are intact.
         OutputLockedError: another process is writing ``output`` (it holds ``OUT.lock``, held
@@ -171,6 +170,7 @@ def run_batch(
     hosted = output_format == "hosted"
     if hosted:
         _check_hosted_options(resume=resume, shard=shard, engine=engine, evidence=evidence)
+    csv_out = check_csv_output(output, resume=resume, shard=shard, hosted=hosted)
     if not isinstance(settings, EngineSettings):
         settings = EngineSettings.of(settings or {})
     # the task, aspects and input are checked before the engine is made (it imports torch: seconds)
@@ -178,7 +178,7 @@ def run_batch(
     if hosted:
         _check_hosted_aspects(aspects, registry.aspect_names(task, aspects) if aspects is not None else [])
     input_path: str | AlignedInput = input if isinstance(input, AlignedInput) else os.fspath(input)
-    _check_output(output, hosted=hosted, resume=resume, input_path=input_path)
+    check_output(output, hosted=hosted, resume=resume, input_path=input_path, csv_out=csv_out)
     records = iter_records(input_path)
     first = next(records, None)
     if first is None:
@@ -189,8 +189,9 @@ def run_batch(
                              + first.error.replace(" of the file", " of stdin"))
     names, skipped_aspects, survey = _choose_aspects(registry, task, aspects, input_path, first, shard,
                                                      model=settings.model)
+    columns = csv_columns(names, fields=survey.fields if survey else first.data, evidence=evidence) if csv_out else None
     run = _open_run(settings.replace(progress=False), engine, engine_options, registry, task, names, evidence,
-                    input_path, output, stream, resume, shard, hosted)
+                    input_path, output, stream, resume, shard, hosted, columns)
     run.survey, run.skipped_aspects, run.t0, run.c0 = survey, skipped_aspects, t0, c0
     run.skip_missing = _is_set(aspects)
     bar = Progress(survey.n_in_shard if survey is not None else None, initial=len(run.written), enabled=progress)
@@ -222,6 +223,7 @@ class _Run:
     sidecar: bool
     hosted: bool
     shard: tuple[int, int] | None
+    csv_columns: list[str] | None = None  # a CSV output's columns (None: JSON lines)
     writer: OutputWriter | None = None
     errors: OutputWriter | None = None  # hosted: the refused requests' error lines (opened at the first)
     meta: dict[str, Any] = field(default_factory=dict)
@@ -243,28 +245,6 @@ class _Run:
             if writer is not None:
                 writer.close()
         self.batch_engine.close()
-
-
-def _check_output(output: str | os.PathLike | None, *, hosted: bool, resume: bool, input_path: Any) -> None:
-    """Refuse what cannot be written or resumed, before anything is read (and before any
-    checkpoint is looked up: these exit 2 even where the checkpoint is missing).
-
-    Raises:
-        ResumeError: an output (a regular file, not empty) that exists without ``resume`` (or
-            at all, hosted); ``resume`` without an output, or from stdin.
-    """
-    regular = output is not None and not is_stream_path(Path(output))
-    output = Path(output) if output is not None else None
-    if (regular and not hosted and not resume and Path(output).exists() and Path(output).stat().st_size > 0):
-        raise ResumeError(f"{output} already exists; pass --resume to continue it, or remove it")
-    for path in ((output, errors_path(output)) if hosted and regular else ()):
-        if path.exists() and path.stat().st_size > 0:
-            raise ResumeError(f"{path} already exists; remove it or write to a new output (--output-format hosted "
-                              "does not resume)")
-    if resume and output is None:
-        raise ResumeError("--resume needs --output")
-    if resume and input_path == "-":
-        raise ResumeError("--resume cannot check an input read from stdin; give the file")
 
 
 def _is_set(aspects: Sequence[str] | str | None) -> bool:
@@ -329,10 +309,10 @@ def _choose_aspects(registry, task: str, aspects: Sequence[str] | str | None, in
 
 def _open_run(settings: EngineSettings, engine: str, engine_options: Mapping[str, Any] | None, registry, task: str,
               names: list[str], evidence: bool, input_path: Any, output: Any, stream: TextIO | None, resume: bool,
-              shard: tuple[int, int] | None, hosted: bool) -> _Run:
+              shard: tuple[int, int] | None, hosted: bool, columns: list[str] | None = None) -> _Run:
     """Make the engine and the batch engine, check the checkpoints (before any output is
-    written), fix the run identity, keep what a resumed output holds, open the writer and
-    write the first sidecar. Whatever fails closes what was opened."""
+    written), fix the run identity, keep what a resumed output holds, open the writer (CSV in
+    ``columns`` when given) and write the first sidecar. Whatever fails closes what was opened."""
     core = Engine(settings)
     eng = make_batch_engine(engine, core, engine_options)
     try:
@@ -353,12 +333,13 @@ def _open_run(settings: EngineSettings, engine: str, engine_options: Mapping[str
             raise ResumeError(f"{output} is not a regular file (a device or pipe); --resume needs a file")
         sidecar = out_path is not None and not hosted and not special  # a hosted output is not resumable
         run = _Run(core, eng, registry, task, names, evidence, checkpoints, signature, out_path, sidecar, hosted,
-                   shard, stats=RunStats(model_loads=core.model_loads - loads_before))  # local: loaded by check
+                   shard, columns, stats=RunStats(model_loads=core.model_loads - loads_before))  # local: loaded by check
         kept: list[dict] = []
-        if sidecar:
+        if sidecar and columns is None:  # a CSV output never resumes (refused before)
             kept, run.done = resumable(out_path, resume, run_id, input_fp, shard)
         run.written = list(kept)
-        run.writer = OutputWriter(out_path, stream, resumable=not hosted)
+        run.writer = OutputWriter(out_path, stream, resumable=not hosted and columns is None, csv_columns=columns,
+                                  no_resume=CSV_NO_RESUME if columns is not None else HOSTED_NO_RESUME)
         run.meta = {"run": run_id, "input": input_fp, "shard": f"{shard[0]}/{shard[1]}" if shard else None,
                     "progress": {"records_seen": 0, "records_in_shard": 0, "written": len(kept), "complete": False},
                     **({"aspect_mean_of": list(names)} if len(names) > 1 else {})}  # what aspect_mean averages
@@ -422,7 +403,8 @@ def _score_requests(run: _Run, requests: Iterator[list[Record]], bar: Progress) 
     _finish_meta(run)
     if run.sidecar:
         _sync(run)
-        sort_by_index(run.out_path)  # a resumed run's records after a gap go back in input order
+        if run.csv_columns is None:
+            sort_by_index(run.out_path)  # a resumed run's records after a gap go back in input order
         write_sidecar(run.out_path, run.meta)
 
 
@@ -515,12 +497,14 @@ def _interrupted(run: _Run, exc: BaseException) -> RunInterrupted:
         except (KeyboardInterrupt, RunInterrupted):  # a second Ctrl-C: stop writing, what is written stays
             break
     n_done = len(run.written)
+    csv_out = run.csv_columns is not None  # a CSV output: its rows are counted (not read as JSON)
     if run.out_path is not None:
         run.writer.close()
         try:
-            in_file = read_output(run.out_path)[0] + (read_output(errors_path(run.out_path))[0] if run.hosted else [])
+            in_file = [] if csv_out else read_output(run.out_path)[0] + (
+                read_output(errors_path(run.out_path))[0] if run.hosted else [])
             n_done = (sum(len(x["examples"]) if "examples" in x else x["error"]["n_examples"]
-                          for x in in_file) if run.hosted else len(in_file))
+                          for x in in_file) if run.hosted else count_csv_rows(run.out_path) if csv_out else len(in_file))
             run.meta["progress"]["written"] = n_done
             _finish_meta(run)
             if run.sidecar:
@@ -528,7 +512,8 @@ def _interrupted(run: _Run, exc: BaseException) -> RunInterrupted:
         except (OSError, ResumeError, KeyError, TypeError):
             pass
     total = run.survey.n_in_shard if run.survey is not None else None
-    return RunInterrupted(exc, n_done, total, run.out_path, resumable=not run.hosted)
+    return RunInterrupted(exc, n_done, total, run.out_path, resumable=not (run.hosted or csv_out),
+                          no_resume=CSV_NO_RESUME if csv_out else None)
 
 
 def _summary(run: _Run) -> BatchSummary:

@@ -142,7 +142,8 @@ def format_summary(s: BatchSummary) -> str:
             shown = ", ".join(str(k) for k in keys[:5]) + (" ..." if len(keys) > 5 else "")
             out.append(f"  {len(keys)} record(s): {msg} (keys {shown})")
         if len(s.failures) > 5:
-            out.append(f"  ... and {len(s.failures) - 5} more reasons ({sum(len(k) for _, k in s.failures[5:])} records)")
+            more, n = len(s.failures) - 5, sum(len(k) for _, k in s.failures[5:])
+            out.append(f"  ... and {more} more reason{'s' if more != 1 else ''} ({n} record{'s' if n != 1 else ''})")
     if s.stats.n_queries:
         out.append(f"\nqueries: {s.stats.n_queries} distinct (each scored once), {s.stats.n_truncated} of them cut "
                    "by max_length" + (" (records kept from the earlier run not counted)" if s.n_skipped else ""))

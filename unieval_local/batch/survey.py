@@ -111,5 +111,6 @@ def nothing_to_score_message(survey: Survey, registry, task: str, aspects: Seque
     if survey.n_unreadable:
         fix += (f" {survey.n_unreadable} of the {survey.n_in_shard} records could not be read (first: "
                 f"{survey.first_unreadable}).")
-    return (f"no record of {path} can be scored for {', '.join(aspects)} ({survey.n_in_shard} records): the records "
-            f"have fields {found}; {needs}.{fix}")
+    n = survey.n_in_shard
+    return (f"no record of {path} can be scored for {', '.join(aspects)} ({n} record{'s' if n != 1 else ''}): "
+            f"{'the records have' if n != 1 else 'the record has'} fields {found}; {needs}.{fix}")

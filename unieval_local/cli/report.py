@@ -177,7 +177,7 @@ def _report(args: argparse.Namespace, held) -> int:
             return EXIT_WRITE
     else:
         print(text)
-    _print_summary(args, result, engine, settings["long_input"])
+    _print_summary(args, result, engine, settings["long_input"], _file_names(records, args.report_format))
     return EXIT_ROWS_FAILED if result.n_errors else EXIT_OK
 
 
@@ -195,13 +195,37 @@ def _dumped(result) -> dict:
     return out
 
 
-def _print_summary(args: argparse.Namespace, result, engine, long_input: str) -> None:
-    """The report's counts, cache use, notes, per-record errors and truncation, on stderr."""
+def _file_names(records, report_format: str) -> dict[str, str]:
+    """Our fields (``source``, ``target``) as the input file names them, where all its records
+    agree (:func:`~unieval_local.fields.record_names`: ``input`` for a file of ``{"input", "output"}``
+    rows); a custom-run body's rows are the hosted summ metric's ``input`` and ``output``."""
+    from ..fields import FIELDS, HOSTED_SUMM_NAMES, record_names
+
+    if isinstance(records, dict):
+        return dict(HOSTED_SUMM_NAMES)
+    used: dict[str, set[str]] = {f: set() for f in FIELDS}
+    for rec in records:
+        if isinstance(rec, dict):
+            names = record_names(rec, report_format)
+            for f in FIELDS:
+                used[f].add(names.get(f, f))
+    return {f: next(iter(n)) for f, n in used.items() if len(n) == 1 and n != {f}}
+
+
+def _counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``1 error``, ``2 errors``, ``1 distinct query``, ``0 distinct queries``."""
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
+def _print_summary(args: argparse.Namespace, result, engine, long_input: str,
+                   field_names: dict[str, str] | None = None) -> None:
+    """The report's counts, cache use, notes, per-record errors and truncation, on stderr
+    (fields in the input file's names: ``field_names``, :func:`_file_names`)."""
     agg = ", ".join("{} {}".format(k, "N/A" if v is None else v if isinstance(v, int) else f"{v:.4f}")
                     for k, v in result.aggregate.items())
-    print(f"{args.report_format}: {result.n_reported} of {result.n_records} records reported, "
-          f"{result.n_errors} errors; {result.n_queries} distinct queries" + (f"; {agg}" if agg else ""),
-          file=sys.stderr)
+    print(f"{args.report_format}: {result.n_reported} of {_counted(result.n_records, 'record')} reported, "
+          f"{_counted(result.n_errors, 'error')}; {_counted(result.n_queries, 'distinct query', 'distinct queries')}"
+          + (f"; {agg}" if agg else ""), file=sys.stderr)
     if args.cache_dir:
         hits, misses = engine.cache_counts()
         broken = engine.cache.disabled if engine.cache is not None else None
@@ -222,4 +246,6 @@ def _print_summary(args: argparse.Namespace, result, engine, long_input: str) ->
         limits = {n: c.max_length for n, c in result.settings.checkpoints.items() if c.max_length}
         stats = RunStats(n_queries=result.n_queries, n_truncated=result.n_truncated,
                          truncated_fields=result.truncated_fields, truncated_by=result.truncated_by)
-        print(f"warning: {truncation_message(stats, limits, long_input, cli=True)}", file=sys.stderr)
+        # no --evidence here (score has it): the advice names only what report offers
+        said = truncation_message(stats, limits, long_input, cli=True, evidence=False, field_names=field_names)
+        print(f"warning: {said}", file=sys.stderr)

@@ -43,7 +43,7 @@ SHORT_HELP: dict[str, str | None] = {
     "--model": "checkpoint folder or hub id, or NAME=DIR per evaluator (repeatable; default: "
                "$UNIEVAL_LOCAL_HOME, the HF cache, the hub)",
     "--device": None, "--long-input": "prompts over --max-length: truncate, fit or chunk",
-    "--output": None, "--resume": "continue OUTPUT: skip the records already in it (a requeued job)",
+    "--output": "output .jsonl (default: stdout) or .csv", "--resume": "continue OUTPUT: skip the records already in it (a requeued job)",
     "--shard": None,
 }
 
@@ -121,7 +121,10 @@ def add_parser(sub) -> None:
                     help="add per-sentence scores, windows and truncation flags to each output line")
     add_engine_flags(p.add_argument_group("model and engine", "speed and precision: docs/speed.md"))
     output = p.add_argument_group("output")
-    output.add_argument("--output", "-o", default=None, help="output .jsonl (default, or '-': stdout)")
+    output.add_argument("--output", "-o", default=None,
+                    help="output .jsonl (default, or '-': stdout); a name ending in .csv writes CSV: a header row, "
+                    "one row per record (index, key, one score column per aspect, aspect_mean, language, error; "
+                    "--evidence as JSON in one column), no --resume or --shard (docs/scoring.md)")
     output.add_argument("--output-format", default="records", choices=list(OUTPUT_FORMATS),
                     help="records (default): one line per record; hosted: one line per request of at most "
                     f"{MAX_EXAMPLES_PER_REQUEST} records in the hosted UniEval metric's schema, "

@@ -35,7 +35,8 @@ from .files import MANIFEST_NAME, OPTIONAL_FILES, TOKENIZER_FILES
 from .manifest import WEIGHT_SUFFIXES, check_links, check_recorded_files, read_manifest, stat_matches
 
 __all__ = ["CheckpointIdentity", "EVALUATOR_KEY", "HOME_ENV", "ModelSpec", "ResolvedCheckpoint", "check_identity",
-           "fingerprint_checkpoint", "is_offline", "read_identity", "resolve_checkpoint", "unverified_message"]
+           "fingerprint_checkpoint", "is_offline", "named_by", "named_message", "read_identity", "resolve_checkpoint",
+           "unverified_message"]
 
 HOME_ENV = "UNIEVAL_LOCAL_HOME"
 
@@ -136,7 +137,8 @@ def read_identity(folder: str | os.PathLike) -> CheckpointIdentity:
 
 def check_identity(folder: str | os.PathLike, evaluator) -> tuple[str, CheckpointIdentity]:
     """Whether checkpoint ``folder`` is a checkpoint of ``evaluator`` (an
-    :class:`~unieval_local.registry.evaluators.Evaluator`), as far as the folder says.
+    :class:`~unieval_local.registry.evaluators.Evaluator`), as far as the folder says, and what
+    vouches for it.
 
     The folder's files are then compared with its record, when it has one (a download
     manifest, an HF cache snapshot: :func:`~unieval_local.models.manifest.check_recorded_files`;
@@ -146,10 +148,18 @@ def check_identity(folder: str | os.PathLike, evaluator) -> tuple[str, Checkpoin
     (:mod:`~unieval_local.models.tokenizer_identity`).
 
     Returns:
-        ``(status, identity)``: ``verified`` when the folder names ``evaluator`` (its hub id,
-        or its name in ``config.json``), ``unverified`` when it names nothing, or a hub
-        repository that is no built-in evaluator's (a fine-tune of your own): it is then used
-        as ``evaluator`` unchecked.
+        ``(status, identity)``. ``status`` is one of:
+
+        * ``verified``: the evaluator's hub id is recorded by something other than the folder's
+          own label, and the files were compared with that record: a download manifest
+          (``unieval-local download``: hub id and each file's SHA-256) listing the files, or an HF
+          cache snapshot whose files link to blobs named by their content hashes;
+        * ``named``: only a label names ``evaluator``: ``config.json``'s :data:`EVALUATOR_KEY`
+          (``make_test_checkpoint.py --evaluator``, a fine-tune of your own) or its
+          ``_name_or_path``, a manifest that lists no file, a folder path of the HF cache whose
+          files are no blob links (:func:`named_message` says which);
+        * ``unverified``: nothing names the model, or a hub repository that is no built-in
+          evaluator's (a fine-tune of your own): it is then used as ``evaluator`` unchecked.
 
     Raises:
         CheckpointError: the folder names ANOTHER evaluator (e.g. a ``unieval-sum`` folder
@@ -164,8 +174,10 @@ def check_identity(folder: str | os.PathLike, evaluator) -> tuple[str, Checkpoin
 
 
 def _named_identity(folder: str | os.PathLike, evaluator) -> tuple[str, CheckpointIdentity]:
-    """:func:`check_identity` before the files are compared with their record."""
+    """:func:`check_identity` before the files are compared with their record (``verified``
+    assumes they will be: :func:`check_identity` raises where they are not)."""
     from ..registry.evaluators import EVALUATORS, evaluator_of_hub_id
+    from .manifest import recorded_by
 
     identity = read_identity(folder)
     where = f"checkpoint folder {str(folder)!r}"
@@ -176,13 +188,41 @@ def _named_identity(folder: str | os.PathLike, evaluator) -> tuple[str, Checkpoi
             named is not None and evaluator.hub_id is not None and named.hub_id == evaluator.hub_id)
         if not same:
             raise _identity_error(where, identity, evaluator)
-        return "verified", identity
+        return "named", identity  # the folder's own label: nothing independent compared
     if identity.hub_id is not None:
         if evaluator.hub_id is not None and identity.hub_id.lower() == evaluator.hub_id.lower():
-            return "verified", identity
+            recorded = identity.source in ("manifest", "hf-cache") and recorded_by(folder) == identity.source
+            return ("verified" if recorded else "named"), identity
         if evaluator_of_hub_id(identity.hub_id) is not None:
             raise _identity_error(where, identity, evaluator)
     return "unverified", identity
+
+
+def named_by(identity: CheckpointIdentity) -> str:
+    """What alone names the model of a folder whose identity is ``named`` (:func:`check_identity`),
+    for messages: ``identity named by config.json ("unieval_local_evaluator": "unieval-sum"), not
+    verified against a download manifest``."""
+    if identity.source == "manifest":
+        return (f"identity named by its download manifest (hub_id {identity.hub_id!r}), which lists no file "
+                "checksums, so its files were not verified against it")
+    if identity.source == "hf-cache":
+        return (f"identity named by its Hugging Face cache folder name ({identity.hub_id!r}), but its files are no "
+                "links to blobs named by their content hashes, so they were not verified against the hub's")
+    what = (f'"{EVALUATOR_KEY}": "{identity.evaluator}"' if identity.evaluator is not None
+            else f"_name_or_path {identity.hub_id!r}")
+    return f"identity named by config.json ({what}), not verified against a download manifest"
+
+
+def named_message(name: str, folder: str | os.PathLike, identity: CheckpointIdentity) -> str:
+    """The note for a folder used as evaluator ``name`` whose identity is ``named``
+    (:func:`check_identity`): what names it, what its scores sign, and (for an evaluator on the hub)
+    how to stage a copy that verifies."""
+    from ..registry.evaluators import EVALUATORS
+
+    stage = (f" (`unieval-local download --checkpoint {name}` stages the official files, which verify)"
+             if name in EVALUATORS and EVALUATORS[name].hub_id else "")
+    return (f"checkpoint folder {str(folder)!r} is used as {name} on its own label: {named_by(identity)}; its "
+            f"scores sign identity:named{stage}")
 
 
 def _check_family(folder: str | os.PathLike, model_type: str | None, evaluator) -> None:

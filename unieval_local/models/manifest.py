@@ -43,7 +43,7 @@ from .files import MANIFEST_NAME, TOKENIZER_FILES
 
 __all__ = ["STAT_FIELDS", "WEIGHT_SUFFIXES", "check_links", "check_recorded_files", "dangling_links", "file_entry",
            "git_blob_sha1",
-           "manifest_entries", "memo_sha256", "read_manifest", "record_verified_stats", "stat_matches",
+           "manifest_entries", "memo_sha256", "read_manifest", "record_verified_stats", "recorded_by", "stat_matches",
            "tokenizer_fingerprint", "write_manifest"]
 
 #: The stat fields a manifest entry records beside ``sha256`` (:func:`stat_matches`).
@@ -289,6 +289,21 @@ def _differs(name: str, path: Path, digest: str, size: int | None, hash_weights:
         return None
     kind = "sha1-blob" if len(digest) == 40 else "sha256"
     return None if memo_sha256(path, kind) == digest else f"{name} (content hash differs)"
+
+
+def recorded_by(folder: str | os.PathLike) -> str:
+    """What records ``folder``'s files, without comparing them (:func:`check_recorded_files` compares):
+    ``manifest`` (a download manifest listing at least one file), ``hf-cache`` (an HF cache snapshot
+    with at least one file linked to a blob named by its content hash), or ``none``. Never raises."""
+    folder = Path(folder)
+    manifest = read_manifest(folder)
+    files = manifest.get("files") if manifest else None
+    if isinstance(files, dict) and files:
+        return "manifest"
+    try:
+        return "hf-cache" if _snapshot_blobs(folder) else "none"
+    except OSError:
+        return "none"
 
 
 def check_recorded_files(folder: str | os.PathLike, *, hash_weights: bool = False) -> str:

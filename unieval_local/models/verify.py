@@ -11,7 +11,8 @@ from pathlib import Path
 from ..errors import CheckpointError
 from ..hashing import sha256_file
 from ..registry.tasks import CHECKPOINTS
-from .checkpoints import HOME_ENV, MANIFEST_NAME, _named_identity, _read_manifest, read_identity, unverified_message
+from .checkpoints import (HOME_ENV, MANIFEST_NAME, _named_identity, _read_manifest, named_by, read_identity,
+                          unverified_message)
 from .files import TOKENIZER_FILES
 from .manifest import check_links, check_recorded_files, manifest_entries, record_verified_stats, tokenizer_fingerprint
 from .tokenizer_identity import check_tokenizer_fits, describe_tokenizer
@@ -293,7 +294,11 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
         report.fail(str(exc))
     else:
         if status == "verified":
-            report.info(f"identity: {identity.describe()} is {spec.name}")
+            report.info(f"identity: {identity.describe()} is {spec.name} (verified: its files are checked "
+                        "against that record below)")
+        elif status == "named":
+            report.info(f"identity: {identity.describe()} is {spec.name} ({named_by(identity)}; "
+                        "scores made with it sign identity:named)")
         else:
             report.warn(unverified_message(spec.name, folder, identity, verify=True))
             if not evaluator and folder.name not in EVALUATORS:

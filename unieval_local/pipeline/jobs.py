@@ -169,7 +169,8 @@ def evidence_words(surface: str) -> str:
 
 
 def truncation_message(stats: RunStats, max_lengths: Mapping[str, int], long_input: str, *, cli: bool = False,
-                       surface: str | None = None) -> str:
+                       surface: str | None = None, evidence: bool = True,
+                       field_names: Mapping[str, str] | None = None) -> str:
     """One sentence on the queries that lost their end to ``max_length`` (``stats.n_truncated``),
     for every entry point: how many, each checkpoint's limit, the field the cut fell in, and
     what helps, in the words of the surface that reads it.
@@ -181,6 +182,10 @@ def truncation_message(stats: RunStats, max_lengths: Mapping[str, int], long_inp
         cli: name flags (``--long-input chunk``) instead of keywords (``long_input='chunk'``).
         surface: ``python``, ``cli`` or ``http`` (:data:`SURFACES`; default from ``cli``): the
             service names its ``serve`` flags and the ``evidence`` field of a request body.
+        evidence: whether the entry point can show evidence (``score``: ``--evidence``); False
+            (the reports, which have no such option) leaves that advice out.
+        field_names: our field -> the name the reader's input gave it (a report file with
+            ``input`` for the source), for the fields the cut fell in.
     """
     surface = surface or ("cli" if cli else "python")
 
@@ -188,7 +193,9 @@ def truncation_message(stats: RunStats, max_lengths: Mapping[str, int], long_inp
         return setting_words(name, value, surface)
 
     limits = ", ".join(f"{n} {max_lengths.get(n, '?')} tokens" for n in (stats.truncated_by or max_lengths))
-    where = ", ".join(f"{f} ({k})" for f, k in sorted(stats.truncated_fields.items(), key=lambda x: -x[1]))
+    names = field_names or {}
+    where = ", ".join(f"{names.get(f, f)} ({k})"
+                      for f, k in sorted(stats.truncated_fields.items(), key=lambda x: -x[1]))
     text = (f"{stats.n_truncated} of {stats.n_queries} distinct queries were longer than max_length ({limits}) and "
             f"lost their end" + (f"; the cut fell in: {where}" if where else ""))
     from ..registry.evaluators import get_evaluator
@@ -209,7 +216,8 @@ def truncation_message(stats: RunStats, max_lengths: Mapping[str, int], long_inp
                           "keeps their beginning)")
         else:
             advice.append("a summary sentence, key point or instruction alone is that long")
-    advice.append(f"{evidence_words(surface)} shows which")
+    if evidence:
+        advice.append(f"{evidence_words(surface)} shows which")
     return text + "; " + "; ".join(advice)
 
 

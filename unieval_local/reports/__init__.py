@@ -32,6 +32,7 @@ from .rating import (
     RatingReport,
     RatingRequest,
     apply_rules,
+    card_checkpoint_note,
     card_checkpoint_problem,
     load_rating_config,
     normalized_score,
@@ -150,13 +151,14 @@ class ReportPlan:
                              "nothing in its folder "
                              f"names the model, so its identity is unverified (settings.checkpoints.{name}.identity)")
         # errors in the field names each record used (summary, input...), not ours
-        rows = [r.model_copy(update={"error": in_user_names(r.error, records[r.index])}) if r.error else r
+        rows = [r.model_copy(update={"error": in_user_names(r.error, records[r.index], fmt.name)}) if r.error else r
                 for r in rows]
         for note in notes if warn else ():
             warnings.warn(note, UserWarning, stacklevel=3)
         if stats.n_truncated and warn:
             limits = {n: engine.max_length(n) for n in stats.truncated_by}
-            warnings.warn(truncation_message(stats, limits, config.long_input, cli=False), UserWarning, stacklevel=3)
+            warnings.warn(truncation_message(stats, limits, config.long_input, cli=False, evidence=False), UserWarning,
+                          stacklevel=3)  # make_report has no evidence option: no "evidence=True shows which"
         settings = ReportSettings(
             package=config.package, checkpoints=engine.checkpoint_identities(),
             consistency_aspect=options.consistency_aspect, run=config.as_dict(),
@@ -214,8 +216,8 @@ def plan_report(records: Sequence[Mapping[str, Any]] | Mapping[str, Any], format
                             for r in records)  # relevance without a reference: key-point coverage
         usable = any(isinstance(r, Mapping) for r in records)
         problem = card_checkpoint_problem(engine, options) if usable else None
-        if note := placeholder_note(options, coverage_used, problem):
-            notes.insert(0, note)
+        named = card_checkpoint_note(engine, options) if usable else None  # accepted on its own label: said
+        notes[:0] = [n for n in (placeholder_note(options, coverage_used, problem), named) if n]
     records = _mark_duplicate_ids(list(records))
     requests = _language_requests(fmt, records, options, engine, request_size, long_input)
     return ReportPlan(fmt, options, engine, records, requests, notes)

@@ -60,7 +60,9 @@ class CheckpointIdentity(BaseModel):
     """Which checkpoint answered: hub id or folder, hub revision (when known), the
     content fingerprint (hex SHA-256 of its config, weight and tokenizer files) and the
     tokens per query it read (``max_length``: the run's, else its evaluator's default), and
-    whether the folder names that evaluator (``identity``: ``verified`` / ``unverified``)."""
+    what says the folder is that evaluator (``identity``: ``verified``: its files checked against a
+    download manifest or HF cache record; ``named``: only its own ``config.json`` label; ``unverified``:
+    nothing; :func:`~unieval_local.models.checkpoints.check_identity`)."""
 
     model_config = ConfigDict(frozen=True)
 

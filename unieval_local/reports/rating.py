@@ -63,7 +63,8 @@ from .records import parse_records, record_id, require_text
 
 __all__ = ["CALIBRATED_FOR", "DEFAULT_CUT_POINTS", "DEFAULT_GOOD_RULES", "DEFAULT_TEMPLATES", "FLAGS",
            "PLACEHOLDER_CUT_POINTS", "MetricDetails", "RatingConfig", "RatingDetails", "RatingReport", "RatingRequest",
-           "RuleOutcome", "apply_rules", "calibration_card", "card_checkpoint_problem", "load_rating_config",
+           "RuleOutcome", "apply_rules", "calibration_card", "card_checkpoint_note", "card_checkpoint_problem",
+           "load_rating_config",
            "metric_aspect", "normalized_score", "placeholder_note", "rating_aggregate", "uncalibrated_metrics"]
 
 _RATING_SCORE = {"good": 1.0, "incomplete": 0.5, "bad": 0.0}
@@ -142,7 +143,8 @@ class MetricDetails(BaseModel):
             did not beat them), or thirds a config set.
         calibrated: True when they are the calibration card's for this metric's aspect, on a
             checkpoint of the card's evaluator and shape (unieval-sum, T5-large, identity
-            verified; :func:`card_checkpoint_problem`; ``unieval-local calibration``); False for
+            verified or named: :func:`card_checkpoint_problem`, :func:`card_checkpoint_note`;
+            ``unieval-local calibration``); False for
             relevance by key-point coverage, another aspect or checkpoint, and for cut points a
             config set (calibrated, if at all, by whoever set them).
         method: ``unieval:<task>/<aspect>`` (``minicheck:fact/support``, ``g-eval:summarization/geval_coherence``
@@ -200,8 +202,12 @@ def card_checkpoint_problem(engine: Engine, config: RatingConfig) -> str | None:
     The card holds for the official ``MingZhong/unieval-sum`` (T5-large). A folder whose
     identity is unverified (nothing in it names unieval-sum), or whose ``config.json`` differs
     from the card's ``checkpoint_config`` (``model_type``, ``d_model``, ``num_layers``: the
-    generated test checkpoints, a smaller T5), is not that model. A fine-tune of the same shape
-    cannot be told apart from the official weights this way (the card says so). No model is loaded.
+    generated test checkpoints, a smaller T5), is not that model. A folder whose identity is
+    ``named`` (only its own ``config.json`` label says unieval-sum: a fine-tune, a copy without
+    its download manifest) is accepted, with the note of :func:`card_checkpoint_note`: refusing
+    it would mark the official weights uncalibrated wherever they were copied without their
+    manifest. A fine-tune of the same shape cannot be told apart from the official weights this
+    way (the card says so). No model is loaded.
     """
     uses_card = [m for m in config.enabled_metrics if metric_aspect(config, m) == CALIBRATED_FOR[m]
                  and tuple(config.cut_points[m]) == tuple(DEFAULT_CUT_POINTS[m])]
@@ -210,7 +216,7 @@ def card_checkpoint_problem(engine: Engine, config: RatingConfig) -> str | None:
     name = "unieval-sum"
     ckpt = engine.checkpoint(name)
     where = ckpt.hub_id or str(ckpt.path)
-    if engine.identity(name) != "verified":
+    if engine.identity(name) == "unverified":  # "named" is accepted: card_checkpoint_note says so
         return f"checkpoint {name} ({where}) does not say it is unieval-sum (identity unverified)"
     want = calibration_card().get("checkpoint_config") or {}
     try:
@@ -224,6 +230,26 @@ def card_checkpoint_problem(engine: Engine, config: RatingConfig) -> str | None:
         return (f"checkpoint {name} ({where}) is not the shape of the official model the card was fitted on "
                 f"({'; '.join(differ)})")
     return None
+
+
+def card_checkpoint_note(engine: Engine, config: RatingConfig) -> str | None:
+    """The run-level note when the card's cut points are applied to a ``unieval-sum`` folder whose
+    identity is only ``named`` (:func:`~unieval_local.models.checkpoints.check_identity`) and that
+    :func:`card_checkpoint_problem` accepts (the official shape): the ratings keep ``calibrated:
+    true``, and the note says on what word. None otherwise (verified, or not accepted: that
+    problem is the note). No model is loaded."""
+    from ..models.checkpoints import named_by, read_identity
+
+    uses_card = [m for m in config.enabled_metrics if metric_aspect(config, m) == CALIBRATED_FOR[m]
+                 and tuple(config.cut_points[m]) == tuple(DEFAULT_CUT_POINTS[m])]
+    name = "unieval-sum"
+    if not uses_card or engine.identity(name) != "named" or card_checkpoint_problem(engine, config):
+        return None
+    ckpt = engine.checkpoint(name)
+    return (f"the calibration card's ratings of {', '.join(uses_card)} are taken as calibrated for checkpoint "
+            f"{name} ({ckpt.hub_id or ckpt.path}) on its own label: {named_by(read_identity(ckpt.path))}; they "
+            "hold only if it holds the official unieval-sum weights (settings.checkpoints.unieval-sum.identity: "
+            "named; `unieval-local download --checkpoint unieval-sum` stages a copy that verifies)")
 
 
 def uncalibrated_metrics(config: RatingConfig, coverage_used: bool = True,

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..errors import ExampleProblem
-from ..fields import alias_hint, read_aliases, user_names
+from ..fields import alias_hint, read_aliases, record_names
 from ..pipeline.validate import describe_value, is_text, parse_example
 from ..schema import UniEvalData
 from ..wire.shapes import RowError, rename_fields
@@ -239,14 +239,15 @@ def require_text(rec: ReportRecord, name: str, why: str) -> RowError | None:
     return RowError(field=name, message=f"{why} needs '{name}' as a non-empty string; {describe_value(value)}")
 
 
-def in_user_names(error: RowError, record: Any) -> RowError:
+def in_user_names(error: RowError, record: Any, report_format: str | None = None) -> RowError:
     """``error`` in the field names the record itself used: a record that gave its
     summary as ``summary`` (read as ``target``, :func:`~unieval_local.fields.user_names`) reads
-    ``summary: ...``, not ``target: ...``."""
+    ``summary: ...``, not ``target: ...``; a field such a record lacks is named as
+    ``report_format``'s tool names it (:func:`~unieval_local.fields.record_names`: a summ record
+    ``{"output": ...}`` without a source reads ``input: ...``)."""
     if not isinstance(record, Mapping):
         return error
-    renamed = user_names(record)
-    return rename_fields(error, renamed)
+    return rename_fields(error, record_names(record, report_format))
 
 
 

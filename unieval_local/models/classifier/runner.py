@@ -29,6 +29,7 @@ from ..checkpoints import ResolvedCheckpoint
 from ..stored import dtype_kwarg, explain_tokenizer_failure, reconcile
 from ..strict_loading import load_strictly
 from ..tokenizer_identity import check_tokenizer_fits, describe_tokenizer
+from .specials import check_special_layout
 
 __all__ = ["ClassifierModel", "ClassifierRunner", "GENERIC_LABEL", "TextClassifierModel", "classifier_runner_factory",
            "model_class_of", "readout_label", "report_tokenizer", "shared_classifier_runner", "verify_classifier"]
@@ -97,12 +98,15 @@ class ClassifierModel:
     Raises:
         CheckpointError: the tokenizer or the model does not load, a tensor (the head) is
             missing or unexpected, the tokenizer does not fit the model
-            (:func:`~unieval_local.models.tokenizer_identity.check_tokenizer_fits`), or the labels
+            (:func:`~unieval_local.models.tokenizer_identity.check_tokenizer_fits`), a DeBERTa
+            tokenizer adds [CLS]/[SEP] otherwise than its stored files say even after correction
+            (:func:`~unieval_local.models.classifier.specials.check_special_layout`), or the labels
             contradict the evaluator's (:func:`readout_label`).
     """
 
     def __init__(self, checkpoint: ResolvedCheckpoint, evaluator: Evaluator, device: str, dtype: str):
         import torch
+        import transformers
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         path = self.path = Path(checkpoint.path)
@@ -120,6 +124,9 @@ class ClassifierModel:
         self.tokenizer_doubt = check_tokenizer_fits(self.tokenizer, model.config,
                                                     rows=int(model.get_input_embeddings().weight.shape[0]),
                                                     where=str(path))
+        #: [CLS]/[SEP] where the stored files say (corrected or refused otherwise), one line for verify
+        self.special_layout = check_special_layout(path, self.tokenizer, getattr(model.config, "model_type", None),
+                                                   transformers.__version__)
         self.id2label = dict(model.config.id2label or {})
         readout_label(self.id2label, evaluator, str(path), model.config.num_labels)
         self.tokenizer.model_max_length = int(1e12)  # we count and truncate ourselves: no length warning
@@ -343,3 +350,6 @@ def report_tokenizer(report, model) -> None:
     else:
         report.info(f"tokenizer {model.tokenizer_class} fits the model (special ids as its config says, "
                     f"{len(model.tokenizer):,} tokens within the embedding rows)")
+    layout = getattr(model, "special_layout", None)
+    if layout:
+        report.info(f"tokenizer {layout}")
