@@ -333,21 +333,22 @@ def build_nli_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.PathL
 def build_factcg_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.PathLike | None = None,
                             vocab_size: int = 2000, hidden_size: int = 64, num_layers: int = 2, num_heads: int = 4,
                             seed: int = 0, evaluator: str | None = "factcg-deberta-large", head: bool = True,
-                            manifest: bool = False) -> Path:
+                            manifest: bool = False, init_range: float = 0.3) -> Path:
     """Write a random FactCG-DeBERTa checkpoint (``--layout factcg``) to ``out_dir``: the DeBERTa-v3
     layout of :func:`build_nli_checkpoint` (``DebertaV2ForSequenceClassification``, a trained
     ``spm.model``) with the label map of yaxili96/FactCG-DeBERTa-v3-Large: two outputs and no
     label names (``LABEL_0``/``LABEL_1``: its authors load it with ``num_labels=2``; output 1 is
     "supported"), ``finetuning_task`` text-classification and ``problem_type``
     single_label_classification. ``head=False`` leaves the classification head out;
-    ``manifest``: write a download manifest (:func:`write_test_manifest`).
+    ``manifest``: write a download manifest (:func:`write_test_manifest`); ``init_range``: as
+    :func:`build_nli_checkpoint`'s (0.02, DeBERTa's own, for a stand-in that is to be trained).
 
     Returns:
         ``out_dir`` as a Path.
     """
     out = build_nli_checkpoint(out_dir, data_dir=data_dir, vocab_size=vocab_size, hidden_size=hidden_size,
                                num_layers=num_layers, num_heads=num_heads, seed=seed, labels=("LABEL_0", "LABEL_1"),
-                               head=head)
+                               head=head, init_range=init_range)
     config = json.loads((out / "config.json").read_text(encoding="utf-8"))
     config.update(id2label={"0": "LABEL_0", "1": "LABEL_1"}, label2id={"LABEL_0": 0, "LABEL_1": 1},
                   finetuning_task="text-classification", problem_type="single_label_classification")

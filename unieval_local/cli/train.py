@@ -35,7 +35,12 @@ SHORT_HELP: dict[str, str | None] = {
     "--epochs": None, "--resume": None, "--overwrite": None,
 }
 
-#: Keys given as the positional DATA or short options rather than ``--key``.
+#: How each key's value is shown in the help (others: the key in capitals).
+_METAVARS = {"dev": "FILE", "test": "FILE", "base": "NAME[=DIR]", "aspect": "TASK/ASPECT", "output": "DIR",
+             "positive_label": "VALUE", "label_threshold": "T", "aspects_config": "FILE", "early_stopping": "PATIENCE",
+             "label_field": "FIELD", "target_field": "FIELD", "source_field": "FIELD"}
+
+#: The flags by help group, in order (DATA is the positional argument).
 _GROUPS = {
     "input": ("data", "dev", "test", "dev_share", "label_field", "positive_label", "label_threshold", "target_field",
               "source_field"),
@@ -66,8 +71,9 @@ def add_parser(sub) -> None:
     add_short_help(p, "Fine-tune an evaluator on your labelled records (DATA) and write it to --output, with the "
                    "label figures before and after. Every key of --config FILE is also a flag (--help-all).",
                    SHORT_HELP)
-    p.add_argument("--config", default=None, metavar="FILE", help="YAML file of these keys (flags override it)")
     groups = {name: p.add_argument_group(name) for name in _GROUPS}
+    groups["input"].add_argument("--config", default=None, metavar="FILE",
+                                 help="YAML file of these keys (flags override it)")
     for group, keys in _GROUPS.items():
         for key in keys:
             info = TrainConfig.help_of(key)
@@ -80,8 +86,9 @@ def add_parser(sub) -> None:
                 groups[group].add_argument(*flags, dest=key, action="store_true", default=None, help=info["help"])
             else:
                 groups[group].add_argument(*flags, dest=key, default=None, type=info["type"] or str,
-                                           choices=info["choices"], help=info["help"] + default_text)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+                                           choices=info["choices"], metavar=_METAVARS.get(key),
+                                           help=info["help"] + default_text)
+    groups["output"].add_argument("--no-progress", action="store_true", help="no progress bar (log lines instead)")
     p.set_defaults(run=run)
 
 

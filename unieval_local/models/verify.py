@@ -304,6 +304,7 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
             if not evaluator and folder.name not in EVALUATORS:
                 report.warn(f"checked as {spec.name}: the folder names no evaluator and its folder name "
                             f"{folder.name!r} is none; give --evaluator NAME to check it as another")
+    _report_training(report, folder)
     _verify_checksums(report, folder)
     try:
         names = stored_weight_names(folder)
@@ -358,3 +359,20 @@ def _verify_one(folder: Path, evaluator: str | None = None) -> VerifyReport:
     untied = model.get_output_embeddings().weight.data_ptr() != model.get_input_embeddings().weight.data_ptr()
     report.info(f"model loads: every weight matches the config ({'untied LM head, T5 v1.1 layout' if untied else 'tied LM head'})")
     return report
+
+
+def _report_training(report: VerifyReport, folder: Path) -> None:
+    """Say what a folder written by ``unieval-local train`` was fine-tuned from (its ``config.json``'s
+    ``unieval_local_training``: the base, its fingerprint, the aspect, the data's SHA-256, steps, seed)."""
+    from .stored import read_config
+
+    try:
+        training = read_config(folder).get("unieval_local_training")
+    except (OSError, ValueError):
+        return
+    if not isinstance(training, dict):
+        return
+    base = training.get("fine_tuned_from") or {}
+    report.info(f"fine-tuned from {base.get('evaluator', '?')} (fingerprint {str(base.get('fingerprint', '?'))[:12]}) "
+                f"on {training.get('aspect', '?')}: data sha256 {str(training.get('data_sha256', '?'))[:12]}, "
+                f"{training.get('steps', '?')} steps, seed {training.get('seed', '?')} (unieval-local train)")

@@ -236,8 +236,9 @@ def train(config: TrainConfig, *, progress: bool = True, log: Callable[[str], No
 
     device = resolve_device(config.device)
     need = check_training_memory(checkpoint.path, config.optimizer, device)
-    log(f"base {evaluator.name} ({checkpoint.path}), aspect {task}/{aspect.name}: about {need / 2**30:.2f} GiB to "
-        f"train on {device} with {config.optimizer}")
+    size = f"{need / 2**30:.1f} GiB" if need >= 2**30 else f"{need / 2**20:.0f} MiB"
+    log(f"base {evaluator.name} ({checkpoint.path}), aspect {task}/{aspect.name}: about {size} to train on {device} "
+        f"with {config.optimizer}")
     base_fp = fingerprint_checkpoint(checkpoint.path)
     trainable = load_trainable(checkpoint, evaluator, device=device, dtype="float32")
     max_length = config.max_length or evaluator.max_length
