@@ -108,25 +108,12 @@ def test_a_stand_in_learns_the_verb_rule_from_about_half_to_0_9(base, mc_base, f
 
 
 def _plain_minicheck(folder: Path, document: str, claim: str) -> float:
-    """A plain forward of the saved weights, written here: MiniCheck's prompt ('predict: ' + doc +
-    EOS + claim), one decoder step from id 0, softmax over the logits of '1' and '0'."""
-    import torch
-    from safetensors.torch import load_file
-    from transformers import AutoTokenizer, T5Config, T5ForConditionalGeneration
+    """A plain forward of the saved weights that shares no code with the package: the float64 T5
+    reference reading config.json, the tensors and spiece.model directly (tests/reference_t5.py),
+    on MiniCheck's prompt ('predict: ' + doc + EOS + claim), softmax over the logits of '1' and '0'."""
+    from reference_t5 import T5Reference
 
-    stored = json.loads((folder / "config.json").read_text())
-    model = T5ForConditionalGeneration(T5Config(**{k: v for k, v in stored.items() if not k.startswith("unieval")}))
-    tensors = load_file(str(folder / "model.safetensors"))
-    missing, unexpected = model.load_state_dict(tensors, strict=False)
-    assert not unexpected and all("embed_tokens" in m for m in missing), (missing, unexpected)
-    model.lm_head.weight.data = tensors["lm_head.weight"]  # the stored, untied head
-    model.eval()
-    tok = AutoTokenizer.from_pretrained(folder)
-    ids = tok("predict: " + document + tok.eos_token + claim, return_tensors="pt").input_ids
-    one, zero = tok("1").input_ids[0], tok("0").input_ids[0]
-    with torch.no_grad():
-        logits = model(input_ids=ids, decoder_input_ids=torch.zeros((1, 1), dtype=torch.long)).logits[0, 0]
-    return float(torch.softmax(logits[[one, zero]].double(), dim=0)[0])
+    return T5Reference(folder).pair("predict: " + document + "</s>" + claim, ("1", "0"), max_length=2048)
 
 
 def test_the_trained_folder_scores_through_score_as_a_plain_forward_of_its_weights(mc_base, verb_data, tmp_path):
