@@ -323,9 +323,10 @@ def retry_after(model: str, recs: list[dict], tmp: Path, flags: list[str], queue
     A fast mix (consistency of each summary against the first sentence of its source) runs for 4 s;
     then the mix turns slow (the same summaries against their whole source, four times over: the
     same cost per request, several times the tokens). At 0.5 s, 3 s and 8 s after the change the
-    queue (``--max-queued-queries``) is filled with slow requests until a probe gets 429; its
-    Retry-After is set against the real wait: the seconds until the same request, retried every
-    50 ms, is admitted (a 429 comes back at once; one not back within 0.5 s was admitted). Target: each ratio within 0.5-2x."""
+    queue (``--max-queued-queries``) is filled with bursts of slow requests until one gets 429; its
+    Retry-After is set against the real wait: the seconds from that 429 until the same request,
+    retried every 50 ms, is admitted (one not back within 0.5 s was admitted). Target: each ratio
+    within 0.5-2x."""
     import requests
 
     def bodies(slow: bool) -> list[dict]:
