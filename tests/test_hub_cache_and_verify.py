@@ -194,3 +194,31 @@ def test_a_model_path_typo_gets_a_did_you_mean_and_no_hub_attempt(tiny_ckpt, tmp
                                                       r"no folder of a close name$"):
         checkpoints.resolve_checkpoint("unieval-sum", "out/zzzzz")
     assert not checkpoints._looks_local("MingZhong/unieval-sum")  # no folder MingZhong/ here: a hub id
+
+
+def test_a_link_to_nothing_in_a_folder_of_ones_own_says_to_restore_it_not_to_download(tmp_path, tiny_ckpt, capsys):
+    """A generated or fine-tuned folder was never downloaded: the advice is to restore the file (issue 40's
+    fresh-user trial read "download the checkpoint again: stage the folder again")."""
+    import shutil
+
+    from unieval_local.cli import main
+
+    mine = tmp_path / "mine"
+    shutil.copytree(tiny_ckpt, mine)
+    (mine / "tokenizer.json").unlink(missing_ok=True)
+    (mine / "tokenizer.json").symlink_to("/nonexistent-unieval")
+    assert main(["verify", str(mine)]) == 1
+    out = capsys.readouterr().out
+    assert ("tokenizer.json is a link to a missing file /nonexistent-unieval; restore what the link points to, or "
+            "replace the link with the file itself") in out
+    assert "download" not in out.split("tokenizer.json is a link")[1].split("\n")[0]
+
+
+def test_verify_of_a_folder_that_does_not_exist_offers_the_close_one(tmp_path, tiny_ckpt, capsys):
+    import shutil
+
+    from unieval_local.cli import main
+
+    shutil.copytree(tiny_ckpt, tmp_path / "tck")
+    assert main(["verify", str(tmp_path / "tk")]) == 1
+    assert f"{tmp_path / 'tk'} does not exist; did you mean '{tmp_path / 'tck'}'?" in capsys.readouterr().out
