@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ReposHub
+
 from unieval_local.cli import EXIT_CHECKPOINT, EXIT_ROWS_FAILED, main
 from unieval_local.errors import CheckpointError, CheckpointNotFoundError
 from unieval_local.models.manifest import git_blob_sha1
@@ -79,20 +81,6 @@ def test_the_loading_code_raises_it_for_every_entry_point(broken_snapshot):
 
 
 # ----------------------------------------------------------------------------- verify
-class FolderHub:
-    """A hub client serving local folders as repositories (no network)."""
-
-    def __init__(self, repos):
-        self.repos = repos
-
-    def list_files(self, repo_id, revision):
-        return "c" * 40, sorted(p.name for p in self.repos[repo_id].iterdir() if p.is_file())
-
-    def download(self, repo_id, filename, revision, local_dir):
-        local_dir.mkdir(parents=True, exist_ok=True)
-        return shutil.copy(self.repos[repo_id] / filename, local_dir / filename)
-
-
 def test_verify_reads_a_home_staged_with_hhems_foundation(tmp_path, shared_data, capsys):
     """download stages flan-t5-base/ beside hhem-2.1-open/; verify failed it: "folder name 'flan-t5-base' is
     not a checkpoint name"."""
@@ -101,7 +89,7 @@ def test_verify_reads_a_home_staged_with_hhems_foundation(tmp_path, shared_data,
     from unieval_local.models.download import download_checkpoint
 
     src = build_hhem_checkpoint(tmp_path / "src" / "hhem-2.1-open", data_dir=shared_data, init_factor=0.3)
-    hub = FolderHub({"vectara/hallucination_evaluation_model": src, "google/flan-t5-base": src.parent / "flan-t5-base"})
+    hub = ReposHub({"vectara/hallucination_evaluation_model": src, "google/flan-t5-base": src.parent / "flan-t5-base"})
     download_checkpoint("hhem-2.1-open", tmp_path / "home", client=hub)
     assert sorted(p.name for p in (tmp_path / "home").iterdir()) == ["flan-t5-base", "hhem-2.1-open"]
     assert main(["verify", str(tmp_path / "home")]) == 0
