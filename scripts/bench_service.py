@@ -323,9 +323,10 @@ def retry_after(model: str, recs: list[dict], tmp: Path, flags: list[str], queue
     A fast mix (consistency of each summary against the first sentence of its source) runs for 4 s;
     then the mix turns slow (the same summaries against their whole source, four times over: the
     same cost per request, several times the tokens). At 0.5 s, 3 s and 8 s after the change the
-    queue (``--max-queued-queries``) is filled with slow requests until a probe gets 429; its
-    Retry-After is set against the real wait: the seconds until the same request, retried every
-    50 ms, is admitted (a 429 comes back at once; one not back within 0.5 s was admitted). Target: each ratio within 0.5-2x."""
+    queue (``--max-queued-queries``) is filled with bursts of slow requests until one gets 429; its
+    Retry-After is set against the real wait: the seconds from that 429 until the same request,
+    retried every 50 ms, is admitted (one not back within 0.5 s was admitted). Target: each ratio
+    within 0.5-2x."""
     import requests
 
     def bodies(slow: bool) -> list[dict]:
@@ -371,16 +372,30 @@ def retry_after(model: str, recs: list[dict], tmp: Path, flags: list[str], queue
         for after in (0.5, 3.0, 8.0):
             time.sleep(max(0.0, changed + after - time.monotonic()))
             fillers, n, said, refused = [], 0, None, None
-            while said is None:  # fill the queue with slow requests until one is refused
-                n += 1
-                got: list = []
-                t = threading.Thread(target=lambda b=slow[n % len(slow)], g=got: g.append(post(b)), daemon=True)
-                t.start()
-                t.join(0.5)  # a 429 comes back at once; an admitted request waits for its answer
-                if got and got[0].status_code == 429:
-                    refused, said = time.monotonic(), int(got[0].headers["Retry-After"])
-                else:
+            answers: list = []  # (arrival, response) of every filler
+            # fill the queue with bursts of slow requests until one is refused: a 429 comes back once
+            # the request is prepared (under load, later than 0.5 s: a fixed wait per request read slow
+            # refusals as admissions and never stopped; one request at a time, the queue drained as fast)
+            for _burst in range(8):
+                for _ in range(48):
+                    n += 1
+
+                    def fill(b=slow[n % len(slow)]):
+                        r = post(b)
+                        answers.append((time.monotonic(), r))
+                    t = threading.Thread(target=fill, daemon=True)
+                    t.start()
                     fillers.append(t)
+                deadline = time.monotonic() + 20
+                while said is None and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                    refusals = [(at, r) for at, r in list(answers) if r.status_code == 429]
+                    if refusals:
+                        refused, said = refusals[0][0], int(refusals[0][1].headers["Retry-After"])
+                if said is not None:
+                    break
+            if said is None:
+                raise RuntimeError(f"no 429 after {n} slow requests: the queue never filled")
             while True:  # the same request, retried every 50 ms, until it is admitted
                 got = []
                 asked = time.monotonic()

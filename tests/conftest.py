@@ -301,3 +301,19 @@ def drop_cls(monkeypatch) -> None:
     from unieval_local.models.classifier import runner as classifier_runner
 
     monkeypatch.setattr(classifier_runner, "_MODELS", {})
+
+
+class ReposHub:
+    """A hub client serving local folders as repositories (no network): ``{repo_id: folder}``."""
+
+    def __init__(self, repos):
+        self.repos = repos
+
+    def list_files(self, repo_id, revision):
+        return "c" * 40, sorted(p.name for p in self.repos[repo_id].iterdir() if p.is_file())
+
+    def download(self, repo_id, filename, revision, local_dir):
+        import shutil
+
+        local_dir.mkdir(parents=True, exist_ok=True)
+        return shutil.copy(self.repos[repo_id] / filename, local_dir / filename)

@@ -15,6 +15,8 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import ReposHub
+
 from make_test_checkpoint import HHEM_PROMPT, build_hhem_checkpoint
 
 from unieval_local import Scorer
@@ -109,24 +111,10 @@ def test_cli_scores_qags_with_hhem_and_verify_knows_it(tmp_path, hhem_ckpt, qags
     assert "classification head included" in "".join(capsys.readouterr())
 
 
-class TwoRepoHub:
-    """A hub client serving local folders as repositories (no network)."""
-
-    def __init__(self, repos):
-        self.repos = repos
-
-    def list_files(self, repo_id, revision):
-        return "c" * 40, sorted(p.name for p in self.repos[repo_id].iterdir() if p.is_file())
-
-    def download(self, repo_id, filename, revision, local_dir):
-        local_dir.mkdir(parents=True, exist_ok=True)
-        return shutil.copy(self.repos[repo_id] / filename, local_dir / filename)
-
-
 def test_download_stages_hhem_with_its_foundation_and_the_staged_home_scores(tmp_path, hhem_ckpt, qags, monkeypatch):
     from unieval_local.models.download import download_checkpoint
 
-    hub = TwoRepoHub({"vectara/hallucination_evaluation_model": hhem_ckpt,
+    hub = ReposHub({"vectara/hallucination_evaluation_model": hhem_ckpt,
                       "google/flan-t5-base": hhem_ckpt.parent / "flan-t5-base"})
     folder = download_checkpoint("hhem-2.1-open", tmp_path / "home", client=hub)
     assert sorted(p.name for p in folder.iterdir()) == ["config.json", "model.safetensors", "unieval_manifest.json"]

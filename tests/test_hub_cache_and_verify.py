@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ReposHub
+
 from unieval_local.cli import EXIT_CHECKPOINT, EXIT_ROWS_FAILED, main
 from unieval_local.errors import CheckpointError, CheckpointNotFoundError
 from unieval_local.models.manifest import git_blob_sha1
@@ -79,20 +81,6 @@ def test_the_loading_code_raises_it_for_every_entry_point(broken_snapshot):
 
 
 # ----------------------------------------------------------------------------- verify
-class FolderHub:
-    """A hub client serving local folders as repositories (no network)."""
-
-    def __init__(self, repos):
-        self.repos = repos
-
-    def list_files(self, repo_id, revision):
-        return "c" * 40, sorted(p.name for p in self.repos[repo_id].iterdir() if p.is_file())
-
-    def download(self, repo_id, filename, revision, local_dir):
-        local_dir.mkdir(parents=True, exist_ok=True)
-        return shutil.copy(self.repos[repo_id] / filename, local_dir / filename)
-
-
 def test_verify_reads_a_home_staged_with_hhems_foundation(tmp_path, shared_data, capsys):
     """download stages flan-t5-base/ beside hhem-2.1-open/; verify failed it: "folder name 'flan-t5-base' is
     not a checkpoint name"."""
@@ -101,7 +89,7 @@ def test_verify_reads_a_home_staged_with_hhems_foundation(tmp_path, shared_data,
     from unieval_local.models.download import download_checkpoint
 
     src = build_hhem_checkpoint(tmp_path / "src" / "hhem-2.1-open", data_dir=shared_data, init_factor=0.3)
-    hub = FolderHub({"vectara/hallucination_evaluation_model": src, "google/flan-t5-base": src.parent / "flan-t5-base"})
+    hub = ReposHub({"vectara/hallucination_evaluation_model": src, "google/flan-t5-base": src.parent / "flan-t5-base"})
     download_checkpoint("hhem-2.1-open", tmp_path / "home", client=hub)
     assert sorted(p.name for p in (tmp_path / "home").iterdir()) == ["flan-t5-base", "hhem-2.1-open"]
     assert main(["verify", str(tmp_path / "home")]) == 0
@@ -194,3 +182,31 @@ def test_a_model_path_typo_gets_a_did_you_mean_and_no_hub_attempt(tiny_ckpt, tmp
                                                       r"no folder of a close name$"):
         checkpoints.resolve_checkpoint("unieval-sum", "out/zzzzz")
     assert not checkpoints._looks_local("MingZhong/unieval-sum")  # no folder MingZhong/ here: a hub id
+
+
+def test_a_link_to_nothing_in_a_folder_of_ones_own_says_to_restore_it_not_to_download(tmp_path, tiny_ckpt, capsys):
+    """A generated or fine-tuned folder was never downloaded: the advice is to restore the file (issue 40's
+    fresh-user trial read "download the checkpoint again: stage the folder again")."""
+    import shutil
+
+    from unieval_local.cli import main
+
+    mine = tmp_path / "mine"
+    shutil.copytree(tiny_ckpt, mine)
+    (mine / "tokenizer.json").unlink(missing_ok=True)
+    (mine / "tokenizer.json").symlink_to("/nonexistent-unieval")
+    assert main(["verify", str(mine)]) == 1
+    out = capsys.readouterr().out
+    assert ("tokenizer.json is a link to a missing file /nonexistent-unieval; restore what the link points to, or "
+            "replace the link with the file itself") in out
+    assert "download" not in out.split("tokenizer.json is a link")[1].split("\n")[0]
+
+
+def test_verify_of_a_folder_that_does_not_exist_offers_the_close_one(tmp_path, tiny_ckpt, capsys):
+    import shutil
+
+    from unieval_local.cli import main
+
+    shutil.copytree(tiny_ckpt, tmp_path / "tck")
+    assert main(["verify", str(tmp_path / "tk")]) == 1
+    assert f"{tmp_path / 'tk'} does not exist; did you mean '{tmp_path / 'tck'}'?" in capsys.readouterr().out

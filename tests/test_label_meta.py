@@ -464,3 +464,20 @@ def test_long_names_are_not_cut_and_the_html_title_is_the_file_name(tmp_path, ca
     page = html.read_text()
     assert "<title>unieval-local labels: out.jsonl</title>" in page and str(tmp_path) not in page
     assert "mean (1 group)" in page and "Made by unieval-local meta --labels" in page
+
+
+def test_the_comparisons_mean_row_names_the_groups_it_covers():
+    """The fresh-user trial of issue 40: the comparisons' mean row read just "mean" where the tables
+    above read "mean (2 of 3 groups)", and its McNemar counts left the one-class group out unsaid."""
+    from unieval_local.analysis.labels import label_report
+
+    y = np.array([1, 0, 1, 0, 1, 0, 1, 0, 1, 1, 1])
+    g = np.array(["a"] * 4 + ["b"] * 4 + ["solo"] * 3)
+    a = np.array([0.9, 0.1, 0.8, 0.2, 0.7, 0.6, 0.9, 0.1, 0.8, 0.9, 0.7])
+    b = np.array([0.4, 0.6, 0.8, 0.2, 0.3, 0.6, 0.9, 0.1, 0.2, 0.3, 0.4])
+    report = label_report({"A": a, "B": b}, y, groups=g, bootstrap=0, compare=[("A", "B")])
+    mean_rows = [ln for ln in report.table().splitlines() if ln.startswith("A ") and " mean" in ln]
+    assert len(mean_rows) == 1 and "mean (2 of 3 groups)" in mean_rows[0], report.table()
+    c = next(c for c in report.comparisons if c.group is None)
+    per = [c2 for c2 in report.comparisons if c2.group in ("a", "b")]
+    assert c.a_only_correct == sum(x.a_only_correct for x in per) and c.b_only_correct == sum(x.b_only_correct for x in per)

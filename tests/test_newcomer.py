@@ -316,3 +316,18 @@ def test_an_unverified_checkpoint_is_in_the_report_notes_and_verify_says_how_it_
     msgs = verify_checkpoint(odd)[0].messages
     assert any("is checked as unieval-sum, its identity unchecked" in m for m in msgs)
     assert any("its folder name 'my-model' is none; give --evaluator NAME" in m for m in msgs)
+
+
+def test_a_report_notes_only_the_unverified_checkpoints_it_used(fake_ckpt):
+    """An engine that holds another checkpoint (a served one: unieval-sum beside a G-Eval judge, here
+    mdeberta-nli beside unieval-sum) notes only those the report's queries went to (issue 40)."""
+    from unieval_local.engine import Engine
+    from unieval_local.reports import make_report
+    from conftest import FakeRunner, fake_factory
+
+    engine = Engine(model=fake_ckpt, runner_factory=fake_factory(FakeRunner()))
+    engine.runner("mdeberta-nli")  # loaded, unverified, never asked by the summ report
+    assert engine.checkpoint_identities()["mdeberta-nli"]["identity"] == "unverified"
+    out = make_report([{"target": "A b.", "source": "A b c."}], "summ", engine=engine, warn=False)
+    unchecked = [n for n in out.notes if "was used unchecked" in n]
+    assert len(unchecked) == 1 and unchecked[0].startswith("checkpoint unieval-sum "), out.notes

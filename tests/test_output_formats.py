@@ -39,7 +39,7 @@ def test_a_csv_output_holds_the_jsonl_lines_row_for_row(tmp_path, tiny_ckpt):
     assert score(src, "--model", tiny_ckpt, *aspects, "-o", tmp_path / "out.csv") == EXIT_ROWS_FAILED
     lines = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
     rows = read_csv(tmp_path / "out.csv")
-    assert rows[0] == ["index", "key", "system_id", "coherence", "fluency", "aspect_mean", "language", "error"]
+    assert rows[0] == ["index", "key", "system_id", "coherence", "fluency", "aspect_mean", "language", "error", "notes"]
     assert len(rows) == 4
     for line, row in zip(lines, rows[1:]):
         assert row[:3] == [str(line["index"]), line["key"], line.get("system_id", "")]
@@ -49,7 +49,7 @@ def test_a_csv_output_holds_the_jsonl_lines_row_for_row(tmp_path, tiny_ckpt):
         else:  # floats written by repr: the same numbers, bit for bit
             assert [float(x) for x in row[3:6]] == [line["scores"]["coherence"], line["scores"]["fluency"],
                                                     line["aspect_mean"]]
-            assert row[6:] == [line["language"], ""]
+            assert row[6:] == [line["language"], "", ""]
     assert rows[3][1] == "c,d"  # a comma in a key is quoted, not a new column
     assert (tmp_path / "out.csv.meta.json").is_file()  # the signature and counters, as for JSONL
 
@@ -60,7 +60,7 @@ def test_a_csv_output_with_evidence_holds_each_lines_evidence_as_json(tmp_path, 
         assert score(src, "--model", tiny_ckpt, "--aspect", "coherence", "--evidence", "-o", tmp_path / out) == 0
     line = json.loads((tmp_path / "out.jsonl").read_text())
     header, row = read_csv(tmp_path / "out.csv")
-    assert header == ["index", "key", "system_id", "coherence", "language", "error", "evidence"]
+    assert header == ["index", "key", "system_id", "coherence", "language", "error", "notes", "evidence"]
     assert json.loads(row[-1]) == line["evidence"]
 
 
@@ -94,12 +94,12 @@ def test_csv_rows_quote_newlines_and_write_nested_values_as_json():
     from unieval_local.batch.output import csv_columns, csv_rows
 
     cols = csv_columns(["coherence"], fields={"target": 1, "doc_id": 1})
-    assert cols == ["index", "key", "doc_id", "coherence", "language", "error"]
+    assert cols == ["index", "key", "doc_id", "coherence", "language", "error", "notes"]
     text = csv_rows([{"index": 0, "key": ["x", 1], "doc_id": "d\n2", "scores": {"coherence": 0.1}},
                      {"index": 1, "key": 7, "error": {"type": "InvalidJSON", "message": "line 2: bad"}}],
                     cols, header=True)
     assert list(csv.reader(io.StringIO(text))) == [
-        cols, ["0", '["x", 1]', "d\n2", "0.1", "", ""], ["1", "7", "", "", "", "InvalidJSON: line 2: bad"]]
+        cols, ["0", '["x", 1]', "d\n2", "0.1", "", "", ""], ["1", "7", "", "", "", "InvalidJSON: line 2: bad", ""]]
 
 
 # ----------------------------------------------------------------------------- to_pandas
@@ -240,10 +240,26 @@ def test_an_interrupted_csv_run_keeps_whole_rows_and_says_it_does_not_resume(tmp
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     rows = read_csv(out)
-    assert rows[0] == ["index", "key", "system_id", "fluency", "language", "error"]
+    assert rows[0] == ["index", "key", "system_id", "fluency", "language", "error", "notes"]
     n = len(rows) - 1
-    assert 1 <= n < 600 and all(len(r) == 6 and 0 <= float(r[3]) <= 1 for r in rows[1:])  # every row whole
+    assert 1 <= n < 600 and all(len(r) == 7 and 0 <= float(r[3]) <= 1 for r in rows[1:])  # every row whole
     assert err.strip().splitlines()[-1] == (
         f"unieval-local: interrupted: {n} of 600 records written to {out}; a .csv output does not resume: write "
         ".jsonl for --resume (its index column says which records it holds)"), err
     assert json.loads((tmp_path / "out.csv.meta.json").read_text())["progress"]["written"] == n
+
+
+def test_a_csv_row_says_in_notes_why_an_aspect_cell_is_empty(tmp_path, tiny_ckpt):
+    """The fresh-user trial of issue 40: the JSONL line's notes ("relevance skipped: no references")
+    were lost in the CSV row, leaving an empty relevance cell unexplained."""
+    import csv
+
+    from unieval_local.cli import main
+
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"target": "A cat sat.", "source": "A cat sat on a mat.", "references": ["A cat."]}) + "\n"
+                   + json.dumps({"target": "A dog ran.", "source": "A dog ran home."}) + "\n")
+    assert main(["score", str(src), "--model", str(tiny_ckpt), "--no-progress", "-o", str(tmp_path / "o.csv")]) == 0
+    rows = list(csv.DictReader((tmp_path / "o.csv").open(encoding="utf-8")))
+    assert rows[0]["notes"] == "" and rows[0]["relevance"] != ""
+    assert rows[1]["notes"] == "relevance skipped: no references" and rows[1]["relevance"] == ""

@@ -178,8 +178,12 @@ def test_summarization_evaluator_keeps_its_shape_and_gives_report_notes_in_the_h
                        options={"enabled_metrics": ["coherence", "fluency"]})
     cut_points = [n for n in want.notes if "cut points" in n]
     assert cut_points, want.notes
-    # the report's note, with the checkpoint named by its evaluator instead of its folder
-    assert cut_points[0].replace(str(tiny_ckpt), "unieval-sum") in notes, notes
+    # the report's note, with the checkpoint named by its evaluator instead of its folder, and the
+    # rating config named as the operator gives it (issue 40: serve --rating-config, not --config / config=)
+    python_note = cut_points[0].replace(str(tiny_ckpt), "unieval-sum")
+    assert "(--config FILE in the CLI, config= in Python;" in python_note
+    assert python_note.replace("--config FILE in the CLI, config= in Python", "serve --rating-config FILE.yaml") \
+        in notes, notes
 
 
 def test_autoeval_answers_report_and_ignored_key_notes_in_its_body(server):

@@ -95,14 +95,20 @@ def test_one_evaluator_keeps_its_one_signature_line(tmp_path, checkers, capsys):
 def test_benchmark_json_holds_one_signature_per_evaluator(tmp_path, checkers, capsys):
     rows = [{"claim": c["target"], "doc": c["source"], "label": i % 2} for i, c in enumerate(CLAIMS * 3)]
     data, out, js = write(tmp_path / "test.jsonl", rows), tmp_path / "out", tmp_path / "f.json"
+    page = tmp_path / "page.html"
     status = main(["benchmark", "labelled", str(data), "-o", str(out), "--json", str(js), "--aspect", "fact/support",
                    "--aspect", "fact/factcg", "--bootstrap", "0", "--folds", "2", "--no-progress", "--device", "cpu",
-                   *models(checkers)])
-    assert status == 0, capsys.readouterr().err
+                   "--html", str(page), *models(checkers)])
+    err = capsys.readouterr().err
+    assert status == 0, err
     got = json.loads(js.read_text())["signatures"]
     meta = json.loads((out / "test.scores.jsonl.meta.json").read_text())
     assert got == meta["signatures"] and sorted(got) == [FCG, MC]
     assert "|chunk:500w|" in got[MC] and "|chunk:550w|" in got[FCG]
+    # printed for citing (the fresh-user trial found none on the terminal), and on the HTML page
+    for name in (FCG, MC):
+        assert f"unieval-local: signature ({name}): {got[name]}\n" in err
+        assert f"<pre>{got[name]}</pre>" in page.read_text().replace("&#43;", "+")
 
 
 # ----------------------------------------------------------------------------- the default set

@@ -381,3 +381,134 @@ def test_the_language_note_over_http_writes_one_example_and_two_examples(http):
     assert len(one) == 1 and "summarization/fluency: 1 example in Chinese (zh)" in one[0], one
     two = notes(["客服承诺三天内退款。我们会尽快处理您的请求。", "他们明天会来这里开会。会议将在上午十点开始。"])
     assert len(two) == 1 and "summarization/fluency: 2 examples in Chinese (zh)" in two[0], two
+
+
+# ============================================================================= issue 40 (http)
+FRENCH_SOURCE = ("Le conseil municipal a approuvé le nouveau parc lundi. Les travaux commencent en mai. "
+                 "Le parc aura un lac et deux aires de jeux.")
+FRENCH = "Le conseil a approuvé un parc. Il ouvre en mai."
+
+
+def test_notes_over_http_name_serve_flags_not_python_keywords_nor_cli_flags(http):
+    """A French summary on /v1/summarization-evaluator: the language, cut-point and checker notes
+    name what sets them over HTTP (serve's flags), not Python's keywords or the CLI's --config."""
+    r = http.post("/v1/summarization-evaluator", json={"input": FRENCH_SOURCE, "summary": FRENCH})
+    assert r.status_code == 200, r.text
+    import json
+
+    said = json.loads(r.headers["X-UniEval-Notes"])
+    text = " ".join(said)
+    for python_or_cli in ("strict_language", "--config FILE", "config=", "consistency_aspect /", "in Python"):
+        assert python_or_cli not in text, (python_or_cli, said)
+    language = next(n for n in said if n.startswith("summarization/fluency: 1 example in French"))
+    assert language.endswith("its scores there are not validated (serve --strict-language refuses such examples; "
+                             "docs/languages.md)"), language
+    assert any("pass the YAML as the rating config (serve --rating-config FILE.yaml; README, rating;" in n
+               for n in said), said
+    assert any(n.endswith("(mdeberta-nli, a multilingual NLI model trained on fr); choose another with serve "
+                          "--consistency-aspect") for n in said), said
+
+
+@pytest.mark.parametrize("given, http_words", [
+    ("(strict_language / --strict-language refuses such examples)", "(serve --strict-language refuses such examples)"),
+    ("as the rating config (--config FILE in the CLI, config= in Python; README)",
+     "as the rating config (serve --rating-config FILE.yaml; README)"),
+    ("give it (--model mdeberta-nli=DIR, model={'mdeberta-nli': DIR}), or choose the checker (--consistency-aspect, "
+     "consistency_aspect=) or", "give it (serve --model mdeberta-nli=DIR), or choose the checker (serve "
+     "--consistency-aspect) or"),
+    ("give it with --model g-eval=DIR (model={'g-eval': DIR} in Python) or stage it",
+     "give it with serve --model g-eval=DIR or stage it"),
+    ("Give each evaluator its own folder (--model unieval-sum=DIR, model={'unieval-sum': DIR}), or stage",
+     "Give each evaluator its own folder (serve --model unieval-sum=DIR), or stage"),
+    ("model={'mdeberta-nli': DIR, ...} gives one, aspects=[NAME] asks for it",
+     'serve --model mdeberta-nli=DIR gives one, "aspects": [NAME] in the body asks for it'),
+])
+def test_python_and_cli_names_of_settings_are_rewritten_into_the_services(given, http_words):
+    from unieval_local.service.words import in_http_words
+
+    assert in_http_words(given) == http_words
+
+
+def test_a_checkpoint_error_over_http_names_serves_model_flag_not_a_python_dict(fake_ckpt):
+    """An error raised below the service in Python's words (``model={'g-eval': DIR}``) reaches the
+    client as the operator's ``serve --model g-eval=DIR``."""
+    from unieval_local.errors import CheckpointNotFoundError
+
+    c, service = client(fake_ckpt)
+    try:
+        err = service.error(CheckpointNotFoundError(
+            "the G-Eval judge (judge: g-eval) needs a local instruct model: give it with --model g-eval=DIR "
+            "(model={'g-eval': DIR} in Python) or stage it as $UNIEVAL_LOCAL_HOME/g-eval"))
+        assert err.status == 422 and err.message.startswith(
+            "the G-Eval judge (judge: g-eval) needs a local instruct model: give it with serve --model g-eval=DIR "
+            "or stage it as $UNIEVAL_LOCAL_HOME/g-eval"), err.message
+        assert "model={" not in err.message
+    finally:
+        service.drain(10)
+
+
+@pytest.mark.parametrize("body, field", [({"input": SOURCE}, "summary"), ({"summary": SUMMARY}, "input")])
+def test_a_missing_summary_reads_the_same_on_every_endpoint(http, body, field):
+    r = http.post("/v1/summarization-evaluator", json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"]["examples"] == [{"index": None, "field": field, "message": f"the {field} is missing"}]
+    assert "Field required" not in r.text
+    if field == "summary":  # the same words as /v1/autoeval and a custom run's row
+        auto = http.post("/v1/autoeval", json={"transcript": SOURCE})
+        assert auto.json()["error"]["examples"][0]["message"] == "the summary is missing", auto.text
+    r = http.post("/v1/summarization-evaluator", json={"input": SOURCE, "sumary": SUMMARY})
+    assert r.json()["error"]["examples"] == [{"index": None, "field": "summary", "message": "the summary is missing "
+                                              "(the body has 'sumary': did you mean 'summary'?)"}], r.text
+
+
+def test_a_422_where_nothing_was_scored_carries_no_note_about_scoring(http):
+    """/v1/autoeval without a summary: the record is refused; the run's notes (the unverified
+    checkpoint ...) are about scores and none was given."""
+    ok = http.post("/v1/autoeval", json={"transcript": SOURCE, "summary": SUMMARY, "instructions": ["Summarize."]})
+    assert ok.status_code == 200 and any("was used unchecked" in n for n in ok.json()["notes"]), ok.text
+    r = http.post("/v1/autoeval", json={"transcript": SOURCE, "instructions": ["Summarize."]})
+    assert r.status_code == 422, r.text
+    assert "X-UniEval-Notes" not in r.headers, r.headers.get("X-UniEval-Notes")
+
+
+@pytest.mark.parametrize("given, language, hint", [
+    ("zh-CN", "zh", None), ("ZH", "zh", None), ("zh_Hant", "zh", None), ("zho", "zh", None), ("en-US", "en", None),
+    ("cn", None, "; did you mean 'zh' (Chinese)?"),
+    ("in", None, "; did you mean 'id' (Indonesian; 'in' is its old ISO 639 code)?"),
+    ("xx", None, ""),
+])
+def test_the_rating_configs_language_reads_tags_and_says_which_code_was_meant(given, language, hint):
+    from unieval_local.compat import SummarizationEvaluator
+
+    if language is not None:
+        assert SummarizationEvaluator(config={"language": given}).config.language == language
+        return
+    with pytest.raises(ValueError) as err:
+        SummarizationEvaluator(config={"language": given})
+    assert str(err.value) == f"config: language {given!r} has no templates; have en, fr, zh, id{hint}"
+
+
+def test_retry_after_waits_for_the_requests_that_make_room_not_the_whole_queue():
+    """Four held requests (costs 10, 10, 10, 40; the queue holds 70): a request of 10 fits once the
+    one with least work left is answered; one of 30 needs the three small ones answered, one of 60 all."""
+    from unieval_local.requests.base import Prepared
+    from unieval_local.service.core import BatchingWorker, ServiceLimits
+
+    class Idle:  # a scheduler that never runs: the worker is not started
+        def partial_cost(self):
+            return 0.0
+
+    limits = ServiceLimits(max_wait_ms=0, max_step_ms=0, max_request_queries=70, max_queued_queries=70)
+    worker = BatchingWorker(Idle(), limits)
+    held = [Prepared(None, cost=c) for c in (10, 10, 10, 40)]
+    for p, (pooled, remaining) in zip(held, [(10, 5), (10, 10), (10, 10), (40, 40)]):
+        p.pooled, p.remaining = pooled, remaining
+    worker._admitted = {id(p): p for p in held}
+    worker._held = 70
+    now = [0.0]
+    worker.meter.clock = lambda: now[0]
+    now[0] += 1.0
+    worker.meter.record(1.0, 2.5)  # 2.5 cost units a second
+    assert worker._retry_after(10) == 2  # the half-done request: 5 units left / 2.5 per second
+    assert worker._retry_after(30) == math.ceil((5 + 10 + 10) / 2.5) == 10  # three answered: 30 units freed
+    assert worker._retry_after(60) == math.ceil((5 + 10 + 10 + 40) / 2.5) == 26  # the whole queue

@@ -549,6 +549,7 @@ class Engine:
             if evidence is True or (evidence and name in evidence):
                 res.evidence.update(build_evidence(pj.plan, folded, py, nt, pj.job.examples, max_length, runner))
         stats.n_queries += len(distinct)
+        stats.queries_by[ckpt_name] = stats.queries_by.get(ckpt_name, 0) + len(distinct)
         stats.n_shortened += shortened
         cut = [p for p in distinct if scored[p][1] > max_length]
         if cut:

@@ -316,25 +316,29 @@ svg{max-width:100%;height:auto}
 {% if report.comparisons %}<section id="comparisons"><h2>Paired comparisons (A &minus; B)</h2>
 <table><tr><th>A</th><th>B</th><th>group</th><th>balanced accuracy diff [95% CI]</th><th>p</th><th>ROC AUC diff [95% CI]</th>
 <th>p</th><th>only A right</th><th>only B right</th><th>McNemar p</th></tr>
-{% for c in report.comparisons %}<tr><td class="l">{{ c.a }}</td><td class="l">{{ c.b }}</td><td class="l">{{ c.group or "mean" }}</td>
+{% for c in report.comparisons %}<tr><td class="l">{{ c.a }}</td><td class="l">{{ c.b }}</td><td class="l">{{ c.group or mean_label(report, c.a) }}</td>
 <td>{{ diff(c.balanced_accuracy_diff, c.balanced_accuracy_interval) }}</td><td>{{ num(c.balanced_accuracy_p, 4) }}</td>
 <td>{{ diff(c.roc_auc_diff, c.roc_auc_interval) }}</td><td>{{ num(c.roc_auc_p, 4) }}</td><td>{{ c.a_only_correct }}</td>
 <td>{{ c.b_only_correct }}</td><td>{{ num(c.mcnemar_p, 4) }}</td></tr>{% endfor %}</table></section>{% endif %}
 <section id="roc"><h2>ROC curves</h2>{{ roc_svg | safe }}</section>
 {% if notes %}<section id="notes"><h2>Notes</h2><ul>{% for n in notes %}<li>{{ n }}</li>{% endfor %}</ul></section>{% endif %}
+{% if signatures %}<section id="signatures"><h2>Signatures</h2>{% for name, sig in signatures.items() %}<p>{{ name }}:</p>
+<pre>{{ sig }}</pre>{% endfor %}</section>{% endif %}
 <p class="muted">Made by unieval-local {{ made_by }}; docs/meta-evaluation.md (Binary labels) explains each figure.</p>
 </body></html>
 """
 
 
 def build_label_html(report: Any, predictions: dict[str, Any], labels: Any, *, groups: Any = None,
-                     title: str = "binary labels", made_by: str = "meta --labels") -> str:
+                     title: str = "binary labels", made_by: str = "meta --labels",
+                     signatures: dict[str, str] | None = None) -> str:
     """The HTML text of a label meta-evaluation: the table of
     :class:`~unieval_local.analysis.labels.LabelReport` (per aspect and group, and the mean), its
     paired comparisons and notes, and :func:`plot_roc` as inline SVG; ``predictions``, ``labels``
     and ``groups`` are those the report was computed from. ``title``: the page's title (a file's
     name, never its absolute path); ``made_by``: the command named in the footer (``meta --labels``,
-    ``benchmark``).
+    ``benchmark``); ``signatures``: evaluator -> the signature of its scores (``benchmark``: one per
+    evaluator), shown under Signatures.
 
     Raises:
         MissingExtraError: jinja2 or matplotlib missing (the 'html' extra).
@@ -363,12 +367,13 @@ def build_label_html(report: Any, predictions: dict[str, Any], labels: Any, *, g
             else "no bootstrap intervals")
     return jinja2.Environment(autoescape=True).from_string(LABEL_TEMPLATE).render(
         title=title, made_by=made_by, report=report, rows=rows, notes=notes, boot=boot, num=num, cell=cell, diff=diff,
+        mean_label=mean_label, signatures=signatures or {},
         roc_svg=_svg(plot_roc({a: predictions[a] for a in report.aspects}, labels, groups)))
 
 
 def render_label_html(report: Any, predictions: dict[str, Any], labels: Any, html_path: str | Path,
                       **kwargs: Any) -> Path:
-    """Write :func:`build_label_html` (``kwargs``: its ``groups``, ``title``, ``made_by``) to
+    """Write :func:`build_label_html` (``kwargs``: its ``groups``, ``title``, ``made_by``, ``signatures``) to
     ``html_path``; returns the path. Raises OSError when it cannot be written."""
     path = Path(html_path)
     path.write_text(build_label_html(report, predictions, labels, **kwargs), encoding="utf-8")

@@ -50,13 +50,13 @@ def format_report(report: Any) -> str:
         notes += [f"{a}, mean: {x}" for x in report.mean[a].notes]
     if report.comparisons:
         aw = 1 + max(13, *(len(x) for c in report.comparisons for x in (c.a, c.b)))
-        cw = 1 + max(15, *(len(c.group or "mean") for c in report.comparisons))
+        cw = 1 + max(15, *(len(c.group or mean_label(report, c.a)) for c in report.comparisons))
         lines += ["", "paired comparisons (A - B; bootstrap 95% intervals, two-sided p; McNemar's exact test at the "
                   "threshold on the rows only A / only B gets right)",
                   f"{'A':<{aw}}{'B':<{aw}}{'group':<{cw}}{'bal. acc. diff':>{w + 2}}{'p':>8}{'ROC AUC diff':>{w + 2}}"
                   f"{'p':>8}{'A only':>8}{'B only':>8}{'McNemar p':>11}"]
         for c in report.comparisons:
-            g = "mean" if c.group is None else c.group
+            g = mean_label(report, c.a) if c.group is None else c.group  # the groups it covers, as the tables say
             p1, p2 = ("" if math.isnan(p) else f"<{2 / report.bootstrap:.4f}" if p == 0 else f"{p:.4f}"
                       for p in (c.balanced_accuracy_p, c.roc_auc_p))
             lines.append(f"{c.a:<{aw}}{c.b:<{aw}}{g:<{cw}}"

@@ -77,15 +77,16 @@ def csv_columns(aspects: Sequence[str], *, fields: Any = (), evidence: bool = Fa
     """The header of a CSV output: ``index``, ``key``, ``doc_id`` and ``system_id`` where the
     input's ``fields`` (a mapping or set of field names; anything else: none) have them, one
     column per aspect (its score), ``aspect_mean`` (with more than one aspect, as in the JSONL),
-    ``language``, ``error`` and, with ``evidence``, ``evidence``.
+    ``language``, ``error``, ``notes`` (why a record lacks an aspect's score: ``relevance skipped:
+    no references``) and, with ``evidence``, ``evidence``.
 
     Example:
         >>> csv_columns(["coherence", "fluency"], fields={"target": 2, "system_id": 2})
-        ['index', 'key', 'system_id', 'coherence', 'fluency', 'aspect_mean', 'language', 'error']
+        ['index', 'key', 'system_id', 'coherence', 'fluency', 'aspect_mean', 'language', 'error', 'notes']
     """
     meta = [f for f in ("doc_id", "system_id") if isinstance(fields, (Mapping, set, frozenset)) and f in fields]
     return ["index", "key", *meta, *aspects, *(["aspect_mean"] if len(aspects) > 1 else []), "language", "error",
-            *(["evidence"] if evidence else [])]
+            "notes", *(["evidence"] if evidence else [])]
 
 
 def _cell(value) -> str | int | float:
@@ -103,8 +104,9 @@ def csv_rows(lines: Sequence[dict], columns: Sequence[str], header: bool = False
     [language], [evidence]}`` or ``{index, key, ..., error: {type, message}}``) as CSV rows
     (``csv`` module, ``\\n`` line ends, fields quoted where needed) in ``columns``
     (:func:`csv_columns`): an aspect's column holds ``scores[aspect]`` (empty for an error
-    record), ``error`` holds ``"<type>: <message>"`` (empty when scored), ``evidence`` the
-    line's evidence as one JSON object. ``header``: the column names first."""
+    record), ``error`` holds ``"<type>: <message>"`` (empty when scored), ``notes`` the line's
+    notes joined by ``"; "``, ``evidence`` the line's evidence as one JSON object. ``header``: the
+    column names first."""
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     if header:
@@ -112,7 +114,8 @@ def csv_rows(lines: Sequence[dict], columns: Sequence[str], header: bool = False
     for line in lines:
         scores, error = line.get("scores") or {}, line.get("error")
         cells = {**{c: line.get(c) for c in columns}, **scores,
-                 "error": f"{error['type']}: {error['message']}" if error else None}
+                 "error": f"{error['type']}: {error['message']}" if error else None,
+                 "notes": "; ".join(line["notes"]) if line.get("notes") else None}
         writer.writerow([_cell(cells.get(c)) for c in columns])
     return buf.getvalue()
 

@@ -147,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
             raise
         return status
     print(result.table())
+    for name, sig in sorted(result.signatures.items()):  # cite these (README, Citing): one per evaluator
+        print(f"unieval-local: signature ({name}): {sig}", file=sys.stderr)
     if args.json:
         import json
 
@@ -164,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             render_label_html(result.report, preds, labels, args.html, groups=groups,
                               title=Path(args.data if aggrefact else args.file).name,
-                              made_by=f"benchmark {args.benchmark}")
+                              made_by=f"benchmark {args.benchmark}", signatures=dict(result.signatures))
         except OSError as exc:
             print(f"unieval-local: error: cannot write {args.html}: {exc.strerror or exc}", file=sys.stderr)
             return EXIT_WRITE

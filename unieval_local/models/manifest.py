@@ -257,12 +257,16 @@ def check_links(folder: str | os.PathLike, name: str | None = None) -> None:
     owner, sep, rest = repo[len("models--"):].partition("--") if repo.startswith("models--") else ("", "", "")
     hub_id = f"{owner}/{rest}" if sep else None
     if name not in CHECKPOINTS:
-        name = next((n for n, h in CHECKPOINTS.items() if hub_id and h.lower() == hub_id.lower()), None)
-    how = (f"unieval-local download --checkpoint {name} --to DIR" if name else "stage the folder again")
-    if hub_id:
-        how += f" (or huggingface-cli download {hub_id} to refill the Hugging Face cache)"
-    raise CheckpointError(f"checkpoint folder {str(folder)!r}: {'; '.join(broken)}; download the checkpoint "
-                          f"again: {how}")
+        name = next((n for n, h in CHECKPOINTS.items() if hub_id and h.lower() == hub_id.lower()),
+                    folder.name if folder.name in CHECKPOINTS else None)
+    if name or hub_id:
+        how = f"download the checkpoint again: unieval-local download --checkpoint {name} --to DIR" if name else \
+            "download the checkpoint again"
+        if hub_id:
+            how += f" (or huggingface-cli download {hub_id} to refill the Hugging Face cache)"
+    else:  # a folder of one's own (a generated stand-in, a fine-tune): nothing to download it from
+        how = "restore what the link points to, or replace the link with the file itself"
+    raise CheckpointError(f"checkpoint folder {str(folder)!r}: {'; '.join(broken)}; {how}")
 
 
 def _snapshot_blobs(folder: Path) -> dict[str, tuple[Path, str]]:

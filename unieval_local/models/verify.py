@@ -99,7 +99,12 @@ def verify_checkpoint(folder: str | os.PathLike, evaluator: str | None = None) -
                      ((p / MANIFEST_NAME).is_file() or (p / "config.json").is_file())) if root.is_dir() else []
     if not targets:
         report = VerifyReport(root)
-        report.fail(f"{root} is not a checkpoint folder and holds none")
+        if not root.exists():  # a typo of a folder: as score says it (did-you-mean over the folders beside it)
+            from .checkpoints import _did_you_mean
+
+            report.fail(f"{root} does not exist{_did_you_mean(root)}")
+        else:
+            report.fail(f"{root} is not a checkpoint folder and holds none")
         return [report]
     reports = []
     for t in targets:

@@ -106,6 +106,7 @@ class RunStats:
         truncated_fields: field -> truncated distinct queries whose cut fell in that field
             (``source``, ``target`` ...; the fields after it were lost too).
         truncated_by: checkpoint name -> its truncated distinct queries.
+        queries_by: checkpoint name -> the distinct queries it scored (which checkpoints a run used).
     """
 
     n_queries: int = 0
@@ -117,6 +118,7 @@ class RunStats:
     hints: dict[str, int] = field(default_factory=dict)
     truncated_fields: dict[str, int] = field(default_factory=dict)
     truncated_by: dict[str, int] = field(default_factory=dict)
+    queries_by: dict[str, int] = field(default_factory=dict)
 
     def __add__(self, other: "RunStats") -> "RunStats":
         def added(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
@@ -129,7 +131,7 @@ class RunStats:
                         self.n_shortened + other.n_shortened, self.cache_hits + other.cache_hits,
                         self.cache_misses + other.cache_misses, self.model_loads + other.model_loads,
                         added(self.hints, other.hints), added(self.truncated_fields, other.truncated_fields),
-                        added(self.truncated_by, other.truncated_by))
+                        added(self.truncated_by, other.truncated_by), added(self.queries_by, other.queries_by))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready (for the Ray engine, which sends stats between processes)."""
@@ -138,7 +140,7 @@ class RunStats:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "RunStats":
         """The inverse of :meth:`to_dict`."""
-        return cls(**{**d, **{k: dict(d.get(k, {})) for k in ("hints", "truncated_fields", "truncated_by")}})
+        return cls(**{**d, **{k: dict(d.get(k, {})) for k in ("hints", "truncated_fields", "truncated_by", "queries_by")}})
 
 
 #: How each surface names a setting and asks for evidence: Python keywords, the CLI's flags, the

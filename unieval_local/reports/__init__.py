@@ -146,7 +146,8 @@ class ReportPlan:
         for part in parts:
             stats += part.stats
         for name, ident in engine.checkpoint_identities().items():  # also a warning: kept in the file too
-            if ident.get("identity") == "unverified":
+            # only a checkpoint this run used (a served engine holds others, e.g. unieval-sum beside a G-Eval judge)
+            if ident.get("identity") == "unverified" and stats.queries_by.get(name):
                 notes.append(f"checkpoint {name} (content {str(ident['fingerprint'])[:12]}) was used unchecked: "
                              "nothing in its folder "
                              f"names the model, so its identity is unverified (settings.checkpoints.{name}.identity)")

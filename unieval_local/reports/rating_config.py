@@ -160,6 +160,42 @@ CALIBRATED_FOR: dict[str, str] = {m: f"summarization/{m}" for m in METRICS}
 DEFAULT_GOOD_RULES: dict[str, int] = {"coherence": 2, "consistency": 3, "relevance": 3, "fluency": 2}
 
 
+def _template_language(code: str, templates: Any) -> str:
+    """``code`` as a key of ``templates``: itself when it is one, else its language subtag
+    (:func:`~unieval_local.settings.check_language`) when that is one and ``code`` is the same
+    language with a region, script, other case or its three-letter code (``zh-CN``, ``ZH``,
+    ``zh_Hant``, ``zho`` -> ``zh``); else ``code`` unchanged (refused, with :func:`_language_hint`).
+    A deprecated code (``in``, the old ISO 639 code of Indonesian) is not read silently as
+    another: it gets a did-you-mean."""
+    from ..settings import check_language
+
+    if code in templates:
+        return code
+    try:
+        language = check_language(code)
+    except ValueError:
+        return code
+    primary = code.strip().replace("_", "-").split("-")[0].lower()
+    same = primary == language or len(primary) == 3  # zho, cmn: ISO 639-2/3 names of zh
+    return language if same and language in templates else code
+
+
+def _language_hint(code: str, templates: Any) -> str:
+    """``; did you mean 'zh' (Chinese)?`` for a template language that is not a key of
+    ``templates`` (``cn`` -> ``zh``; ``in`` -> ``id``, whose old ISO 639 code it is), or ``""``."""
+    from ..settings import LANGUAGE_NAMES, _did_you_mean, check_language
+
+    try:
+        language = check_language(code)
+    except ValueError:
+        hint = _did_you_mean(code.strip()) if code.strip() else ""
+        return hint if any(f"did you mean {t!r}" in hint for t in templates) else ""
+    if language not in templates:
+        return ""
+    name = LANGUAGE_NAMES.get(language, language)
+    return f"; did you mean {language!r} ({name}; {code!r} is its old ISO 639 code)?"
+
+
 class RatingConfig(BaseModel):
     """Settings of the ``rating`` report (``configs/rating.yaml`` holds the defaults).
 
@@ -242,6 +278,8 @@ class RatingConfig(BaseModel):
                 base = merged.get(lang, {k: DEFAULT_TEMPLATES["en"][k] for k in _LATER_TEMPLATES})
                 merged[lang] = {**base, **table} if isinstance(table, dict) else table
             data["templates"] = merged
+        if isinstance(data.get("language"), str):  # zh-CN, ZH, zh_Hant: the template set of zh
+            data["language"] = _template_language(data["language"], data.get("templates") or DEFAULT_TEMPLATES)
         return data
 
     @field_validator("enabled_metrics", mode="before")
@@ -302,7 +340,8 @@ class RatingConfig(BaseModel):
         if missing:
             raise ValueError(f"cut_points lacks {', '.join(missing)}")
         if self.language not in self.templates:
-            raise ValueError(f"language {self.language!r} has no templates; have {', '.join(self.templates)}")
+            raise ValueError(f"language {self.language!r} has no templates; have {', '.join(self.templates)}"
+                             f"{_language_hint(self.language, self.templates)}")
         for lang, table in self.templates.items():
             absent = [k for k in TEMPLATE_KEYS if k not in table]
             if absent:

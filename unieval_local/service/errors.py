@@ -20,6 +20,7 @@ from ..errors import (
 from ..wire.client_fields import body_path, client_loc, client_problems, missing_key_hint
 from ..wire.http import BodyError
 from .core import DrainingError, QueueFullError, RequestTooCostlyError
+from .words import MISSING_WORDS
 
 __all__ = ["ServiceError", "error_body", "in_client_words", "problems_message", "service_error", "validation_error"]
 
@@ -57,13 +58,16 @@ def error_body(type: str, message: str, examples: Sequence[Mapping[str, Any]] = 
     return {"error": {"type": type, "message": message, "examples": [dict(e) for e in examples]}}
 
 
-def validation_error(exc: Any, body: Any = None) -> ServiceError:
+def validation_error(exc: Any, body: Any = None, missing: Mapping[str, str] = MISSING_WORDS) -> ServiceError:
     """A 422 naming every problem of a body that does not fit its model (a pydantic
     ``ValidationError`` or FastAPI's ``RequestValidationError``) by its path in the body the
     client sent (:func:`~unieval_local.wire.client_fields.body_path`: ``data[3]``,
     ``enabled_metrics[1]``, ``evaluations[0].data[2].input``); ``index`` is the example's
     position for a problem under ``data``, else None. A required key that is missing gets a
-    did-you-mean for a misspelt key of ``body`` (the parsed JSON; ``sumary`` -> ``summary``)."""
+    did-you-mean for a misspelt key of ``body`` (the parsed JSON; ``sumary`` -> ``summary``);
+    ``missing`` (body path -> words; :data:`~unieval_local.service.words.MISSING_WORDS`) says a
+    missing key as the endpoints that read the same field from a record do (``summary``: ``the
+    summary is missing``), not pydantic's ``Field required``."""
     errors = [(err, [p for p in err.get("loc", ()) if p != "body"]) for err in exc.errors()]
     fitting = errors if body is None else \
         [(err, loc) for err, loc in ((e, client_loc(body, loc)) for e, loc in errors) if loc is not None]
@@ -71,7 +75,9 @@ def validation_error(exc: Any, body: Any = None) -> ServiceError:
     for err, loc in fitting or [(err, client_loc(body, loc, drop=False)) for err, loc in errors]:
         index = loc[1] if len(loc) > 1 and loc[0] == "data" and isinstance(loc[1], int) else None
         hint = missing_key_hint(body, loc) if err.get("type") == "missing" else ""
-        examples.append({"index": index, "field": body_path(loc), "message": err.get("msg", "invalid") + hint})
+        path = body_path(loc)
+        said = missing.get(path) if err.get("type") == "missing" else None
+        examples.append({"index": index, "field": path, "message": (said or err.get("msg", "invalid")) + hint})
     return ServiceError(422, "InvalidRequest", problems_message(len(examples), "the request body"), examples)
 
 

@@ -50,6 +50,7 @@ from .errors import ServiceError, error_body, service_error
 from .metrics import ServiceMetrics
 from .custom_runs import RUNS_RETRY_AFTER_S, CustomRuns
 from .runs import RunStore
+from .words import in_http_words
 from .work import Answer, RatingConfigFile, Reader, Work
 
 __all__ = ["PREP_THREADS", "RUNS_RETRY_AFTER_S", "Answer", "Reader", "Service", "ServiceError", "error_body",
@@ -186,8 +187,13 @@ class Service(CustomRuns):
 
     # ------------------------------------------------------------------ errors and notes
     def _notes(self, *groups: Sequence[str]) -> list[str]:
-        """The notes of ``groups`` in order, each once, server paths taken out."""
-        return list(dict.fromkeys(self.redact(n) for g in groups for n in g))
+        """The notes of ``groups`` in order, each once, in the client's words (:meth:`words`)."""
+        return list(dict.fromkeys(self.words(n) for g in groups for n in g))
+
+    def words(self, text: str) -> str:
+        """``text`` as a client reads it: server paths taken out (:attr:`redact`), the Python/CLI
+        names of settings in the service's (:func:`~unieval_local.service.words.in_http_words`)."""
+        return in_http_words(self.redact(text))
 
     def _stats_notes(self, stats: RunStats, long_input: str, shortened: bool = True) -> None:
         """Note what the Python API warns about a run's counters: truncated queries (the same
@@ -286,8 +292,8 @@ class Service(CustomRuns):
         (the full message, when it differed, goes to the log at warning level), and the notes
         gathered before it failed in the ``X-UniEval-Notes`` headers."""
         err = service_error(exc)
-        message = self.redact(err.message)
-        examples = [{**e, "message": self.redact(e.get("message", ""))} for e in err.examples]
+        message = self.words(err.message)
+        examples = [{**e, "message": self.words(e.get("message", ""))} for e in err.examples]
         if message != err.message or examples != err.examples:
             log.warning("answered %s %s (server paths taken out): %s %s", err.status, err.type, err.message,
                         "; ".join(e.get("message", "") for e in err.examples))
@@ -409,7 +415,9 @@ class Service(CustomRuns):
     def _report_work(self, records: Any, format: str, options: Any, answer: Callable[[Any], Any]) -> Work:
         """One report run (:func:`~unieval_local.reports.plan_report`) planned for the shared
         scheduler; ``answer(report file)`` gives the body. The file's notes and its truncation
-        count become notes, as ``make_report`` warns them."""
+        count become notes, as ``make_report`` warns them, when a record was scored: where every
+        row is an error (the answer is a 422), nothing was scored and no note about scoring (a
+        checkpoint used unchecked, cut points) is said."""
         from ..reports import plan_report
 
         mode = self.report_long_input
@@ -418,12 +426,13 @@ class Service(CustomRuns):
 
         def finish(parts: list[Any]) -> Any:
             out = plan.finish(parts, warn=False)
-            for text in out.notes:
-                notes.note(text, warn=False)
-            stats = RunStats()
-            for part in parts:
-                stats += part.stats
-            self._stats_notes(stats, mode, shortened=False)
+            if any(row.error is None for row in out.reports):  # else nothing was scored
+                for text in out.notes:
+                    notes.note(text, warn=False)
+                stats = RunStats()
+                for part in parts:
+                    stats += part.stats
+                self._stats_notes(stats, mode, shortened=False)
             return answer(out)
 
         return self._work(plan.requests, estimate_tokens(records), finish, mode)
