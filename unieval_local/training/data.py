@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.label_values import labels_from_values, plural
+from ..batch.benchmark import SOURCE_FIELDS, TARGET_FIELDS, _field, _read_parquet  # benchmark labelled's field rules
 from ..errors import InputFileError
 
 __all__ = ["MIN_PER_CLASS", "LabelledRows", "check_classes", "data_fingerprint", "held_out_split", "overlap",
@@ -32,10 +33,6 @@ __all__ = ["MIN_PER_CLASS", "LabelledRows", "check_classes", "data_fingerprint",
 #: Fewest rows of each class (label 1 and label 0) the training rows must hold: below it a model
 #: cannot learn the boundary and the dev figures mean nothing.
 MIN_PER_CLASS = 8
-
-TARGET_FIELDS = ("target", "claim", "system_output", "summary", "hypothesis")
-SOURCE_FIELDS = ("source", "doc", "document", "premise")
-
 
 @dataclass(frozen=True)
 class LabelledRows:
@@ -58,22 +55,10 @@ class LabelledRows:
                             self.files)
 
 
-def _field(row: Mapping, name: str) -> Any:
-    """``row[name]``, a dotted name reading nested objects; KeyError if absent."""
-    value: Any = row
-    for part in name.split(".") if name not in row else [name]:
-        if not isinstance(value, Mapping) or part not in value:
-            raise KeyError(name)
-        value = value[part]
-    return value
-
-
 def _rows(path: Path) -> list[Any]:
     if not path.exists():
         raise InputFileError(f"{path}: no such file")
     if path.suffix == ".parquet":
-        from ..batch.benchmark import _read_parquet
-
         return _read_parquet(path)
     from ..records import read_records
 
