@@ -295,7 +295,8 @@ def make_pseudo(pairs: Sequence[Mapping[str, Any]], dimension: str, *, seed: int
         for _ in range(negatives_per_positive):
             made = _negative(dimension, i, pairs, texts, langs, index, rng, splitter_for_language)
             if made is None:
-                skipped[f"{dimension}: row too short for the edit"] += 1
+                skipped[f"{dimension}: " + ("no number, date, name or negation to swap" if dimension == "consistency"
+                                            else "row too short for the edit")] += 1
                 continue
             rows.append({"target": made[0], **base, "label": 0,
                          "pseudo": {"dimension": dimension, "recipe": DIMENSIONS[dimension], "edit": made[1], "pair": i}})
