@@ -33,16 +33,17 @@ def add_parser(sub) -> None:
         epilog=examples("unieval-local pseudo pairs.jsonl --dimension fluency -o fluency.jsonl",
                         "unieval-local pseudo pairs.jsonl --dimension coherence --negatives-per-positive 2 --seed 1 "
                         "-o coherence.jsonl", docs="docs/training-without-labels.md"))
-    p.add_argument("data", metavar="DATA", help="a .jsonl/.json/.csv/.tsv file of records with 'source' (or doc, "
+    inp, gen, out = (p.add_argument_group(t) for t in ("input", "negatives", "output"))
+    inp.add_argument("data", metavar="DATA", help="a .jsonl/.json/.csv/.tsv file of records with 'source' (or doc, "
                    "document) and 'references' (or reference, summary, target: the positive)")
-    p.add_argument("--dimension", required=True, choices=list(DIMENSIONS), help="the dimension of the negatives")
-    p.add_argument("-o", "--output", required=True, metavar="FILE", help="the labelled JSONL to write")
-    p.add_argument("--negatives-per-positive", type=int, default=1, metavar="N",
+    gen.add_argument("--dimension", required=True, choices=list(DIMENSIONS), help="the dimension of the negatives")
+    out.add_argument("-o", "--output", required=True, metavar="FILE", help="the labelled JSONL to write")
+    gen.add_argument("--negatives-per-positive", type=int, default=1, metavar="N",
                    help="negatives made per positive (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
-    p.add_argument("--language", default=None, metavar="CODE",
+    gen.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+    inp.add_argument("--language", default=None, metavar="CODE",
                    help="the language of every row (default: a row's 'language' field, else detected)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output")
+    out.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.set_defaults(run=run)
 
 
