@@ -8,7 +8,7 @@ use heavier libraries, installed by extras::
     pip install 'unieval-local[html]'      # matplotlib, jinja2: report-html
     pip install 'unieval-local[reports]'   # scikit-learn, networkx, scipy: report (key points, redundancy)
     pip install 'unieval-local[serve]'     # fastapi, uvicorn, prometheus-client: serve (the HTTP service)
-    pip install 'unieval-local[train]'     # accelerate (transformers' Trainer): train
+    pip install 'unieval-local[train]'     # accelerate (transformers' Trainer), rank-bm25: train, pseudo
     pip install 'unieval-local[pandas]'    # pandas: results as DataFrames (to_pandas)
     pip install 'unieval-local[all]'       # everything above (and the ray engine)
 
@@ -32,11 +32,12 @@ EXTRAS: dict[str, tuple[tuple[str, ...], str]] = {
     "ray_serve": (("ray.serve",), "the HTTP service on Ray Serve (serve --engine ray)"),
     "train": (("accelerate",), "fine-tuning (train)"),
     "pandas": (("pandas",), "results as a DataFrame (to_pandas)"),
+    "pseudo": (("rank_bm25",), "pseudo data's BM25 retrieval (pseudo --dimension coherence/relevance)"),
 }
 #: module -> the distribution pip installs it from
 #: a requirement key -> the pip extra that installs it, where they differ
-_PIP_EXTRA = {"ray_serve": "ray"}
-_DISTRIBUTIONS = {"sklearn": "scikit-learn", "prometheus_client": "prometheus-client", "ray.serve": "ray[serve]"}
+_PIP_EXTRA = {"ray_serve": "ray", "pseudo": "train"}
+_DISTRIBUTIONS = {"sklearn": "scikit-learn", "prometheus_client": "prometheus-client", "ray.serve": "ray[serve]", "rank_bm25": "rank-bm25"}
 
 
 _AVAILABLE: set[str] = set()

@@ -71,6 +71,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("compare", "paired bootstrap test: are systems better than a baseline?"),
     "benchmark": ("benchmark", "balanced accuracy of the fact checkers on LLM-AggreFact or your own labelled claims"),
     "train": ("train", "fine-tune a checker or a UniEval aspect on your labelled records, checked before and after"),
+    "pseudo": ("pseudo", "make labelled pseudo data (positives and rule-made negatives) for train from unlabelled pairs"),
     "report-html": ("report_html", "a self-contained HTML report of a score output"),
     "report": ("report", "rating / summ / autoeval reports from UniEval queries (no LLM)"),
     "serve": ("serve", "a local HTTP service answering the hosted evaluators' requests"),
