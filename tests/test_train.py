@@ -212,12 +212,13 @@ def test_resume_after_kill_9_ends_with_the_weights_of_an_uninterrupted_run(mc_ba
     done = subprocess.run([*CLI, "train", *common, "-o", str(cut), "--resume"], capture_output=True, text=True,
                           timeout=900)
     assert done.returncode == 0, done.stderr
+    assert f"unieval-local: resuming from {ckpts}/checkpoint-" in done.stderr
     a, b = load_file(str(whole / "model.safetensors")), load_file(str(cut / "model.safetensors"))
     assert a.keys() == b.keys()
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-6
 
 
-def test_bad_input_is_refused_naming_the_row_and_field(mc_base, tmp_path, capsys):
+def test_bad_input_is_refused_naming_the_row_and_field(mc_base, tmp_path, capsys, monkeypatch):
     rows = verb_rows(40, 4)
     base = ["--base", f"{MC}={mc_base}", "--max-steps", "2"]
     bad = [dict(r) for r in rows]
@@ -243,6 +244,12 @@ def test_bad_input_is_refused_naming_the_row_and_field(mc_base, tmp_path, capsys
     assert train_cli(str(tmp_path / "ok.jsonl"), "--base", f"{MC}={tmp_path / 'nowhere'}", "-o",
                      str(tmp_path / "o5")) == 3
     assert "nowhere" in capsys.readouterr().err
+    # a base not staged: the advice speaks train's --base, not the scoring commands' --model
+    monkeypatch.setenv("UNIEVAL_LOCAL_HOME", str(tmp_path / "empty-home"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf"))
+    assert train_cli(str(tmp_path / "ok.jsonl"), "--base", FCG, "-o", str(tmp_path / "o6")) == 3
+    err = capsys.readouterr().err
+    assert f"--base {FCG}=DIR/{FCG}" in err and f"--base {FCG}=out/home/{FCG}" in err and "--model" not in err, err
 
 
 def test_a_failed_save_leaves_no_folder_that_loads(mc_base, tmp_path, monkeypatch):

@@ -77,7 +77,7 @@ def add_parser(sub) -> None:
     for group, keys in _GROUPS.items():
         for key in keys:
             info = TrainConfig.help_of(key)
-            default_text = "" if info["default"] in (None, False) else f" (default {info['default']})"
+            default_text = "" if info["default"] is None or info["default"] is False else f" (default {info['default']})"
             if key == "data":
                 groups[group].add_argument("data", nargs="?", default=None, metavar="DATA", help=info["help"])
                 continue

@@ -74,8 +74,9 @@ class TrainConfig:
     eval_steps: int = _key(50, "steps between dev evaluations (and checkpoints)", flag_type=int)
     early_stopping: int | None = _key(None, "stop after PATIENCE dev evaluations without a better figure (off by "
                                             "default; the best dev checkpoint is kept either way)", flag_type=int)
-    best_metric: str = _key("balanced_accuracy", "the dev figure that picks the kept checkpoint",
-                            choices=("balanced_accuracy", "roc_auc", "loss"))
+    best_metric: str = _key("loss", "the dev figure that picks the kept checkpoint: loss (the default: smooth, "
+                                    "where balanced accuracy at 0.5 ties across steps and keeps the earliest), "
+                                    "roc_auc or balanced_accuracy", choices=("loss", "roc_auc", "balanced_accuracy"))
     dropout: float | None = _key(None, "dropout rate while training (default: the base's own)", flag_type=float)
     max_length: int | None = _key(None, "tokens per query (default: the evaluator's own, as scoring)",
                                   flag_type=int)

@@ -22,6 +22,7 @@ The steps (docs/training.md):
 from __future__ import annotations
 
 import json
+import re
 import sys
 import warnings
 from collections.abc import Callable
@@ -58,6 +59,7 @@ def resolve_base(base: str, offline: bool | None = None):
         ValueError: an unknown evaluator name (the built-ins listed), or one that cannot be trained.
         CheckpointNotFoundError / CheckpointError: the folder is missing or does not hold the base.
     """
+    from ..errors import CheckpointError, CheckpointNotFoundError
     from ..models.checkpoints import check_identity, resolve_checkpoint
     from ..models.train.readout import refuse_untrainable
     from ..registry.evaluators import get_evaluator
@@ -65,8 +67,14 @@ def resolve_base(base: str, offline: bool | None = None):
     name, _, folder = base.partition("=")
     evaluator = get_evaluator(name.strip())
     refuse_untrainable(evaluator)
-    checkpoint = resolve_checkpoint(evaluator.name, {evaluator.name: folder} if folder else None, offline=offline)
-    check_identity(checkpoint.path, evaluator)
+    try:
+        checkpoint = resolve_checkpoint(evaluator.name, {evaluator.name: folder} if folder else None, offline=offline)
+        check_identity(checkpoint.path, evaluator)
+    except (CheckpointNotFoundError, CheckpointError) as exc:  # the scoring commands' --model is train's --base
+        if len(exc.args) == 1 and isinstance(exc.args[0], str):
+            exc.args = (re.sub(r"--model[ =]([^\s),;=]+)(?!=)", lambda m: f"--base {evaluator.name}={m.group(1)}",
+                               exc.args[0]),)
+        raise
     return evaluator, checkpoint
 
 
@@ -263,6 +271,11 @@ def train(config: TrainConfig, *, progress: bool = True, log: Callable[[str], No
         elif "loss" in entry and not progress:
             log(f"step {entry['step']}: loss {entry['loss']:.4f}")
 
+    if config.resume:
+        from ..models.train.trainer import last_checkpoint
+
+        last = last_checkpoint(settings.work_dir)
+        log(f"resuming from {last}" if last else f"--resume: no checkpoint in {settings.work_dir} yet: starting anew")
     fitted = fit(trainable, train_items, dev_items, settings, on_log=on_log)
     training = {"fine_tuned_from": {"evaluator": evaluator.name, "fingerprint": base_fp, "folder": str(checkpoint.path)},
                 "aspect": f"{task}/{aspect.name}", "data_sha256": data_fingerprint(train_rows),

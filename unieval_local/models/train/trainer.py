@@ -26,7 +26,7 @@ from typing import Any
 
 from .readout import TrainableModel
 
-__all__ = ["FitResult", "TrainItem", "TrainSettings", "fit", "fold_record", "record_scores"]
+__all__ = ["FitResult", "TrainItem", "TrainSettings", "fit", "fold_record", "last_checkpoint", "record_scores"]
 
 _EPS = 1e-7
 
@@ -71,7 +71,7 @@ class TrainSettings:
     save_steps: int = 50
     save_total_limit: int = 2
     early_stopping: int | None = None
-    best_metric: str = "balanced_accuracy"
+    best_metric: str = "loss"
     unit_reduction: str = "mean"
     window_reduction: str = "max"
     reference_reduction: str = "mean"
@@ -203,6 +203,15 @@ def _trainer_class():
     return ReadoutTrainer
 
 
+def last_checkpoint(work_dir: str) -> str | None:
+    """The newest ``checkpoint-N`` folder in ``work_dir`` (what ``resume`` continues from), or None."""
+    import os
+
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(work_dir) if os.path.isdir(work_dir) else None
+
+
 def dev_figures(labels, scores) -> dict[str, float]:
     """Balanced accuracy at the 0.5 threshold (``score > 0.5``, the board's rule) and ROC AUC of dev
     scores (:mod:`unieval_local.analysis.labels`); NaN where a figure is undefined."""
@@ -255,12 +264,10 @@ def fit(trainable: TrainableModel, train: Sequence[TrainItem], dev: Sequence[Tra
     Raises:
         ValueError: no training items, or an unknown optimizer / metric.
     """
-    import os
     from pathlib import Path
 
     import torch
     from transformers import EarlyStoppingCallback, TrainerCallback
-    from transformers.trainer_utils import get_last_checkpoint
 
     if not train:
         raise ValueError("no training records")
@@ -296,7 +303,7 @@ def fit(trainable: TrainableModel, train: Sequence[TrainItem], dev: Sequence[Tra
     trainer.remove_callback(PrinterCallback)  # logs reach on_log (stderr), never stdout
     if not settings.shuffle:  # one fixed order (the multi-process equality test)
         trainer._get_train_sampler = lambda *a, **k: torch.utils.data.SequentialSampler(train)
-    last = get_last_checkpoint(settings.work_dir) if settings.resume and os.path.isdir(settings.work_dir) else None
+    last = last_checkpoint(settings.work_dir) if settings.resume else None
     from transformers.utils import logging as hf_logging
 
     bars = hf_logging.is_progress_bar_enabled()
