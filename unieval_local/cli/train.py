@@ -47,6 +47,7 @@ _GROUPS = {
     "model": ("base", "aspect", "aspects_config", "max_length", "device", "dtype"),
     "training": ("seed", "epochs", "max_steps", "batch_size", "learning_rate", "optimizer", "schedule",
                  "warmup_ratio", "eval_steps", "early_stopping", "best_metric", "dropout", "bootstrap"),
+    "lora": ("lora", "lora_rank", "lora_alpha", "lora_dropout", "lora_targets"),
     "output": ("output", "resume", "overwrite"),
 }
 

@@ -193,7 +193,7 @@ def _versions() -> dict[str, str]:
     from importlib.metadata import PackageNotFoundError, version
 
     out = {}
-    for name in ("unieval-local", "torch", "transformers", "accelerate", "tokenizers"):
+    for name in ("unieval-local", "torch", "transformers", "accelerate", "tokenizers", "peft"):
         try:
             out[name] = version(name)
         except PackageNotFoundError:
@@ -263,12 +263,26 @@ def train(config: TrainConfig, *, progress: bool = True, log: Callable[[str], No
         elif "loss" in entry and not progress:
             log(f"step {entry['step']}: loss {entry['loss']:.4f}")
 
+    lora = None
+    if config.lora:
+        from ..models.train.lora import apply_lora
+
+        lora = apply_lora(trainable, rank=config.lora_rank, alpha=config.lora_alpha, dropout=config.lora_dropout,
+                          targets=config.lora_targets)
+        log(f"LoRA adapters on {', '.join(lora.targets)}: {lora.trainable:,} of {lora.total:,} parameters train")
     fitted = fit(trainable, train_items, dev_items, settings, on_log=on_log)
+    if lora is not None:
+        from ..models.train.lora import merge_lora
+
+        merge_lora(trainable)
     training = {"fine_tuned_from": {"evaluator": evaluator.name, "fingerprint": base_fp, "folder": str(checkpoint.path)},
                 "aspect": f"{task}/{aspect.name}", "data_sha256": data_fingerprint(train_rows),
                 "dev_sha256": data_fingerprint(dev_rows), "rows": {"train": len(train_items), "dev": len(dev_items)},
                 "config": config.as_dict(), "seed": config.seed, "steps": fitted.steps, "best_step": fitted.best_step,
-                "versions": _versions()}
+                "versions": _versions(),
+                "lora": None if lora is None else {"rank": config.lora_rank, "alpha": config.lora_alpha,
+                                                    "targets": list(lora.targets), "trainable_parameters": lora.trainable,
+                                                    "parameters": lora.total}}
     save_evaluator_folder(trainable.module, checkpoint.path, out, evaluator=evaluator.name, training=training,
                           overwrite=config.overwrite)
     after = _score(out, evaluator, task, aspect, test_rows, test_kept, eval_dir / "trained.scores.jsonl", config,
