@@ -51,3 +51,63 @@ def test_the_lora_folder_scores_as_a_plain_forward_of_its_merged_weights(mc_base
     assert np.max(np.abs(np.array(got) - np.array(want))) < 1e-6
     base = [_plain_minicheck(mc_base, r_["source"], r_["target"]) for r_ in rows]
     assert np.max(np.abs(np.array(base) - np.array(want))) > 1e-4
+
+
+@pytest.fixture(scope="session")
+def sum_base(tmp_path_factory, shared_data) -> Path:
+    """A UniEval-format (Yes/No) T5 stand-in for unieval-sum: coherence, consistency, fluency, relevance."""
+    from conftest import build_test_checkpoint
+
+    return build_test_checkpoint(tmp_path_factory.mktemp("sumbase") / "unieval-sum", data_dir=shared_data,
+                                 evaluator="unieval-sum", init_factor=1.5)
+
+
+def _replay(base: Path, name: str, aspect: str, rows: list[dict], share: float, seed: int = 0):
+    from unieval_local.models.checkpoints import resolve_checkpoint
+    from unieval_local.models.train.readout import load_trainable
+    from unieval_local.models.train.trainer import TrainSettings
+    from unieval_local.registry.evaluators import get_evaluator
+    from unieval_local.registry.user_aspects import registry_with
+    from unieval_local.training.data import LabelledRows
+    from unieval_local.training.replay import replay_items
+    from unieval_local.training.run import _items
+
+    ev = get_evaluator(name)
+    trainable = load_trainable(resolve_checkpoint(name, {name: str(base)}), ev)
+    registry = registry_with(None)
+    task, _, a = aspect.partition("/")
+    labelled = LabelledRows([{"target": r["target"], "source": r["source"]} for r in rows],
+                            np.array([r["label"] for r in rows], dtype=np.int8), [f"row {i}" for i in range(len(rows))],
+                            ())
+    return replay_items(trainable, registry, task, registry.get_aspect(task, a), name, labelled, 100, share, seed,
+                        512, TrainSettings(work_dir="unused"), _items, lambda line: None)
+
+
+def test_replay_items_carry_the_base_s_own_scores_of_its_other_aspects(sum_base, tmp_path):
+    """Training coherence, the replay queries are consistency and fluency (relevance needs references the
+    records lack); with a share so large that every query is chosen, the soft targets equal what ``score``
+    gives with the base, aspect by aspect, record by record (1e-5); at 0.2 they are 20% of the items
+    (25 beside 100 training items), the seeded choice repeats, and 0 turns replay off."""
+    rows = verb_rows(12, 5)
+    items, summary = _replay(sum_base, "unieval-sum", "summarization/coherence", rows, 0.99)
+    assert summary["aspects"] == ["consistency", "fluency"] and len(items) == 24
+    src = write_jsonl(tmp_path / "rows.jsonl", [{"target": r["target"], "source": r["source"]} for r in rows])
+    want = []
+    for name in ("consistency", "fluency"):
+        out = tmp_path / f"{name}.jsonl"
+        assert main(["score", str(src), "--task", "summarization", "--aspect", name, "--model",
+                     f"unieval-sum={sum_base}", "-o", str(out), "--no-progress"]) == 0
+        want += [json.loads(line)["scores"][name] for line in out.read_text().splitlines()]
+    assert np.max(np.abs(np.array([it.label for it in items]) - np.array(want))) < 1e-5
+    assert len({round(it.label, 6) for it in items}) > 2  # real soft targets, not 0/1
+    rows = verb_rows(60, 6)
+    a, s = _replay(sum_base, "unieval-sum", "summarization/coherence", rows, 0.2)
+    b, _ = _replay(sum_base, "unieval-sum", "summarization/coherence", rows, 0.2)
+    assert s["items"] == len(a) == 25 and [x.ids for x in a] == [x.ids for x in b]
+    assert _replay(sum_base, "unieval-sum", "summarization/coherence", rows, 0.0) == ([], {"note": "replay off (--replay 0)"})
+
+
+def test_replay_is_a_noted_no_op_for_a_single_aspect_base(mc_base):
+    """MiniCheck's other fact aspects ask its own question (sentence_support): nothing is replayed, and said."""
+    items, summary = _replay(mc_base, MC, "fact/support", verb_rows(10, 3), 0.2)
+    assert items == [] and "nothing replayed" in summary["note"]

@@ -46,7 +46,7 @@ _GROUPS = {
               "source_field"),
     "model": ("base", "aspect", "aspects_config", "max_length", "device", "dtype"),
     "training": ("seed", "epochs", "max_steps", "batch_size", "learning_rate", "optimizer", "schedule",
-                 "warmup_ratio", "eval_steps", "early_stopping", "best_metric", "dropout", "bootstrap"),
+                 "warmup_ratio", "eval_steps", "early_stopping", "best_metric", "dropout", "bootstrap", "replay"),
     "lora": ("lora", "lora_rank", "lora_alpha", "lora_dropout", "lora_targets"),
     "output": ("output", "resume", "overwrite"),
 }

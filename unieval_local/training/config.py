@@ -84,6 +84,8 @@ class TrainConfig:
                                  "units)", choices=("float32", "bfloat16"))
     resume: bool = _key(False, "continue an interrupted run from its last checkpoint (OUTPUT.work/)")
     overwrite: bool = _key(False, "replace an existing output folder (after the new one is complete)")
+    replay: float = _key(0.2, "share of the training items that replay the base's other aspects with its own "
+                              "scores (UniEval's 20%; 0: off; a no-op for a single-aspect base)", flag_type=float)
     lora: bool = _key(False, "train LoRA adapters (peft) instead of every weight; merged into a plain folder on save")
     lora_rank: int = _key(8, "the adapters' rank r (with --lora)", flag_type=int)
     lora_alpha: float = _key(16.0, "the adapters' scale alpha (the update is scaled by alpha / r)", flag_type=float)
@@ -107,6 +109,8 @@ class TrainConfig:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
         if self.early_stopping is not None and self.early_stopping < 1:
             raise ValueError(f"early_stopping (patience) must be at least 1, got {self.early_stopping}")
+        if not 0 <= self.replay < 1:
+            raise ValueError(f"replay must lie in [0, 1), got {self.replay}")
         if self.lora_rank < 1:
             raise ValueError(f"lora_rank must be at least 1, got {self.lora_rank}")
         if not 0 <= self.lora_dropout < 1:

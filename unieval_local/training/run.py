@@ -263,6 +263,12 @@ def train(config: TrainConfig, *, progress: bool = True, log: Callable[[str], No
         elif "loss" in entry and not progress:
             log(f"step {entry['step']}: loss {entry['loss']:.4f}")
 
+    from ..registry.user_aspects import registry_with
+    from .replay import replay_items
+
+    replayed, replay_summary = replay_items(trainable, registry_with(config.aspects_config), task, aspect,
+                                            evaluator.name, train_rows, len(train_items), config.replay, config.seed,
+                                            max_length, settings, _items, log)
     lora = None
     if config.lora:
         from ..models.train.lora import apply_lora
@@ -270,7 +276,7 @@ def train(config: TrainConfig, *, progress: bool = True, log: Callable[[str], No
         lora = apply_lora(trainable, rank=config.lora_rank, alpha=config.lora_alpha, dropout=config.lora_dropout,
                           targets=config.lora_targets)
         log(f"LoRA adapters on {', '.join(lora.targets)}: {lora.trainable:,} of {lora.total:,} parameters train")
-    fitted = fit(trainable, train_items, dev_items, settings, on_log=on_log)
+    fitted = fit(trainable, train_items + replayed, dev_items, settings, on_log=on_log)
     if lora is not None:
         from ..models.train.lora import merge_lora
 
@@ -279,7 +285,7 @@ def train(config: TrainConfig, *, progress: bool = True, log: Callable[[str], No
                 "aspect": f"{task}/{aspect.name}", "data_sha256": data_fingerprint(train_rows),
                 "dev_sha256": data_fingerprint(dev_rows), "rows": {"train": len(train_items), "dev": len(dev_items)},
                 "config": config.as_dict(), "seed": config.seed, "steps": fitted.steps, "best_step": fitted.best_step,
-                "versions": _versions(),
+                "versions": _versions(), "replay": replay_summary,
                 "lora": None if lora is None else {"rank": config.lora_rank, "alpha": config.lora_alpha,
                                                     "targets": list(lora.targets), "trainable_parameters": lora.trainable,
                                                     "parameters": lora.total}}
