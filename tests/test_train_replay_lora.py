@@ -51,6 +51,8 @@ def test_the_lora_folder_scores_as_a_plain_forward_of_its_merged_weights(mc_base
     assert np.max(np.abs(np.array(got) - np.array(want))) < 1e-6
     base = [_plain_minicheck(mc_base, r_["source"], r_["target"]) for r_ in rows]
     assert np.max(np.abs(np.array(base) - np.array(want))) > 1e-4
+    report = json.loads((out / "training_report.json").read_text())
+    assert report["forgetting"]["note"].startswith("forgetting not measured")
 
 
 @pytest.fixture(scope="session")
@@ -111,3 +113,66 @@ def test_replay_is_a_noted_no_op_for_a_single_aspect_base(mc_base):
     """MiniCheck's other fact aspects ask its own question (sentence_support): nothing is replayed, and said."""
     items, summary = _replay(mc_base, MC, "fact/support", verb_rows(10, 3), 0.2)
     assert items == [] and "nothing replayed" in summary["note"]
+
+
+def _summeval(tmp_path: Path, docs: int) -> Path:
+    import subprocess
+    import sys
+
+    out = tmp_path / "summeval.jsonl"
+    subprocess.run([sys.executable, str(Path(__file__).parents[1] / "scripts" / "convert_summeval.py"), str(out),
+                    "--docs", str(docs)], check=True, capture_output=True)
+    return out
+
+
+def test_replay_and_the_forgetting_report_run_end_to_end(sum_base, tmp_path, capsys):
+    """Coherence trained on the verb rule with 20% replay; the forgetting report on 2 SummEval documents
+    (32 rated summaries) names consistency, fluency and relevance, and its figures equal a plain
+    computation: scipy's Spearman/Kendall of ``score``'s output of the base and of the trained folder
+    against the human means, and their mean absolute difference."""
+    from scipy import stats
+
+    data = write_jsonl(tmp_path / "train.jsonl", verb_rows(120, 0))
+    rated = _summeval(tmp_path, 2)
+    out = tmp_path / "coh"
+    assert train_cli(str(data), "--base", f"unieval-sum={sum_base}", "--aspect", "summarization/coherence", "-o",
+                     str(out), "--max-steps", "6", "--eval-steps", "3", "--bootstrap", "0", "--optimizer", "adamw",
+                     "--learning-rate", "1e-3", "--forgetting", str(rated), "--max-length", "256") == 0
+    report = json.loads((out / "training_report.json").read_text())
+    n_train = report["training"]["rows"]["train"]
+    replay = report["training"]["replay"]
+    assert replay["aspects"] == ["consistency", "fluency"] and replay["items"] == round(0.25 * n_train)
+    forgetting = report["forgetting"]
+    assert sorted(forgetting["aspects"]) == ["consistency", "fluency", "relevance"]
+    rows = [json.loads(line) for line in rated.read_text().splitlines()]
+    for name, entry in forgetting["aspects"].items():
+        got = {}
+        for which, folder in (("before", sum_base), ("after", out)):
+            scored = tmp_path / f"{name}.{which}.jsonl"
+            assert main(["score", str(rated), "--task", "summarization", "--aspect", name, "--model",
+                         f"unieval-sum={folder}", "-o", str(scored), "--no-progress", "--max-length", "256"]) == 0
+            got[which] = np.array([json.loads(line)["scores"][name] for line in scored.read_text().splitlines()])
+            human = np.array([r["human"][name] for r in rows])
+            assert entry[which]["spearman"] == pytest.approx(stats.spearmanr(got[which], human)[0], abs=1e-6)
+            assert entry[which]["kendall"] == pytest.approx(stats.kendalltau(got[which], human)[0], abs=1e-6)
+        assert entry["rows"] == 32
+        assert entry["mean_abs_change"] == pytest.approx(float(np.mean(np.abs(got["after"] - got["before"]))), abs=1e-6)
+        assert entry["mean_abs_change"] > 0
+    assert "forgetting on" in capsys.readouterr().out
+
+
+def test_forgetting_fields_and_a_missing_human_score_are_named(tmp_path):
+    """--forgetting-field parses ASPECT=FIELD pairs (a bare name refused); an unrated aspect is left out;
+    a row without the human score is named with its field."""
+    from unieval_local.errors import InputFileError
+    from unieval_local.training.forgetting import _human, forgetting_fields
+
+    assert forgetting_fields("coherence=coh, fluency=a.b") == {"coherence": "coh", "fluency": "a.b"}
+    with pytest.raises(ValueError, match="ASPECT=FIELD"):
+        forgetting_fields("coherence")
+    recs = [{"human": {"fluency": 3.0}, "coh": 2}, {"human": {}, "coh": 4}]
+    got = _human(recs, "f.jsonl", ["coherence", "relevance"], {"coherence": "coh"})
+    assert list(got) == ["coherence"]  # relevance is not rated: left out
+    with pytest.raises(InputFileError, match=r"f.jsonl: row 1: no field 'human.fluency'"):
+        _human(recs, "f.jsonl", ["fluency"], {})
+    assert _human(recs, "f.jsonl", ["coherence"], {"coherence": "coh"})["coherence"].tolist() == [2.0, 4.0]

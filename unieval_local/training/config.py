@@ -86,6 +86,10 @@ class TrainConfig:
     overwrite: bool = _key(False, "replace an existing output folder (after the new one is complete)")
     replay: float = _key(0.2, "share of the training items that replay the base's other aspects with its own "
                               "scores (UniEval's 20%; 0: off; a no-op for a single-aspect base)", flag_type=float)
+    forgetting: str | None = _key(None, "rated records (human scores) to report the base's other aspects on, "
+                                        "before and after (default: forgetting not measured)")
+    forgetting_field: str | None = _key(None, "ASPECT=FIELD[,ASPECT=FIELD]: the human score fields of --forgetting "
+                                              "(default: human.ASPECT, as scripts/convert_summeval.py writes)")
     lora: bool = _key(False, "train LoRA adapters (peft) instead of every weight; merged into a plain folder on save")
     lora_rank: int = _key(8, "the adapters' rank r (with --lora)", flag_type=int)
     lora_alpha: float = _key(16.0, "the adapters' scale alpha (the update is scaled by alpha / r)", flag_type=float)

@@ -293,9 +293,14 @@ def train(config: TrainConfig, *, progress: bool = True, log: Callable[[str], No
                           overwrite=config.overwrite)
     after = _score(out, evaluator, task, aspect, test_rows, test_kept, eval_dir / "trained.scores.jsonl", config,
                    progress)
+    forgetting = None
+    if config.forgetting:
+        from .forgetting import measure_forgetting
+
+        forgetting = measure_forgetting(config, evaluator.name, task, aspect, checkpoint.path, out, eval_dir, progress)
     report, table = before_after(before, after, test_rows.labels[test_kept], config=config, evaluator=evaluator.name,
                                  aspect=f"{task}/{aspect.name}", fitted=fitted, training=training,
                                  rows_over=train_over, evaluated_on="test" if config.test else "dev",
-                                 out=out)
+                                 out=out, forgetting=forgetting)
     return TrainingResult(out, report, table)
 
