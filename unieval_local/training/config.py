@@ -85,7 +85,7 @@ class TrainConfig:
     resume: bool = _key(False, "continue an interrupted run from its last checkpoint (OUTPUT.work/)")
     overwrite: bool = _key(False, "replace an existing output folder (after the new one is complete)")
     replay: float = _key(0.2, "share of the training items that replay the base's other aspects with its own "
-                              "scores (UniEval's 20%; 0: off; a no-op for a single-aspect base)", flag_type=float)
+                              "scores (UniEval's 0.2; 0: off; a no-op for a single-aspect base)", flag_type=float)
     forgetting: str | None = _key(None, "rated records (human scores) to report the base's other aspects on, "
                                         "before and after (default: forgetting not measured)")
     forgetting_field: str | None = _key(None, "ASPECT=FIELD[,ASPECT=FIELD]: the human score fields of --forgetting "
