@@ -180,3 +180,36 @@ def test_forgetting_fields_and_a_missing_human_score_are_named(tmp_path):
     with pytest.raises(InputFileError, match=r"f.jsonl: row 1: no field 'human.fluency'"):
         _human(recs, "f.jsonl", ["fluency"], {})
     assert _human(recs, "f.jsonl", ["coherence"], {"coherence": "coh"})["coherence"].tolist() == [2.0, 4.0]
+
+
+def test_lora_on_deberta_adapts_query_and_value_and_trains_the_head(tmp_path, shared_data):
+    """FactCG's DeBERTa: the trainable tensors are the adapters of every layer's query_proj and value_proj
+    (2 x layers x 2 tensors, A and B) and the head's copies (pooler, classifier); merging gives back the
+    plain class with the base's tensor names and the adapters' effect (B = 0 at the start: the merged
+    weights equal the base's)."""
+    import torch
+
+    from make_test_checkpoint import build_factcg_checkpoint
+    from unieval_local.models.checkpoints import resolve_checkpoint
+    from unieval_local.models.train.lora import apply_lora, merge_lora
+    from unieval_local.models.train.readout import load_trainable
+    from unieval_local.registry.evaluators import get_evaluator
+
+    name = "factcg-deberta-large"
+    folder = build_factcg_checkpoint(tmp_path / name, data_dir=shared_data)
+    trainable = load_trainable(resolve_checkpoint(name, {name: str(folder)}), get_evaluator(name))
+    before = {k: v.clone() for k, v in trainable.module.state_dict().items()}
+    cls = type(trainable.module)
+    layers = trainable.module.config.num_hidden_layers
+    info = apply_lora(trainable, rank=2)
+    names = [n for n, p in trainable.module.named_parameters() if p.requires_grad]
+    adapters = [n for n in names if "lora_" in n]
+    assert len(adapters) == layers * 2 * 2
+    assert all(("query_proj" in n or "value_proj" in n) for n in adapters)
+    assert all("lora_" in n or "modules_to_save" in n for n in names)
+    assert info.trainable == sum(p.numel() for p in trainable.module.parameters() if p.requires_grad)
+    merge_lora(trainable)
+    assert type(trainable.module) is cls
+    after = trainable.module.state_dict()
+    assert set(after) == set(before)
+    assert all(torch.equal(after[k], before[k]) for k in before)
