@@ -9,6 +9,7 @@ MiniCheck format, DeBERTa-v3 for FactCG) at the widths given, trained for ``--st
 (the real loss, collator and transformers' Trainer), after ``--warmup`` steps not timed.
 
     python scripts/bench_train.py                       # small widths, a minute or two on 2 cores
+    python scripts/bench_train.py --lora --dtypes float32   # full vs LoRA (rank 8): trainable parameters, RSS
     python scripts/bench_train.py --d-model 1024 --layers 4 --d-ff 2816 --heads 16   # T5-large widths
 """
 
@@ -54,6 +55,12 @@ def _one(args: argparse.Namespace) -> dict:
         build_factcg_checkpoint(folder, hidden_size=args.d_model, num_layers=args.layers, num_heads=args.heads)
     evaluator = get_evaluator(name)
     trainable = load_trainable(resolve_checkpoint(name, {name: str(folder)}), evaluator)
+    n_params = sum(p.numel() for p in trainable.module.parameters())
+    if args.lora:
+        from unieval_local.models.train.lora import apply_lora
+
+        apply_lora(trainable, rank=args.lora_rank)
+    n_train = sum(p.numel() for p in trainable.module.parameters() if p.requires_grad)
     words = "The council met on Monday and approved the plan for the new road . " * (args.tokens // 14 + 1)
     prompt = words.split()[: args.tokens]
     ids = trainable.encode([" ".join(prompt)], 4096)[0]
@@ -71,8 +78,7 @@ def _one(args: argparse.Namespace) -> dict:
     if args.warmup:
         run(args.warmup)
     seconds = run(args.steps)
-    n_params = sum(p.numel() for p in trainable.module.parameters())
-    return {"examples_per_s": args.steps * args.batch_size / seconds, "seconds": seconds,
+    return {"trainable": n_train, "examples_per_s": args.steps * args.batch_size / seconds, "seconds": seconds,
             "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "parameters": n_params,
             "tokens": len(ids)}
 
@@ -102,6 +108,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--dtypes", default="float32,bfloat16")
     p.add_argument("--bases", default=",".join(BASES))
+    p.add_argument("--lora", action="store_true", help="add a LoRA row (adapters of --lora-rank) per base and dtype")
+    p.add_argument("--lora-rank", type=int, default=8)
     p.add_argument("--base", help=argparse.SUPPRESS)
     p.add_argument("--dtype", help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -111,21 +119,24 @@ def main() -> None:
     print(f"cpu: {_cpu_line()}")
     print(f"widths: d_model {args.d_model}, d_ff {args.d_ff}, {args.layers} layers, {args.heads} heads; batch "
           f"{args.batch_size} x {args.tokens} tokens; {args.steps} timed steps after {args.warmup}")
-    print(f"{'base':<18} {'dtype':<9} {'params':>8} {'examples/s':>11} {'vs fp32':>8} {'peak RSS GiB':>13}")
+    print(f"{'base':<18} {'dtype':<9} {'weights':<8} {'params':>8} {'trainable':>10} {'examples/s':>11} {'vs fp32':>8} "
+          f"{'peak RSS GiB':>13}")
     child = [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
-             if k not in ("bases", "dtypes", "base", "dtype") and v is not None]
+             if k not in ("bases", "dtypes", "base", "dtype", "lora") and v is not None]
     for base in args.bases.split(","):
         fp32 = None
-        for dtype in args.dtypes.split(","):
-            cmd = [sys.executable, __file__, *child, "--base", base, "--dtype", dtype]
+        for dtype, mode in [(d, m) for d in args.dtypes.split(",") for m in (["full", "lora"] if args.lora else ["full"])]:
+            cmd = [sys.executable, __file__, *child, "--base", base, "--dtype", dtype] + (["--lora"] if mode == "lora"
+                                                                                          else [])
             out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
             if out.returncode != 0:
-                print(f"{base:<18} {dtype:<9} failed: {out.stderr.strip().splitlines()[-1:]}")
+                print(f"{base:<18} {dtype:<9} {mode:<8} failed: {out.stderr.strip().splitlines()[-1:]}")
                 continue
             r = json.loads(out.stdout.strip().splitlines()[-1])
-            fp32 = r["examples_per_s"] if dtype == "float32" else fp32
+            fp32 = r["examples_per_s"] if dtype == "float32" and mode == "full" else fp32
             ratio = f"{r['examples_per_s'] / fp32:.2f}x" if fp32 else "n/a"
-            print(f"{base:<18} {dtype:<9} {r['parameters'] / 1e6:>7.1f}M {r['examples_per_s']:>11.2f} {ratio:>8} "
+            print(f"{base:<18} {dtype:<9} {mode:<8} {r['parameters'] / 1e6:>7.1f}M {r['trainable'] / 1e6:>9.2f}M "
+                  f"{r['examples_per_s']:>11.2f} {ratio:>8} "
                   f"{r['peak_rss_gib']:>13.2f}")
 
 

@@ -38,7 +38,8 @@ SHORT_HELP: dict[str, str | None] = {
 #: How each key's value is shown in the help (others: the key in capitals).
 _METAVARS = {"dev": "FILE", "test": "FILE", "base": "NAME[=DIR]", "aspect": "TASK/ASPECT", "output": "DIR",
              "positive_label": "VALUE", "label_threshold": "T", "aspects_config": "FILE", "early_stopping": "PATIENCE",
-             "label_field": "FIELD", "target_field": "FIELD", "source_field": "FIELD"}
+             "label_field": "FIELD", "target_field": "FIELD", "source_field": "FIELD",
+             "replay": "SHARE", "forgetting": "FILE", "forgetting_field": "ASPECT=FIELD", "lora_rank": "R"}
 
 #: The flags by help group, in order (DATA is the positional argument).
 _GROUPS = {
@@ -46,7 +47,8 @@ _GROUPS = {
               "source_field"),
     "model": ("base", "aspect", "aspects_config", "max_length", "device", "dtype"),
     "training": ("seed", "epochs", "max_steps", "batch_size", "learning_rate", "optimizer", "schedule",
-                 "warmup_ratio", "eval_steps", "early_stopping", "best_metric", "dropout", "bootstrap"),
+                 "warmup_ratio", "eval_steps", "early_stopping", "best_metric", "dropout", "bootstrap", "replay", "forgetting", "forgetting_field"),
+    "lora": ("lora", "lora_rank", "lora_alpha", "lora_dropout", "lora_targets"),
     "output": ("output", "resume", "overwrite"),
 }
 

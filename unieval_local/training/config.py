@@ -85,6 +85,18 @@ class TrainConfig:
                                  "units)", choices=("float32", "bfloat16"))
     resume: bool = _key(False, "continue an interrupted run from its last checkpoint (OUTPUT.work/)")
     overwrite: bool = _key(False, "replace an existing output folder (after the new one is complete)")
+    replay: float = _key(0.2, "share of the training items that replay the base's other aspects with its own "
+                              "scores (UniEval's 0.2; 0: off; a no-op for a single-aspect base)", flag_type=float)
+    forgetting: str | None = _key(None, "rated records (human scores) to report the base's other aspects on, "
+                                        "before and after (default: forgetting not measured)")
+    forgetting_field: str | None = _key(None, "ASPECT=FIELD[,ASPECT=FIELD]: the human score fields of --forgetting "
+                                              "(default: human.ASPECT, as scripts/convert_summeval.py writes)")
+    lora: bool = _key(False, "train LoRA adapters (peft) instead of every weight; merged into a plain folder on save")
+    lora_rank: int = _key(8, "the adapters' rank r (with --lora)", flag_type=int)
+    lora_alpha: float = _key(16.0, "the adapters' scale alpha (the update is scaled by alpha / r)", flag_type=float)
+    lora_dropout: float = _key(0.05, "dropout on the adapters' input", flag_type=float)
+    lora_targets: str = _key("qv", "layers adapted: qv (T5 q,v; DeBERTa query_proj,value_proj) or all (k and o too)",
+                             choices=("qv", "all"))
     bootstrap: int = _key(1000, "bootstrap resamples of the before/after intervals (0: none)", flag_type=int)
 
     def __post_init__(self) -> None:
@@ -102,6 +114,12 @@ class TrainConfig:
             raise ValueError(f"learning_rate must be > 0, got {self.learning_rate}")
         if self.early_stopping is not None and self.early_stopping < 1:
             raise ValueError(f"early_stopping (patience) must be at least 1, got {self.early_stopping}")
+        if not 0 <= self.replay < 1:
+            raise ValueError(f"replay must lie in [0, 1), got {self.replay}")
+        if self.lora_rank < 1:
+            raise ValueError(f"lora_rank must be at least 1, got {self.lora_rank}")
+        if not 0 <= self.lora_dropout < 1:
+            raise ValueError(f"lora_dropout must lie in [0, 1), got {self.lora_dropout}")
         if self.label_threshold is not None and self.positive_label is not None:
             raise ValueError("give positive_label (labels as values) or label_threshold (labels as human scores), "
                              "not both")

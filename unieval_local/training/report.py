@@ -34,12 +34,17 @@ def _clean(x: Any) -> Any:
 
 def before_after(before: np.ndarray, after: np.ndarray, labels: np.ndarray, *, config, evaluator: str, aspect: str,
                  fitted, training: dict[str, Any], rows_over: int, evaluated_on: str,
-                 out: Path) -> tuple[dict[str, Any], str]:
+                 out: Path, forgetting: dict[str, Any] | None = None) -> tuple[dict[str, Any], str]:
     """The report (a JSON-ready dict) and its printed table; both files written into ``out``.
 
     ``before``/``after``: ``(n,)`` scores of the base and the trained folder on the evaluation rows
     (NaN where a row failed to score: left out of both, counted). ``labels``: ``(n,)`` 0/1.
+    ``forgetting``: the entry of :func:`~unieval_local.training.forgetting.measure_forgetting`
+    (None: "forgetting not measured").
     """
+    from .forgetting import NOT_MEASURED, forgetting_table
+
+    forgetting = forgetting or NOT_MEASURED
     ok = np.isfinite(before) & np.isfinite(after)
     preds = {"base": before[ok], "trained": after[ok]}
     y = np.asarray(labels)[ok]
@@ -50,11 +55,11 @@ def before_after(before: np.ndarray, after: np.ndarray, labels: np.ndarray, *, c
             "training": training, "queries_over_max_length": rows_over,
             "dev_history": [{k: h[k] for k in h if k in ("step", "eval_loss", "eval_balanced_accuracy",
                                                           "eval_roc_auc")} for h in history],
-            "figures": report.to_json()}
+            "figures": report.to_json(), "forgetting": forgetting}
     data = _clean(data)
     header = (f"{aspect} ({evaluator}) on the {int(ok.sum())} {evaluated_on} rows: base = before training, "
               f"trained = {out} (best dev step {fitted.best_step}, of {fitted.steps})")
-    table = header + "\n" + report.table()
+    table = header + "\n" + report.table() + "\n" + forgetting_table(forgetting)
     (out / REPORT_NAME).write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     try:
         from ..analysis.html_report import render_label_html

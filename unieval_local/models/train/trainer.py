@@ -26,7 +26,8 @@ from typing import Any
 
 from .readout import TrainableModel
 
-__all__ = ["FitResult", "TrainItem", "TrainSettings", "fit", "fold_record", "last_checkpoint", "record_scores"]
+__all__ = ["FitResult", "TrainItem", "TrainSettings", "fit", "fold_record", "item_scores", "last_checkpoint",
+           "record_scores"]
 
 _EPS = 1e-7
 
@@ -39,12 +40,16 @@ class TrainItem:
         ids: token ids of each of its queries (as scoring tokenizes them).
         grid: ``grid[r][u]`` = the indices into ``ids`` of reference ``r``'s windows of unit ``u``
             (:class:`~unieval_local.pipeline.planning.Block`, made local to the record).
-        label: 1 (the aspect holds / the claim is supported) or 0.
+        label: 1 (the aspect holds / the claim is supported) or 0; a replay item's soft target in
+            [0, 1] (the base's own score: BCE with a soft label).
+        reductions: ``(unit, window)`` reductions of this item's aspect when it differs from the
+            trained one (a replay item); None: the settings' own.
     """
 
     ids: tuple[tuple[int, ...], ...]
     grid: tuple[tuple[tuple[int, ...], ...], ...]
-    label: int
+    label: float
+    reductions: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,21 +127,23 @@ def fold_record(p, grid: Sequence[Sequence[Sequence[int]]], *, unit_reduction: s
     return _reduce(torch.stack(units), unit_reduction)
 
 
-def record_scores(log_p, log_q, owner_starts: Sequence[int], grids: Sequence, settings: TrainSettings):
+def record_scores(log_p, log_q, owner_starts: Sequence[int], grids: Sequence, settings: TrainSettings,
+                  reductions: Sequence | None = None):
     """``(score, log s, log (1 - s))`` per record, each ``(R,)``: a record of one query keeps its
-    exact log-probabilities; several are folded (:func:`fold_record`) and clamped to
-    ``[1e-7, 1 - 1e-7]`` before the log."""
+    exact log-probabilities; several are folded (:func:`fold_record`, with the record's own
+    ``reductions[i]`` where given, else the settings') and clamped to ``[1e-7, 1 - 1e-7]`` before the log."""
     import torch
 
     scores, lps, lqs = [], [], []
     ends = list(owner_starts[1:]) + [log_p.shape[0]]
-    for start, end, grid in zip(owner_starts, ends, grids):
+    reductions = reductions or [None] * len(grids)
+    for start, end, grid, own in zip(owner_starts, ends, grids, reductions):
         if end - start == 1:
             lp, lq = log_p[start], log_q[start]
             s = lp.exp()
         else:
-            s = fold_record(log_p[start:end].exp(), grid, unit_reduction=settings.unit_reduction,
-                            window_reduction=settings.window_reduction,
+            unit, window = own or (settings.unit_reduction, settings.window_reduction)
+            s = fold_record(log_p[start:end].exp(), grid, unit_reduction=unit, window_reduction=window,
                             reference_reduction=settings.reference_reduction)
             c = s.clamp(_EPS, 1 - _EPS)
             lp, lq = c.log(), (1 - c).log()
@@ -168,7 +175,7 @@ class _Collator:
             starts.append(at)
             at += len(it.ids)
         return {"input_ids": input_ids, "attention_mask": mask, "owner_starts": starts,
-                "grids": [it.grid for it in items],
+                "grids": [it.grid for it in items], "reductions": [it.reductions for it in items],
                 "labels": torch.tensor([float(it.label) for it in items], dtype=torch.float32)}
 
 
@@ -182,7 +189,8 @@ def _trainer_class():
 
         def _forward(self, inputs):
             log_p, log_q = self.trainable.log_pair(inputs["input_ids"], inputs["attention_mask"])
-            return record_scores(log_p, log_q, inputs["owner_starts"], inputs["grids"], self.settings)
+            return record_scores(log_p, log_q, inputs["owner_starts"], inputs["grids"], self.settings,
+                                 inputs.get("reductions"))
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             scores, lp, lq = self._forward(inputs)
@@ -210,6 +218,29 @@ def last_checkpoint(work_dir: str) -> str | None:
     from transformers.trainer_utils import get_last_checkpoint
 
     return get_last_checkpoint(work_dir) if os.path.isdir(work_dir) else None
+
+
+def item_scores(trainable: TrainableModel, items: Sequence[TrainItem], settings: TrainSettings,
+                batch_size: int = 16) -> list[float]:
+    """Each item's record score under ``trainable``'s current weights, without gradients (eval
+    mode; the fold and readout of training, so of scoring): the soft targets of replay items."""
+    import torch
+
+    collate = _Collator(trainable.pad_id)
+    was = trainable.module.training
+    trainable.module.eval()
+    device = next(trainable.module.parameters()).device
+    out: list[float] = []
+    try:
+        with torch.no_grad():
+            for k in range(0, len(items), batch_size):
+                b = collate(items[k:k + batch_size])
+                lp, lq = trainable.log_pair(b["input_ids"].to(device), b["attention_mask"].to(device))
+                s, _, _ = record_scores(lp, lq, b["owner_starts"], b["grids"], settings, b["reductions"])
+                out += [float(x) for x in s]
+    finally:
+        trainable.module.train(was)
+    return out
 
 
 def dev_figures(labels, scores) -> dict[str, float]:
