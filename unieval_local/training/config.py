@@ -77,6 +77,8 @@ class TrainConfig:
     best_metric: str = _key("balanced_accuracy", "the dev figure that picks the kept checkpoint",
                             choices=("balanced_accuracy", "roc_auc", "loss"))
     dropout: float | None = _key(None, "dropout rate while training (default: the base's own)", flag_type=float)
+    shuffle: bool = _key(True, "shuffle the training rows each epoch (seeded); --no-shuffle: one fixed order, the "
+                               "file's")
     max_length: int | None = _key(None, "tokens per query (default: the evaluator's own, as scoring)",
                                   flag_type=int)
     device: str | None = _key(None, "cpu, cuda or cuda:N (default: cuda when available)")
