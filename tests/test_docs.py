@@ -59,6 +59,8 @@ SKIP: dict[tuple[str, str], str] = {
     ("evaluators.md", "qags_support.jsonl"): "needs MiniCheck's official weights (3 GB)",
     ("batch.md", "unieval-local score out/summeval.jsonl --aspect all --shard"): "1,600 SummEval records x 4 shards",
     ("batch.md", "sbatch"): "needs a SLURM cluster",
+    ("training.md", "torchrun --standalone"): "several GPUs (tests/test_train_distributed.py runs two CPU processes)",
+    ("training.md", "sbatch --gres"): "needs a SLURM cluster",
     ("batch.md", "--engine ray"): "needs a Ray cluster (tests/test_ray.py runs a local one)",
     ("speed.md", "bench-ckpt"): "a benchmark: minutes of CPU at T5-large widths",
     ("long-inputs.md", "convert_qmsum.py"): "35 QMSum meetings: many minutes of CPU",

@@ -1,4 +1,4 @@
-"""Issue 37, item 7: the SLURM templates run under bash with stubbed commands (no SLURM here):
+"""Issue 37, item 7 (and issue 42's training template): the SLURM templates run under bash with stubbed commands (no SLURM here):
 ``python`` (which runs ``scripts/score_jsonl.py``), ``srun``, ``scontrol`` and ``sleep`` are fakes on
 PATH that record their arguments. ``slurm_array.sbatch`` needs only ``SLURM_ARRAY_TASK_ID``
 and the array's bounds, or the shard count given (``SHARDS`` or a third argument)."""
@@ -25,13 +25,14 @@ def _run(tmp_path: Path, script: str, args: list[str], **env: str) -> tuple[subp
     SLURM variables set; returns the process and the stubs' recorded calls."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    for name in ("python", "srun", "scontrol", "sleep", "unieval-local"):
+    for name in ("python", "srun", "scontrol", "sleep", "unieval-local", "torchrun"):
         (bin_dir / name).write_text(STUB)
         (bin_dir / name).chmod(0o755)
     (bin_dir / "scontrol").write_text('#!/bin/sh\nprintf "%s\\n" "scontrol $*" >> "$CALLS"\necho node1; echo node2\n')
     calls = tmp_path / "calls.txt"
     calls.unlink(missing_ok=True)
-    base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM") and k != "SHARDS"}
+    base = {k: v for k, v in os.environ.items() if not k.startswith("SLURM") and k not in ("SHARDS", "GPUS",
+                                                                                            "OMP_NUM_THREADS")}
     base.update(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", CALLS=str(calls), HOME=str(tmp_path), **env)
     done = subprocess.run(["bash", str(SCRIPTS / script), *args], cwd=tmp_path, env=base,
                           capture_output=True, text=True, timeout=60)
@@ -89,3 +90,20 @@ def test_ray_template_starts_the_head_and_workers_then_the_driver(tmp_path):
     assert any(c.startswith("srun ") and "-w node2 ray start --address=node1:6379" in c for c in calls), calls
     driver = [c for c in calls if c.startswith("python scripts/score_jsonl.py")]
     assert driver and "--ray-address node1:6379" in driver[0]
+
+
+def test_train_template_runs_torchrun_with_one_process_per_gpu_and_resumes_when_requeued(tmp_path):
+    """slurm_train.sbatch: N from SLURM_GPUS_ON_NODE (or GPUS), `torchrun --nproc_per_node N` on
+    `unieval-local train` with the arguments passed on; --resume once
+    OUTPUT.work/checkpoints exists (a requeued job); no GPU count: exit 2 naming --gres."""
+    args = ["claims.jsonl", "minicheck-flan-t5-large", "out/mc", "--max-steps", "20"]
+    done, calls = _run(tmp_path, "slurm_train.sbatch", args, SLURM_GPUS_ON_NODE="4", SLURM_CPUS_PER_TASK="16")
+    assert done.returncode == 0, done.stderr
+    assert calls == ["torchrun --standalone --nproc_per_node 4 --no-python unieval-local train claims.jsonl --base "
+                     "minicheck-flan-t5-large -o out/mc --no-progress --max-steps 20"]
+    (tmp_path / "out" / "mc.work" / "checkpoints").mkdir(parents=True)
+    done, calls = _run(tmp_path, "slurm_train.sbatch", args, GPUS="2")
+    assert done.returncode == 0, done.stderr
+    assert calls[0].startswith("torchrun --standalone --nproc_per_node 2 ") and " --no-progress --resume " in calls[0]
+    done, calls = _run(tmp_path, "slurm_train.sbatch", args)
+    assert done.returncode == 2 and "--gres=gpu:N" in done.stderr and calls == []

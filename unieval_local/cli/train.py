@@ -47,7 +47,8 @@ _GROUPS = {
               "source_field"),
     "model": ("base", "aspect", "aspects_config", "max_length", "device", "dtype"),
     "training": ("seed", "epochs", "max_steps", "batch_size", "learning_rate", "optimizer", "schedule",
-                 "warmup_ratio", "eval_steps", "early_stopping", "best_metric", "dropout", "bootstrap", "replay", "forgetting", "forgetting_field"),
+                 "warmup_ratio", "eval_steps", "early_stopping", "best_metric", "dropout", "shuffle", "bootstrap", "replay",
+                 "forgetting", "forgetting_field"),
     "lora": ("lora", "lora_rank", "lora_alpha", "lora_dropout", "lora_targets"),
     "output": ("output", "resume", "overwrite"),
 }
@@ -84,7 +85,10 @@ def add_parser(sub) -> None:
                 groups[group].add_argument("data", nargs="?", default=None, metavar="DATA", help=info["help"])
                 continue
             flags = [f"--{key.replace('_', '-')}"] + (["-o"] if key == "output" else [])
-            if isinstance(info["default"], bool):
+            if info["default"] is True:  # on by default: the flag turns it off (--no-shuffle)
+                groups[group].add_argument(f"--no-{key.replace('_', '-')}", dest=key, action="store_false",
+                                           default=None, help=info["help"])
+            elif isinstance(info["default"], bool):
                 groups[group].add_argument(*flags, dest=key, action="store_true", default=None, help=info["help"])
             else:
                 groups[group].add_argument(*flags, dest=key, default=None, type=info["type"] or str,
@@ -120,6 +124,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"unieval-local: error: writing {config.output} failed ({exc}); nothing half-written is left",
               file=sys.stderr)
         return EXIT_WRITE
+    if result.report is None:  # a rank > 0 of a multi-process run: rank 0 writes and reports
+        return EXIT_OK
     print(result.table)
     print(f"unieval-local: wrote {result.output} (score with --model {result.report['evaluator']}={result.output}); "
           f"figures in {result.output}/training_report.json", file=sys.stderr)

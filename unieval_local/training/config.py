@@ -78,6 +78,8 @@ class TrainConfig:
                                     "where balanced accuracy at 0.5 ties across steps and keeps the earliest), "
                                     "roc_auc or balanced_accuracy", choices=("loss", "roc_auc", "balanced_accuracy"))
     dropout: float | None = _key(None, "dropout rate while training (default: the base's own)", flag_type=float)
+    shuffle: bool = _key(True, "shuffle the training rows each epoch (seeded); --no-shuffle: one fixed order, the "
+                               "file's")
     max_length: int | None = _key(None, "tokens per query (default: the evaluator's own, as scoring)",
                                   flag_type=int)
     device: str | None = _key(None, "cpu, cuda or cuda:N (default: cuda when available)")

@@ -17,6 +17,12 @@ The steps (docs/training.md):
    save the folder (:func:`~unieval_local.models.train.save.save_evaluator_folder`), score the same
    rows with the trained folder, and report the label figures of both with their paired comparison
    (:func:`~unieval_local.analysis.labels.label_report`).
+
+Under ``torchrun --nproc_per_node N`` / ``accelerate launch`` (the ``RANK`` / ``WORLD_SIZE`` /
+``LOCAL_RANK`` environment), transformers' ``Trainer`` trains data-parallel: every rank reads the
+same rows and draws the same seeded split and order, takes ``batch_size`` records per step (the
+global batch is N x ``batch_size``), and only rank 0 scores before and after, writes the folder and
+reports; the other ranks train and return (:func:`distributed_rank`).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from ..analysis.label_values import plural
 from .config import TrainConfig
 from .data import (LabelledRows, check_classes, data_fingerprint, held_out_split, overlap, read_labelled)
 
-__all__ = ["TrainingResult", "default_aspect", "resolve_base", "train"]
+__all__ = ["TrainingResult", "default_aspect", "distributed_rank", "resolve_base", "train"]
 
 #: The aspect a base is trained on when none is named: the one it scores, where it scores one.
 _OWN_ASPECT = {"minicheck-flan-t5-large": "fact/support", "factcg-deberta-large": "fact/factcg",
@@ -45,11 +51,32 @@ _OWN_ASPECT = {"minicheck-flan-t5-large": "fact/support", "factcg-deberta-large"
 
 @dataclass(frozen=True)
 class TrainingResult:
-    """What :func:`train` made: the folder, the report (``training_report.json``'s content) and its table."""
+    """What :func:`train` made: the folder, the report (``training_report.json``'s content) and its table;
+    ``report`` None and ``table`` empty on a rank > 0 of a multi-process run (rank 0 writes both)."""
 
     output: Path
-    report: dict[str, Any]
+    report: dict[str, Any] | None
     table: str
+
+
+def distributed_rank() -> tuple[int, int, int]:
+    """``(rank, world_size, local_rank)`` from the environment torchrun / accelerate launch set
+    (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``); ``(0, 1, 0)`` in a plain process.
+
+    Raises:
+        ValueError: a value that is not an integer, or a rank outside ``[0, WORLD_SIZE)``.
+    """
+    import os
+
+    try:
+        rank, world, local = (int(os.environ.get(k, d)) for k, d in (("RANK", "0"), ("WORLD_SIZE", "1"),
+                                                                       ("LOCAL_RANK", "0")))
+    except ValueError:
+        raise ValueError(f"RANK / WORLD_SIZE / LOCAL_RANK must be integers, got {os.environ.get('RANK')!r} / "
+                         f"{os.environ.get('WORLD_SIZE')!r} / {os.environ.get('LOCAL_RANK')!r}") from None
+    if world < 1 or not 0 <= rank < world:
+        raise ValueError(f"RANK {rank} is not one of WORLD_SIZE {world} processes")
+    return rank, world, local
 
 
 def resolve_base(base: str, offline: bool | None = None):
@@ -230,7 +257,10 @@ def train(config: TrainConfig, *, progress: bool = True, log: Callable[[str], No
     from ..models.train.trainer import TrainSettings, fit
     from .report import before_after
 
+    rank, world, local_rank = distributed_rank()
     log = log or (lambda line: print(f"unieval-local: {line}", file=sys.stderr))
+    if rank > 0:
+        log = lambda line: None  # noqa: E731  (rank 0 logs)
     out = Path(config.output)
     if out.exists() and not config.overwrite:
         raise FileExistsError(f"{out} exists: choose another output folder or pass --overwrite")
@@ -243,6 +273,8 @@ def train(config: TrainConfig, *, progress: bool = True, log: Callable[[str], No
     from ..models.checkpoints import fingerprint_checkpoint
 
     device = resolve_device(config.device)
+    if world > 1 and device == "cuda":
+        device = f"cuda:{local_rank}"  # one GPU per process
     need = check_training_memory(checkpoint.path, config.optimizer, device)
     size = f"{need / 2**30:.1f} GiB" if need >= 2**30 else f"{need / 2**20:.0f} MiB"
     log(f"base {evaluator.name} ({checkpoint.path}), aspect {task}/{aspect.name}: about {size} to train on {device} "
@@ -255,7 +287,10 @@ def train(config: TrainConfig, *, progress: bool = True, log: Callable[[str], No
     _, test_kept, _ = _items(trainable, aspect, test_rows, max_length, None, "test", log)
     work = out.parent / f"{out.name}.work"
     eval_dir = work / "evaluation"
-    before = _score(checkpoint.path, evaluator, task, aspect, test_rows, test_kept, eval_dir / "base.scores.jsonl",
+    if world > 1:
+        log(f"{world} processes: {config.batch_size} records per process and step, {world * config.batch_size} "
+            "in all")
+    before = None if rank else _score(checkpoint.path, evaluator, task, aspect, test_rows, test_kept, eval_dir / "base.scores.jsonl",
                     config, progress)
     settings = TrainSettings(
         work_dir=str(work / "checkpoints"), seed=config.seed, epochs=config.epochs, max_steps=config.max_steps,
@@ -263,7 +298,8 @@ def train(config: TrainConfig, *, progress: bool = True, log: Callable[[str], No
         schedule=config.schedule, warmup_ratio=config.warmup_ratio, eval_steps=config.eval_steps,
         save_steps=config.eval_steps, early_stopping=config.early_stopping, best_metric=config.best_metric,
         unit_reduction=aspect.reduction, window_reduction=aspect.window_reduction, device=device,
-        bf16=config.dtype == "bfloat16", progress=progress, resume=config.resume, dropout=config.dropout)
+        bf16=config.dtype == "bfloat16", progress=progress, resume=config.resume, dropout=config.dropout,
+        shuffle=config.shuffle)
     def on_log(entry: dict[str, Any]) -> None:
         if "eval_loss" in entry:
             log(f"step {entry['step']}: dev loss {entry['eval_loss']:.4f}, balanced accuracy "
@@ -294,6 +330,8 @@ def train(config: TrainConfig, *, progress: bool = True, log: Callable[[str], No
         from ..models.train.lora import merge_lora
 
         merge_lora(trainable)
+    if rank > 0:
+        return TrainingResult(out, None, "")
     training = {"fine_tuned_from": {"evaluator": evaluator.name, "fingerprint": base_fp, "folder": str(checkpoint.path)},
                 "aspect": f"{task}/{aspect.name}", "data_sha256": data_fingerprint(train_rows),
                 "dev_sha256": data_fingerprint(dev_rows), "rows": {"train": len(train_items), "dev": len(dev_items)},

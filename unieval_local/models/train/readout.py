@@ -79,19 +79,23 @@ class TrainableModel:
     answers: tuple[int, int] | None = None
     label: int | None = None
 
-    def log_pair(self, input_ids, attention_mask):
+    def log_pair(self, input_ids, attention_mask, module=None):
         """``(log P, log (1 - P))`` per row of a padded batch, each ``(B,)`` float32, with
-        gradients: P is the score scoring would give (module docstring)."""
+        gradients: P is the score scoring would give (module docstring). ``module``: the model to
+        run (default :attr:`module`; the trainer passes its wrapper, e.g. DistributedDataParallel,
+        whose forward is what averages the gradients over processes)."""
         import torch
         import torch.nn.functional as F
 
+        module = self.module if module is None else module
+
         if self.backend == "t5":
             start = torch.full((input_ids.shape[0], 1), self.start_id, dtype=torch.long, device=input_ids.device)
-            logits = self.module(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=start,
+            logits = module(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=start,
                                  use_cache=False).logits[:, 0, :].float()
             d = logits[:, self.answers[0]] - logits[:, self.answers[1]]
             return F.logsigmoid(d), F.logsigmoid(-d)
-        logits = self.module(input_ids=input_ids, attention_mask=attention_mask).logits.float()
+        logits = module(input_ids=input_ids, attention_mask=attention_mask).logits.float()
         log_soft = torch.log_softmax(logits, dim=-1)
         others = torch.cat([log_soft[:, :self.label], log_soft[:, self.label + 1:]], dim=-1)
         return log_soft[:, self.label], torch.logsumexp(others, dim=-1)

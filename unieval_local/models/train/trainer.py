@@ -27,7 +27,7 @@ from typing import Any
 from .readout import TrainableModel
 
 __all__ = ["FitResult", "TrainItem", "TrainSettings", "fit", "fold_record", "item_scores", "last_checkpoint",
-           "record_scores"]
+           "record_scores", "set_dropout"]
 
 _EPS = 1e-7
 
@@ -187,13 +187,14 @@ def _trainer_class():
         trainable: TrainableModel
         settings: TrainSettings
 
-        def _forward(self, inputs):
-            log_p, log_q = self.trainable.log_pair(inputs["input_ids"], inputs["attention_mask"])
+        def _forward(self, model, inputs):
+            # through the model the Trainer hands over (DDP's wrapper under torchrun: its forward syncs the gradients)
+            log_p, log_q = self.trainable.log_pair(inputs["input_ids"], inputs["attention_mask"], module=model)
             return record_scores(log_p, log_q, inputs["owner_starts"], inputs["grids"], self.settings,
                                  inputs.get("reductions"))
 
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
-            scores, lp, lq = self._forward(inputs)
+            scores, lp, lq = self._forward(model, inputs)
             y = inputs["labels"].to(lp.device)
             loss = -(y * lp + (1 - y) * lq).mean()
             return (loss, {"scores": scores}) if return_outputs else loss
@@ -203,7 +204,7 @@ def _trainer_class():
 
             inputs = self._prepare_inputs(inputs)
             with torch.no_grad():
-                scores, lp, lq = self._forward(inputs)
+                scores, lp, lq = self._forward(model, inputs)
                 y = inputs["labels"].to(lp.device)
                 loss = -(y * lp + (1 - y) * lq).mean()
             return loss.detach(), scores.detach().float(), y
@@ -241,6 +242,25 @@ def item_scores(trainable: TrainableModel, items: Sequence[TrainItem], settings:
     finally:
         trainable.module.train(was)
     return out
+
+
+def set_dropout(module, rate: float) -> int:
+    """Set every dropout of ``module`` to ``rate``: the ``nn.Dropout`` layers and the attention
+    probabilities' dropout that T5 (``T5Attention.dropout``) and others keep as a float attribute
+    and apply functionally (``--dropout 0`` must leave no random mask in training mode; the saved
+    config keeps the base's rates). Returns how many were set."""
+    import torch
+
+    done = 0
+    for sub in module.modules():
+        if isinstance(sub, torch.nn.Dropout):
+            sub.p = rate
+            done += 1
+        for name in ("dropout", "attention_dropout", "dropout_rate"):
+            if isinstance(getattr(sub, name, None), float):
+                setattr(sub, name, rate)
+                done += 1
+    return done
 
 
 def dev_figures(labels, scores) -> dict[str, float]:
@@ -308,9 +328,7 @@ def fit(trainable: TrainableModel, train: Sequence[TrainItem], dev: Sequence[Tra
         raise ValueError(f"best_metric must be balanced_accuracy, roc_auc or loss, got {settings.best_metric!r}")
     module = trainable.module
     if settings.dropout is not None:
-        for sub in module.modules():
-            if isinstance(sub, torch.nn.Dropout):
-                sub.p = settings.dropout
+        set_dropout(module, settings.dropout)
     module.train()
 
     def metrics(pred) -> dict[str, float]:
