@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from test_train import MC, _plain_minicheck, mc_base, verb_data, verb_rows, write_jsonl  # noqa: F401  fixtures
+from test_train import MC, assert_scores_as_a_plain_forward, mc_base, verb_data, verb_rows, write_jsonl  # noqa: F401  fixtures
 
 from unieval_local.cli import main
 
@@ -41,16 +41,7 @@ def test_the_lora_folder_scores_as_a_plain_forward_of_its_merged_weights(mc_base
     with safe_open(str(out / "model.safetensors"), "pt") as fh:
         saved = set(fh.keys())
     assert saved == set(stored_weight_names(mc_base))
-    rows = verb_rows(6, 9)
-    src = write_jsonl(tmp_path / "claims.jsonl", rows)
-    scored = tmp_path / "scored.jsonl"
-    assert main(["score", str(src), "--task", "fact", "--aspect", "support", "--model", f"{MC}={out}", "-o",
-                 str(scored), "--no-progress"]) == 0
-    got = [json.loads(line)["scores"]["support"] for line in scored.read_text().splitlines()]
-    want = [_plain_minicheck(out, r_["source"], r_["target"]) for r_ in rows]
-    assert np.max(np.abs(np.array(got) - np.array(want))) < 1e-6
-    base = [_plain_minicheck(mc_base, r_["source"], r_["target"]) for r_ in rows]
-    assert np.max(np.abs(np.array(base) - np.array(want))) > 1e-4
+    assert_scores_as_a_plain_forward(out, mc_base, tmp_path)
     report = json.loads((out / "training_report.json").read_text())
     assert report["forgetting"]["note"].startswith("forgetting not measured")
 
