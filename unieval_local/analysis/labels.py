@@ -19,7 +19,7 @@ import numpy as np
 
 from .label_values import labels_from_values, parse_label, plural
 
-__all__ = ["FIGURES", "GRID", "LabelMetrics", "LabelReport", "PairedComparison", "balanced_accuracy",
+__all__ = ["FIGURES", "GRID", "LabelMetrics", "LabelReport", "PairedComparison", "balanced_accuracy", "json_ready",
            "f1_unsupported", "label_report", "labels_from_values", "parse_label", "plural", "roc_auc",
            "tune_threshold"]
 
@@ -181,14 +181,14 @@ def _cross_validated(y: np.ndarray, s: np.ndarray, k: int, threshold: float, rng
 
 
 # ----------------------------------------------------------------------------- results
-def _clean(x: Any) -> Any:
-    """Strict JSON: NaN -> None, tuples -> lists, numpy scalars -> Python."""
+def json_ready(x: Any) -> Any:
+    """Strict JSON: NaN and infinities -> None, tuples -> lists, numpy scalars -> Python, keys -> str."""
     if isinstance(x, dict):
-        return {str(k): _clean(v) for k, v in x.items()}
+        return {str(k): json_ready(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
+        return [json_ready(v) for v in x]
     x = x.item() if isinstance(x, np.generic) else x
-    return None if isinstance(x, float) and math.isnan(x) else x
+    return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
 @dataclass(frozen=True)
@@ -216,7 +216,7 @@ class LabelMetrics:
 
     def to_json(self) -> dict[str, Any]:
         """Every field as strict JSON (NaN -> null)."""
-        return _clean({k: getattr(self, k) for k in self.__dataclass_fields__})
+        return json_ready({k: getattr(self, k) for k in self.__dataclass_fields__})
 
 
 @dataclass(frozen=True)
@@ -246,7 +246,7 @@ class PairedComparison:
 
     def to_json(self) -> dict[str, Any]:
         """Every field as strict JSON (NaN -> null)."""
-        return _clean({k: getattr(self, k) for k in self.__dataclass_fields__})
+        return json_ready({k: getattr(self, k) for k in self.__dataclass_fields__})
 
 
 @dataclass(frozen=True)

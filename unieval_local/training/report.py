@@ -8,28 +8,17 @@ extra) and printed."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..analysis.labels import label_report
+from ..analysis.labels import json_ready, label_report
 
 __all__ = ["REPORT_NAME", "before_after"]
 
 #: The report's file name in the trained folder.
 REPORT_NAME = "training_report.json"
-
-
-def _clean(x: Any) -> Any:
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
 
 
 def before_after(before: np.ndarray, after: np.ndarray, labels: np.ndarray, *, config, evaluator: str, aspect: str,
@@ -56,7 +45,7 @@ def before_after(before: np.ndarray, after: np.ndarray, labels: np.ndarray, *, c
             "dev_history": [{k: h[k] for k in h if k in ("step", "eval_loss", "eval_balanced_accuracy",
                                                           "eval_roc_auc")} for h in history],
             "figures": report.to_json(), "forgetting": forgetting}
-    data = _clean(data)
+    data = json_ready(data)
     header = (f"{aspect} ({evaluator}) on the {int(ok.sum())} {evaluated_on} rows: base = before training, "
               f"trained = {out} (best dev step {fitted.best_step}, of {fitted.steps})")
     table = header + "\n" + report.table() + "\n" + forgetting_table(forgetting)

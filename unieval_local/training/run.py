@@ -225,10 +225,15 @@ def _score(folder: Path, evaluator, task: str, aspect, rows: LabelledRows, kept:
 
 
 def _versions() -> dict[str, str]:
+    """The scoring libraries' versions (:func:`~unieval_local.config.library_versions`, as signatures
+    record them), the package's, and the trainer's own (accelerate, peft) where installed."""
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {}
-    for name in ("unieval-local", "torch", "transformers", "accelerate", "tokenizers", "peft"):
+    from .._version import __version__
+    from ..config import library_versions
+
+    out = {"unieval-local": __version__, **library_versions()}
+    for name in ("accelerate", "peft"):
         try:
             out[name] = version(name)
         except PackageNotFoundError:
