@@ -172,3 +172,56 @@ def test_the_same_seed_writes_the_same_file(tmp_path):
     rows = [json.loads(line) for line in a.decode().splitlines()]
     assert [r["label"] for r in rows] == [1, 0, 0] * 5
     assert main(["pseudo", str(data), "--dimension", "fluency", "-o", str(outs["a"])]) == 2  # no --overwrite
+
+
+SUBJECTS = ["The mayor", "The police", "The company", "The minister", "The club", "The court", "The council",
+            "The team"]
+VERBS = ["said", "won", "lost", "closed", "opened", "denied", "announced", "rejected"]
+OBJECTS = ["the deal", "the match", "the case", "the plan", "the road", "the report", "the offer", "the vote"]
+
+
+def _template_pairs(folder: Path) -> dict[str, Path]:
+    """(source, reference) pairs whose references all follow one template, so that fluency (is the
+    template intact?) is learnable by a 2-layer stand-in in seconds (real summaries need a real base):
+    412 of the 512 subject-verb-object sentences for training, the other 100 held out."""
+    combos = [(s, v, o) for s in SUBJECTS for v in VERBS for o in OBJECTS]
+    order = np.random.default_rng(0).permutation(len(combos))
+    out = {}
+    for name, picked in (("train", order[:412]), ("test", order[412:])):
+        texts = [f"{s} {v} {o} on Monday. Officials met later in the week." for s, v, o in (combos[i] for i in picked)]
+        out[name] = folder / f"{name}-pairs.jsonl"
+        out[name].write_text("".join(json.dumps({"source": t, "references": [t]}) + "\n" for t in texts), encoding="utf-8")
+    return out
+
+
+def test_a_tiny_t5_trained_on_fluency_pseudo_data_tells_held_out_positives_from_negatives(tmp_path, shared_data):
+    """``pseudo`` then ``train``, end to end: a UniEval-format T5 stand-in (init 1.0) trained 500 steps
+    (AdamW, lr 1e-3, batch 16) on 412 positives and their 412 disfluent negatives tells 100 held-out
+    positives (sentences it never saw) from their 84 negatives that are not also training texts.
+    Measured: balanced accuracy 0.5 -> 0.774, ROC AUC 0.50 -> 0.862 (the best step by the
+    held-back dev loss, 450; the default 20% replay of the base's other aspects on; about 30 s on 2 cores).
+    The floors (0.7, 0.8) sit below that for other CPUs' rounding."""
+    from conftest import build_test_checkpoint
+
+    base = build_test_checkpoint(tmp_path / "unieval-sum", data_dir=shared_data, evaluator="unieval-sum",
+                                 init_factor=1.0)
+    files, pairs = {}, _template_pairs(tmp_path)
+    for name, seed in (("train", 0), ("test", 1)):
+        files[name] = tmp_path / f"{name}.jsonl"
+        assert main(["pseudo", str(pairs[name]), "--dimension", "fluency", "--seed", str(seed), "-o",
+                     str(files[name])]) == 0
+    train_targets = {json.loads(line)["target"] for line in files["train"].read_text().splitlines()}
+    test_rows = [json.loads(line) for line in files["test"].read_text().splitlines()]
+    unseen = [r for r in test_rows if r["target"] not in train_targets]  # a few deletions coincide: dropped
+    assert len(test_rows) == 200 and Counter(r["label"] for r in unseen) == {1: 100, 0: 84}
+    files["test"].write_text("".join(json.dumps(r) + "\n" for r in unseen), encoding="utf-8")
+    out = tmp_path / "trained"
+    assert main(["train", str(files["train"]), "--test", str(files["test"]), "--base", f"unieval-sum={base}",
+                 "--aspect", "summarization/fluency", "-o", str(out), "--optimizer", "adamw", "--learning-rate",
+                 "1e-3", "--schedule", "constant", "--max-steps", "500", "--dropout", "0", "--bootstrap", "0",
+                 "--no-progress"]) == 0
+    report = json.loads((out / "training_report.json").read_text())
+    before, after = (report["figures"]["groups"][m]["all"] for m in ("base", "trained"))
+    assert report["rows"]["evaluated"] == 184
+    assert abs(before["balanced_accuracy"] - 0.5) < 0.1 and before["roc_auc"] < 0.65, before
+    assert after["balanced_accuracy"] >= 0.7 and after["roc_auc"] >= 0.8, after
