@@ -196,9 +196,11 @@ class T5Model:
         h = encoder.embed_tokens(input_ids)
         batch, length, _ = h.shape
         first = encoder.block[0].layer[0].SelfAttention
-        bias = first.compute_bias(length, length, device=h.device).to(h.dtype)  # (1, H, S, S)
+        # compute_bias returns a permuted view; made contiguous here, the (B, H, S, S) mask is too,
+        # and SDPA reads it in place instead of copying it in every layer (a quarter of the CPU time)
+        bias = first.compute_bias(length, length, device=h.device).to(h.dtype).contiguous()  # (1, H, S, S)
         valid = mask.bool()[:, None, None, :]
-        attn_mask = torch.where(valid, bias, torch.finfo(h.dtype).min)  # (B, H, S, S)
+        attn_mask = torch.where(valid, bias, torch.finfo(h.dtype).min)  # (B, H, S, S), contiguous
         for block in encoder.block:
             sa_layer, ff_layer = block.layer[0], block.layer[-1]
             sa = sa_layer.SelfAttention
