@@ -1,28 +1,31 @@
 #!/usr/bin/env python
-"""Throughput benchmark: UniEval's own scoring loop (a) against our engine (b), side by side.
+"""Throughput benchmark: UniEval's own code against this package's Scorer, float32 and bfloat16, side by side.
 
-Same generated checkpoint, same real data (SummEval: the first 3 documents by id
-x all 16 systems, four aspects, first reference; ``--docs 100`` for the full set).
+Same generated checkpoint, same real data (SummEval: the first 3 documents by id x all 16
+systems, the four summarization aspects, first reference; ``--docs 100`` for the full set).
 
-(a) is a faithful re-implementation of UniEval's ``scorer.py`` / ``evaluator.py``:
-    one pass per aspect, prompts in input order, fixed batches of 8, padding to
-    the batch's longest, float32, ``labels=[No]``, full-vocabulary softmax,
-    p[yes]/(p[yes]+p[no]); every duplicate prompt is scored again.
-(b) is ``unieval_local.Scorer``: one flat plan over all aspects, each distinct
-    prompt once, length-sorted token-budget batches, the single-step
-    cross-attention shortcut, only the Yes/No logits.
+(u) UniEval's own code: with ``--unieval-repo DIR`` (a clone of github.com/maszhongming/UniEval;
+    its ``utils.py`` needs ``pip install prettytable``), its ``SumEvaluator.evaluate(data,
+    dims=[aspect])`` per aspect at its batch size 8, its ``UniEvaluator`` pointed at the checkpoint
+    (``device="cpu"`` or ``--device``), and ``nltk.sent_tokenize`` replaced by the package's Punkt
+    splitter with the same parameters (NLTK's punkt data is never downloaded here). Without
+    ``--unieval-repo``: :class:`UniEvalLoop`, a re-implementation of the same loop (labelled so).
+(e) ``unieval_local.Scorer``: one ``Scorer.score`` call per aspect, per dtype of ``--dtypes``
+    (float32: UniEval's numbers; bfloat16: faster where the CPU has bfloat16 matrix units).
 
-Each variant runs in its own subprocess (peak memory is per process), the two
-alternate, ``--repeats`` times (default 3), and the table shows medians:
-examples/s, queries/s (queries the variant ran), padded-token efficiency
-(real / padded tokens), peak memory, the ratio (b)/(a) and the max |score
-difference|. On a GPU it also prints achieved TFLOP/s against the bf16 peak.
+Each run is its own subprocess (peak memory is per process), model load excluded; the variants
+alternate (rotated every repeat), ``--repeats`` times (default 3), and the table shows medians:
+examples/s, the ratio to UniEval's code and to the package's float32, max |score difference|
+against float32 and against UniEval's code, decisions at 0.5 that flip against float32, padded-
+token efficiency and peak memory. The first line names the CPU and its bfloat16 matrix units. On
+a GPU it also prints the encoder's useful TFLOP/s against the card's dense bf16 peak.
 
 Usage:
     python scripts/make_test_checkpoint.py out/bench-ckpt --vocab-size 4000 --docs 100 \\
         --d-model 1024 --d-ff 4096 --layers 4 --heads 16 --model-vocab-size 32128 --init-factor 1.0
-    python scripts/benchmark.py --model out/bench-ckpt [--docs 3] [--repeats 3] [--device cpu]
-        [--dtype-b float32|bfloat16] [--batch-tokens 8192]
+    git clone https://github.com/maszhongming/UniEval out/UniEval && pip install prettytable
+    python scripts/benchmark.py --model out/bench-ckpt --unieval-repo out/UniEval [--docs 3] [--repeats 3]
+        [--device cpu] [--dtypes float32,bfloat16] [--batch-tokens 8192] [--json-out runs.json]
     python scripts/benchmark.py --model out/bench-ckpt --planning   # chunk planning of long ASR-like sources
 """
 
@@ -137,45 +140,93 @@ class UniEvalLoop:
 
 
 # ----------------------------------------------------------------------------- one variant
+def unieval_own_code(repo: str, model: str, device: str):
+    """UniEval's own ``SumEvaluator`` from a clone at ``repo``, its scorer on ``model`` (the class
+    hard-codes the hub id ``MingZhong/unieval-sum``, so the instance is built around our folder),
+    with ``nltk.sent_tokenize`` replaced by the package's Punkt splitter (same parameters; no
+    NLTK data download)."""
+    sys.path.insert(0, str(Path(repo).resolve()))
+    import metric.evaluator as unieval_evaluator
+    import metric.scorer as unieval_scorer
+    from unieval_local.text.sentences import DEFAULT_SPLITTER
+
+    unieval_evaluator.sent_tokenize = DEFAULT_SPLITTER
+    evaluator = unieval_evaluator.SumEvaluator.__new__(unieval_evaluator.SumEvaluator)
+    evaluator.scorer = unieval_scorer.UniEvaluator(model_name_or_path=model, device=device)
+    evaluator.task, evaluator.dimensions = "summarization", list(ASPECTS)
+    return evaluator
+
+
+def run_unieval(args, records: list[dict]) -> tuple[dict, dict]:
+    """(u): UniEval's own code per aspect (``--unieval-repo``), else :class:`UniEvalLoop`."""
+    import contextlib
+    import io
+
+    if not args.unieval_repo:
+        loop = UniEvalLoop(args.model, args.device)
+        scores = loop.evaluate(records, ASPECTS)
+        return scores, {"queries": loop.queries, "real_tokens": loop.real_tokens,
+                        "padded_tokens": loop.padded_tokens}
+    sys.path.insert(0, str(Path(args.unieval_repo).resolve()))
+    from utils import convert_to_json  # UniEval's utils.py
+
+    evaluator = args._unieval
+    data = convert_to_json(output_list=[r["target"] for r in records], src_list=[r["source"] for r in records],
+                           ref_list=[r["references"][0] for r in records])
+    scores = {}
+    for aspect in ASPECTS:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            scores[aspect] = [row[aspect] for row in evaluator.evaluate(data, dims=[aspect], overall=False)]
+    return scores, {}
+
+
 def run_variant(args) -> dict:
+    """One timed run of ``args.variant`` (``unieval`` or a dtype) in this process; load excluded."""
     import torch
 
     records = [json.loads(line) for line in open(args.data, encoding="utf-8")]
     cuda = args.device.startswith("cuda")
     if args.variant == "unieval":
-        engine = UniEvalLoop(args.model, args.device)
+        if args.unieval_repo:
+            args._unieval = unieval_own_code(args.unieval_repo, args.model, args.device)
         t0 = time.perf_counter()
-        scores = engine.evaluate(records, ASPECTS)
-        if cuda:
-            torch.cuda.synchronize()
-        elapsed = time.perf_counter() - t0
-        stats = {"queries": engine.queries, "real_tokens": engine.real_tokens,
-                 "padded_tokens": engine.padded_tokens}
+        scores, stats = run_unieval(args, records)
         dtype = "float32"
     else:
-        from unieval_local.engine import Engine, jobs_by_checkpoint
-        from unieval_local.registry.tasks import get_aspect
-        from unieval_local.pipeline.validate import validate_examples
+        from unieval_local import Scorer
 
-        engine = Engine(model=args.model, device=args.device, dtype=args.dtype_b, batch_tokens=args.batch_tokens)
-        engine.runner("unieval-sum")  # load outside the timed region, as (a) does
+        dtype = args.variant
+        scorer = Scorer(model={"unieval-sum": args.model}, device=args.device, dtype=dtype,
+                        batch_tokens=args.batch_tokens)
+        scorer.score(records[:1], task="summarization", aspect="fluency")  # load outside the timed region
+        totals = {"queries": 0, "real_tokens": 0, "padded_tokens": 0}
         t0 = time.perf_counter()
-        aspects = [get_aspect("summarization", a) for a in ASPECTS]
-        examples, problems = validate_examples(records, aspects)
-        assert not problems, problems
-        results, _ = engine.run(jobs_by_checkpoint(aspects, examples), strict=True)
-        if cuda:
-            torch.cuda.synchronize()
-        elapsed = time.perf_counter() - t0
-        scores = {a: v.tolist() for r in results.values() for a, v in r.values.items()}
-        st = engine.runner("unieval-sum").last_stats
-        stats = {"queries": st["distinct"], "real_tokens": st["real_tokens"], "padded_tokens": st["padded_tokens"],
-                 "planned_queries": st["queries"]}
-        dtype = args.dtype_b
+        scores = {}
+        for aspect in ASPECTS:
+            scores[aspect] = [e.value for e in scorer.score(records, task="summarization", aspect=aspect).examples]
+            st = scorer.engine.runner("unieval-sum").last_stats
+            for key, name in (("queries", "distinct"), ("real_tokens", "real_tokens"), ("padded_tokens", "padded_tokens")):
+                totals[key] += st[name]
+        stats = totals
+    if cuda:
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - t0
     peak = (torch.cuda.max_memory_allocated() if cuda
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
     return {"variant": args.variant, "dtype": dtype, "seconds": elapsed, "examples": len(records),
-            "peak_bytes": peak, "scores": scores, **stats}
+            "peak_bytes": peak, "scores": scores, "threads": torch.get_num_threads(), **stats}
+
+
+def cpu_line() -> str:
+    """The CPU's model and its bfloat16 matrix units (``/proc/cpuinfo`` flags), for the table's head."""
+    from unieval_local.models.devices import cpu_bfloat16_units
+
+    return cpu_bfloat16_units().text
+
+
+def flips(a: list[float], b: list[float], threshold: float = 0.5) -> int:
+    """How many of the paired scores fall on different sides of ``threshold`` (>= is "yes")."""
+    return sum((x >= threshold) != (y >= threshold) for x, y in zip(a, b))
 
 
 # ----------------------------------------------------------------------------- driver
@@ -266,16 +317,20 @@ def planning_benchmark(model_dir: str, sizes: list[int], old_up_to: int) -> None
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", required=True, help="generated checkpoint folder")
+    parser.add_argument("--unieval-repo", default=None,
+                        help="a clone of github.com/maszhongming/UniEval: time its own code (else a re-implementation)")
     parser.add_argument("--docs", type=int, default=3, help="SummEval documents (x 16 systems); 100 = all")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype-b", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--dtypes", default="float32,bfloat16", help="the package's dtypes to time, comma-separated")
+    parser.add_argument("--dtype-b", default=None, choices=["float32", "bfloat16"],
+                        help="(older spelling) time float32 and this dtype")
     parser.add_argument("--batch-tokens", type=int, default=8192)
     parser.add_argument("--json-out", default=None, help="also write all runs as JSON here")
     parser.add_argument("--planning", action="store_true",
                         help="instead: time chunk-mode planning of long unpunctuated sources (15k, 60k, 240k words) "
                         "with the linear planner beside the one it replaced")
-    parser.add_argument("--variant", choices=["unieval", "engine"], help=argparse.SUPPRESS)
+    parser.add_argument("--variant", help=argparse.SUPPRESS)
     parser.add_argument("--data", help=argparse.SUPPRESS)
     parser.add_argument("--result", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -286,55 +341,69 @@ def main(argv: list[str] | None = None) -> int:
     if args.planning:
         planning_benchmark(args.model, [15_000, 60_000, 240_000], old_up_to=60_000)
         return 0
+    dtypes = ["float32", args.dtype_b] if args.dtype_b else [d.strip() for d in args.dtypes.split(",") if d.strip()]
+    dtypes = list(dict.fromkeys(["float32", *dtypes]))  # float32 is the reference of every ratio
+    variants = ["unieval", *dtypes]
 
     raw = json.loads((shared_data_dir() / "summeval" / "summeval_raw.json").read_text())
     records = convert(raw, docs=args.docs)
-    runs: dict[str, list[dict]] = {"unieval": [], "engine": []}
+    runs: dict[str, list[dict]] = {v: [] for v in variants}
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "data.jsonl"
         data.write_text("".join(json.dumps(r) + "\n" for r in records))
         for rep in range(args.repeats):
-            for variant in ("unieval", "engine") if rep % 2 == 0 else ("engine", "unieval"):
+            order = variants[rep % len(variants):] + variants[:rep % len(variants)]  # rotated every repeat
+            for variant in order:
                 result = Path(tmp) / f"{variant}-{rep}.json"
                 cmd = [sys.executable, __file__, "--model", args.model, "--device", args.device,
-                       "--dtype-b", args.dtype_b, "--batch-tokens", str(args.batch_tokens),
-                       "--variant", variant, "--data", str(data), "--result", str(result)]
+                       "--batch-tokens", str(args.batch_tokens), "--variant", variant, "--data", str(data),
+                       "--result", str(result)] + (["--unieval-repo", args.unieval_repo] if args.unieval_repo else [])
                 subprocess.run(cmd, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
                 run = json.loads(result.read_text())
                 runs[variant].append(run)
-                print(f"run {rep + 1}/{args.repeats} {variant:<8} {run['seconds']:8.2f} s", file=sys.stderr)
-
-    def med(variant, key):
-        return statistics.median(r[key] for r in runs[variant])
-
-    n_ex = len(records)
-    diffs = []
-    for a in ASPECTS:
-        for ra, rb in zip(runs["unieval"], runs["engine"]):
-            diffs += [abs(x - y) for x, y in zip(ra["scores"][a], rb["scores"][a])]
-    rows = []
-    for v, label in (("unieval", "(a) UniEval loop, float32"), ("engine", f"(b) unieval-local, {args.dtype_b}")):
-        secs = med(v, "seconds")
-        rows.append((label, secs, n_ex / secs, med(v, "queries") / secs, med(v, "queries"),
-                     med(v, "real_tokens") / med(v, "padded_tokens"), med(v, "peak_bytes") / 2**20))
-    print(f"\nSummEval {args.docs} docs x 16 systems = {n_ex} examples, 4 aspects, device {args.device}, "
-          f"{args.repeats} alternating runs, medians; model {args.model}")
-    print(f"{'variant':<30}{'seconds':>9}{'ex/s':>8}{'queries/s':>11}{'queries':>9}{'pad eff':>9}{'peak MiB':>10}")
-    for label, secs, exs, qs, nq, eff, mib in rows:
-        print(f"{label:<30}{secs:>9.2f}{exs:>8.2f}{qs:>11.2f}{nq:>9.0f}{eff:>9.3f}{mib:>10.0f}")
-    ratio = rows[0][1] / rows[1][1]
-    print(f"throughput ratio (b)/(a): {ratio:.2f}x; max |score difference| (b) vs (a): {max(diffs):.2e}")
-    if args.device.startswith("cuda"):
-        mean_len = med("engine", "real_tokens") / med("engine", "queries")
-        for v, label in (("unieval", "(a)"), ("engine", "(b)")):
-            mean_len_v = med(v, "real_tokens") / med(v, "queries")
-            tflops = encoder_flops(args.model, med(v, "real_tokens"), mean_len_v) / med(v, "seconds") / 1e12
-            print(f"{label} encoder TFLOP/s (useful): {tflops:.1f} = {100 * tflops / H200_BF16_PEAK_TFLOPS:.1f}% "
-                  f"of the bf16 dense peak ({H200_BF16_PEAK_TFLOPS:.0f})")
-        del mean_len
+                print(f"run {rep + 1}/{args.repeats} {variant:<9} {run['seconds']:8.2f} s", file=sys.stderr)
+    print_table(args, records, runs, variants)
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(runs))
     return 0
+
+
+def print_table(args, records: list[dict], runs: dict[str, list[dict]], variants: list[str]) -> None:
+    """The medians of ``runs`` as one table (module docstring), then GPU TFLOP/s on a GPU."""
+    def med(variant, key):
+        return statistics.median(r[key] for r in runs[variant])
+
+    def flat(run):
+        return [x for a in ASPECTS for x in run["scores"][a]]
+
+    n_ex = len(records)
+    ref32, refu = flat(runs["float32"][0]), flat(runs["unieval"][0])
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    own = "UniEval's own code" if args.unieval_repo else "UniEval loop (re-implemented)"
+    print(f"\nSummEval {args.docs} docs x 16 systems = {n_ex} examples x 4 aspects (one call per aspect), device "
+          f"{args.device}, {runs['float32'][0]['threads']} threads, load {load:.1f}; {args.repeats} rotated runs, "
+          f"medians; model {args.model}")
+    print(f"cpu: {cpu_line()}")
+    head = (f"{'variant':<34}{'seconds':>9}{'ex/s':>8}{'vs UniEval':>11}{'vs fp32':>9}{'max|d| fp32':>12}"
+            f"{'max|d| UniEval':>15}{'flips':>7}{'pad eff':>9}{'peak MiB':>10}")
+    print(head)
+    for v in variants:
+        label = f"(u) {own}, float32" if v == "unieval" else f"(e) unieval-local Scorer, {v}"
+        secs = med(v, "seconds")
+        mine = flat(runs[v][0])
+        d32 = max(abs(x - y) for x, y in zip(mine, ref32))
+        du = max(abs(x - y) for x, y in zip(mine, refu))
+        eff = (f"{med(v, 'real_tokens') / med(v, 'padded_tokens'):9.3f}" if "real_tokens" in runs[v][0]
+               else f"{'':>9}")
+        print(f"{label:<34}{secs:>9.2f}{n_ex / secs:>8.2f}{med('unieval', 'seconds') / secs:>10.2f}x"
+              f"{med('float32', 'seconds') / secs:>8.2f}x{d32:>12.2e}{du:>15.2e}{flips(mine, ref32):>7}{eff}"
+              f"{med(v, 'peak_bytes') / 2**20:>10.0f}")
+    if args.device.startswith("cuda"):
+        for v in variants[1:]:
+            mean_len = med(v, "real_tokens") / med(v, "queries")
+            tflops = encoder_flops(args.model, med(v, "real_tokens"), mean_len) / med(v, "seconds") / 1e12
+            print(f"(e) {v} encoder TFLOP/s (useful): {tflops:.1f} = {100 * tflops / H200_BF16_PEAK_TFLOPS:.1f}% "
+                  f"of the dense bf16 peak ({H200_BF16_PEAK_TFLOPS:.0f})")
 
 
 if __name__ == "__main__":
