@@ -107,8 +107,8 @@ class Engine:
                                 dtype="float32" if settings.dtype == "auto" else settings.dtype,
                                 device=self.device, fast_forward=bool(settings.fast_forward))
         if self.config.dtype == "bfloat16" and self.device == "cpu":
-            warnings.warn("bfloat16 on CPU is slower than float32 and deviates from UniEval's numbers; "
-                          "use it on a GPU", RuntimeWarning, stacklevel=3)
+            from .models.cpu_precision import bfloat16_cpu_warning  # slower, or fast (AMX): by what the CPU has
+            warnings.warn(bfloat16_cpu_warning(), RuntimeWarning, stacklevel=3)
         self.cache = None
         if settings.cache_dir is not None:
             from .models.cache import ScoreCache

@@ -37,7 +37,7 @@ def check_dtype(dtype: str) -> str:
     """
     if dtype in ("float16", "fp16", "half"):
         raise ValueError("float16 is refused: T5 activations overflow to NaN in float16; "
-                         "use bfloat16 (GPU) or float32")
+                         "use bfloat16 (GPUs, CPUs with AMX) or float32")
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}")
     return dtype
@@ -318,7 +318,8 @@ SETTINGS: tuple[Setting, ...] = (
             metavar="DIR|HUB_ID|NAME=DIR", kind=str, repeatable=True, from_cli=parse_model_spec),
     Setting("device", None, "cpu, cuda or cuda:N (default: cuda when available)", flag="--device", kind=str),
     Setting("dtype", "auto", "auto (default: float32, UniEval parity; bfloat16 for a decoder model above 3B "
-            "parameters), float32 or bfloat16 (GPU); float16 is refused (T5 overflows to NaN)", flag="--dtype",
+            "parameters), float32 or bfloat16 (fast on GPUs and on CPUs with bfloat16 matrix units, AMX; slower than "
+            "float32 on other CPUs); float16 is refused (T5 overflows to NaN)", flag="--dtype",
             changes_score=True, problem=_dtype_problem, kind=str,
             metavar="{" + ",".join(DTYPE_SETTINGS) + "}", cli_type=_dtype_text),
     Setting("max_length", None, "tokens per query (default: the evaluator's own, 1024 for UniEval, 2048 for "

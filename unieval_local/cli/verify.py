@@ -14,7 +14,7 @@ from .common import EXIT_OK, HelpFormatter, examples
 if TYPE_CHECKING:
     from ..models.known_answers import KnownAnswerCheck, KnownAnswerSet
 
-__all__ = ["add_parser", "known_answers_check", "run"]
+__all__ = ["add_parser", "known_answers_check", "machine_line", "run"]
 
 
 def add_parser(sub) -> None:
@@ -31,9 +31,10 @@ def add_parser(sub) -> None:
         "QAGS-CNNDM predictions, MiniCheck's README example) in float32 and compare: PASS when every "
         "score is within 1e-4 (the published scores came from unknown hardware and library versions; "
         "the 1e-5 float32 promise is against UniEval's code on the same machine). Evaluators with no "
-        "published scores are listed as such. Exit 0 if all pass, 1 if not. A folder that records no checksums (no "
-        "unieval_manifest.json, not a Hugging Face cache snapshot) can pass: exit 0, its first line says "
-        "'no checksums compared'. A manifest that is not valid JSON fails (exit 1).",
+        "published scores are listed as such. A line says whether this machine's CPU has bfloat16 matrix "
+        "units (AMX), that is whether --dtype bfloat16 is fast here. Exit 0 if all pass, 1 if not. A folder "
+        "that records no checksums (no unieval_manifest.json, not a Hugging Face cache snapshot) can pass: exit 0, "
+        "its first line says 'no checksums compared'. A manifest that is not valid JSON fails (exit 1).",
         formatter_class=HelpFormatter,
         epilog=examples("unieval-local verify unieval-home",
                         "unieval-local verify unieval-home/minicheck-flan-t5-large --evaluator minicheck-flan-t5-large "
@@ -136,9 +137,19 @@ def _print_known_answers(reports, args: argparse.Namespace) -> bool:
     return ok
 
 
+def machine_line() -> str:
+    """The line ``verify`` prints about this machine: whether its CPU has bfloat16 matrix units
+    (:func:`~unieval_local.models.cpu_precision.cpu_bfloat16_units`), which decides whether
+    ``--dtype bfloat16`` is fast or slow on it."""
+    from ..models.cpu_precision import cpu_bfloat16_units
+
+    return (f"this machine's CPU: {cpu_bfloat16_units().line()}; --dtype bfloat16 is fast on a CPU only with "
+            "bfloat16 matrix units (docs/speed.md, Precision)")
+
+
 def run(args: argparse.Namespace) -> int:
-    """``unieval-local verify``: print a report per checkpoint (and with ``--known-answers`` the score
-    check of each); exit 0 when all pass, else 1."""
+    """``unieval-local verify``: print a report per checkpoint, then :func:`machine_line` (and with
+    ``--known-answers`` the score check of each); exit 0 when all pass, else 1."""
     from ..models.verify import verify_checkpoint
 
     reports = verify_checkpoint(args.dir, args.evaluator)
@@ -148,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
         for m in r.messages:
             print(f"  {m}")
     ok = all(r.ok for r in reports)
+    print(machine_line())
     if getattr(args, "known_answers", False):
         ok = _print_known_answers(reports, args) and ok
     return EXIT_OK if ok else 1
