@@ -219,9 +219,14 @@ def run_variant(args) -> dict:
 
 def cpu_line() -> str:
     """The CPU's model and its bfloat16 matrix units (``/proc/cpuinfo`` flags), for the table's head."""
-    from unieval_local.models.devices import cpu_bfloat16_units
+    import platform
 
-    return cpu_bfloat16_units().text
+    from unieval_local.models.cpu_precision import cpu_bfloat16_units
+
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() \
+        else platform.processor()
+    return f"{model}; {cpu_bfloat16_units().line()}"
 
 
 def flips(a: list[float], b: list[float], threshold: float = 0.5) -> int:
