@@ -179,8 +179,7 @@ def measure(row: Row, folder: Path, data: list[dict], *, repeats: int, small: in
     from unieval_local import Scorer
     from unieval_local.registry.tasks import get_aspect
 
-    scale = getattr(get_aspect(row.task, row.aspect), "scale", None) if row.backend == "causal-lm" else None
-    scale = scale if row.evaluator == "g-eval" else None
+    scale = get_aspect(row.task, row.aspect).scale if row.evaluator == "g-eval" else None  # G-Eval's 1..K
     model = {row.evaluator: str(folder)}
 
     def scorer(dtype, budget=None):
@@ -205,7 +204,8 @@ def measure(row: Row, folder: Path, data: list[dict], *, repeats: int, small: in
         small_v = run(scorer("bfloat16", small))
         large_v = run(scorer("bfloat16", large))
     out = deviation(v32, v16)
-    out.update(fp32_min=float(v32.min()), fp32_max=float(v32.max()), evaluator=row.evaluator + (f" ({row.label})" if row.label else ""), backend=row.backend,
+    out.update(fp32_min=float(v32.min()), fp32_max=float(v32.max()),
+               evaluator=row.evaluator + (f" ({row.label})" if row.label else ""), backend=row.backend,
                aspect=f"{row.task}/{row.aspect}", speedup=statistics.median(ratios) if ratios else float("nan"),
                fp32_s=t1 - t0 if ratios else float("nan"), batch_max_abs=float(np.abs(small_v - large_v).max()))
     return out
