@@ -76,6 +76,7 @@ SKIP: dict[tuple[str, str], str] = {
     ("meta-evaluation.md", "out/summeval_ev.jsonl"): "1,600 SummEval records with evidence: minutes of CPU",
     ("meta-evaluation.md", "topical_chat_result.json"): "bootstrap over Topical-Chat: tens of CPU seconds (tests/test_meta_and_report.py)",
     ("languages.md", "zh_calls.jsonl"): "needs mdeberta-nli's weights and your own call records",
+    ("speed.md", "bench_precision.py"): "a benchmark: every evaluator's stand-in in two dtypes, minutes of CPU",
     ("concepts.md", "records.jsonl --aspects-config"): "your own records",
     ("concepts.md", "topical_chat.json --task dialogue"): "the whole Topical-Chat, SF-RES and QAGS-XSum files: minutes of CPU",
     ("development.md", "python3 -m venv"): "creates a virtual environment and installs into it",

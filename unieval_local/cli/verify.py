@@ -57,14 +57,15 @@ def add_parser(sub) -> None:
 
 
 def known_answers_check(folder: str | os.PathLike, sets: Sequence[KnownAnswerSet] | None = None, *,
-                        evaluator: str | None = None, device: str = "cpu") -> KnownAnswerCheck:
+                        evaluator: str | None = None, device: str = "cpu",
+                        dtype: str = "float32") -> KnownAnswerCheck:
     """Score the known answers of the evaluator in ``folder`` and compare them with the published ones.
 
     The evaluator is ``evaluator``, else the one the folder records
     (:func:`~unieval_local.models.checkpoints.read_identity`), else the folder's name
     (:func:`~unieval_local.models.known_answers.evaluator_of_folder`). Its sets are scored through the
-    public path, :class:`unieval_local.Scorer` (``model={evaluator: folder}``, float32, offline, no
-    score cache), one :meth:`~unieval_local.Scorer.evaluate` call per set.
+    public path, :class:`unieval_local.Scorer` (``model={evaluator: folder}``, float32 unless ``dtype``
+    says otherwise, offline, no score cache), one :meth:`~unieval_local.Scorer.evaluate` call per set.
 
     Args:
         folder: a checkpoint folder.
@@ -74,7 +75,10 @@ def known_answers_check(folder: str | os.PathLike, sets: Sequence[KnownAnswerSet
             maszhongming/UniEval; MiniCheck's README example, Liyan06/MiniCheck). A test passes its
             own, computed with a reference implementation on a stand-in.
         evaluator: the evaluator the folder holds (``--evaluator``), or None to read it.
-        device: where to score (``cpu``, ``cuda``, ``cuda:N``); float32 everywhere.
+        device: where to score (``cpu``, ``cuda``, ``cuda:N``).
+        dtype: ``float32`` (the command's, which the 1e-4 tolerance is for) or ``bfloat16`` (for the
+            fidelity check of tests/test_real_weights_bf16.py, which compares ``max_diff`` with its
+            own looser tolerance, docs/speed.md).
 
     Returns:
         :class:`~unieval_local.models.known_answers.KnownAnswerCheck`: per set the number of scores
@@ -95,7 +99,7 @@ def known_answers_check(folder: str | os.PathLike, sets: Sequence[KnownAnswerSet
 
     def score(s: KnownAnswerSet):
         if "scorer" not in scorers:
-            scorers["scorer"] = Scorer(model={s.evaluator: os.fspath(folder)}, device=device, dtype="float32",
+            scorers["scorer"] = Scorer(model={s.evaluator: os.fspath(folder)}, device=device, dtype=dtype,
                                        offline=True, progress=False)
         result = scorers["scorer"].evaluate([dict(e) for e in s.examples], task=s.task, aspects=list(s.aspects))
         # the run's identity (checkpoint and fingerprint, settings, versions): task and aspect vary by set
