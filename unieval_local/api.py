@@ -96,6 +96,8 @@ class Scorer:
         language: str | None = default("language"),
         strict_language: bool = default("strict_language"),
         merge_punctuation: bool = default("merge_punctuation"),
+        claim_checker: str = default("claim_checker"),
+        generator: str | None = default("generator"),
         threads: int | None = default("threads"),
         runner_factory: RunnerFactory | None = default("runner_factory"),
     ):
@@ -105,7 +107,7 @@ class Scorer:
             splitter=splitter, progress=progress, fast_forward=fast_forward, cache_dir=cache_dir,
             aspects_config=aspects_config, long_input=long_input, window_overlap=window_overlap,
             chunk_words=chunk_words, language=language, strict_language=strict_language,
-            merge_punctuation=merge_punctuation, threads=threads,
+            merge_punctuation=merge_punctuation, claim_checker=claim_checker, generator=generator, threads=threads,
             runner_factory=runner_factory)
         #: the engine: run configuration, registry, runner pool
         self.engine = Engine(settings)

@@ -85,6 +85,10 @@ class RunConfig:
             between two GPUs of one kind.
         fast_forward: our exact single-step T5 forward (True) or the model's own (False);
             they agree to ~1e-6.
+        claim_checker: ``fact/claims``' checker aspect (``TASK/ASPECT``).
+        generator: ``fact/claims``' claim writer as set, by name: None (the staged ``g-eval``
+            model, if any), ``none``, or the NAME of ``NAME=DIR`` (never the path: a fact/claims
+            result's signature names the one used with its content fingerprint).
         package: the unieval-local version.
         versions: ``(distribution, version)`` pairs of :data:`SCORE_LIBRARIES`.
 
@@ -103,6 +107,8 @@ class RunConfig:
     dtype: str = "float32"
     device: str = "cpu"
     fast_forward: bool = default("fast_forward")
+    claim_checker: str = default("claim_checker")
+    generator: str | None = default("generator")
     package: str = __version__
     versions: tuple[tuple[str, str], ...] = field(default_factory=lambda: tuple(sorted(library_versions().items())))
 

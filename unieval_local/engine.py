@@ -4,20 +4,18 @@ Every scoring entry point goes through an :class:`Engine` (by way of the
 :class:`~unieval_local.requests.scheduler.Scheduler`)::
 
     jobs (name -> Job: aspects of one checkpoint x examples)
-      -> plan: planning.build_plan (fan-out: one flat list of prompts per job)
+      -> plan: planning.build_plan (fan-out: one flat list of prompts per job; fact/claims: claims.py)
       -> execute: one Runner per checkpoint (the distinct prompts of all jobs of a checkpoint
                   as ONE list, each scored once, in length-sorted batches)
                -> fold.fold_all (fan-in: windows, references, sentences)
                -> evidence (on request)
     -> results by name, the pass's RunStats, and RunStats per group of names
 
-An :class:`Engine` is made from one :class:`~unieval_local.settings.EngineSettings` and holds
-the :class:`~unieval_local.config.RunConfig` (every setting that can change a score), the
-registry of tasks and aspects, the sentence splitter and the pool of runners (one per
-checkpoint name, loaded on first use, wrapped in the score cache when one is configured).
-Whatever turns prompts into probabilities implements the :class:`~unieval_local.models.base.Runner`
-protocol: the T5 runner (:mod:`unieval_local.models.t5.runner`), the cache wrapper
-(:mod:`unieval_local.models.cache`) and the tests' fake runner.
+An :class:`Engine` is made from one :class:`~unieval_local.settings.EngineSettings` and holds the
+:class:`~unieval_local.config.RunConfig` (every setting that can change a score), the registry of tasks
+and aspects, the sentence splitter and the pool of runners (one per checkpoint name, loaded on first
+use, wrapped in the score cache when one is configured). Whatever turns prompts into probabilities
+implements the :class:`~unieval_local.models.base.Runner` protocol (T5, the cache wrapper, the tests' fake).
 """
 
 from __future__ import annotations
@@ -31,12 +29,13 @@ from typing import Any
 import numpy as np
 
 from . import notes
+from .claims import claim_signature, generator_name, plan_claims, with_claim_checker
 from .config import RunConfig
 from .errors import ExampleProblem, InvalidExampleError
 from .models.base import Runner, RunnerFactory
 from .models.checkpoints import ModelSpec, ResolvedCheckpoint, check_identity, resolve_checkpoint, unverified_message
 from .models.devices import cpu_threads as _cpu_threads
-from .pipeline.evidence import build_evidence, truncated_field
+from .pipeline.evidence import truncated_field
 from .pipeline.fold import fold_all
 from .pipeline.jobs import Job, JobResult, PassResult, PlannedJob, RunStats, jobs_by_checkpoint, truncation_message
 from .pipeline.planning import build_plan
@@ -105,7 +104,8 @@ class Engine:
                                 language=settings.language,
                                 language_detector=None if settings.language else DETECTOR.name,
                                 dtype="float32" if settings.dtype == "auto" else settings.dtype,
-                                device=self.device, fast_forward=bool(settings.fast_forward))
+                                device=self.device, fast_forward=bool(settings.fast_forward),
+                                claim_checker=settings.claim_checker, generator=generator_name(settings.generator))
         if self.config.dtype == "bfloat16" and self.device == "cpu":
             from .models.cpu_precision import bfloat16_cpu_warning  # slower, or fast (AMX): by what the CPU has
             warnings.warn(bfloat16_cpu_warning(), RuntimeWarning, stacklevel=3)
@@ -120,7 +120,7 @@ class Engine:
                               RuntimeWarning, stacklevel=3)
         from .registry.user_aspects import registry_with
 
-        self.registry: Registry = registry_with(settings.aspects_config)
+        self.registry: Registry = with_claim_checker(registry_with(settings.aspects_config), settings.claim_checker)
         self._checkpoints: dict[str, ResolvedCheckpoint] = {}
         self._identity: dict[str, str] = {}
         self._fingerprints: dict[str, str] = {}
@@ -287,9 +287,8 @@ class Engine:
         return dtype
 
     def check_checkpoint(self, name: str) -> None:
-        """Check checkpoint ``name`` without loading a model: it resolves and its weight files
-        open (:func:`~unieval_local.models.t5.loading.stored_weight_names`). The Ray engine's driver uses
-        this instead of loading a model it would not use.
+        """Check checkpoint ``name`` without loading a model: it resolves and its weight files open
+        (:func:`~unieval_local.models.t5.loading.stored_weight_names`; the Ray driver's check).
 
         Raises:
             CheckpointNotFoundError, CheckpointError: not found, or unreadable weights.
@@ -301,8 +300,7 @@ class Engine:
             stored_weight_names(ckpt.path)
 
     def runner(self, name: str) -> Runner:
-        """The runner of checkpoint ``name``, loaded on first use (wrapped in the score cache
-        when this engine has one and the dtype is float32).
+        """The runner of checkpoint ``name``, loaded on first use (score-cache wrapped, if one is set, not bfloat16).
 
         Raises:
             CheckpointNotFoundError, CheckpointError: not found, or does not load.
@@ -340,8 +338,7 @@ class Engine:
                        fast_forward=self.config.fast_forward, progress=False)  # the scheduler shows the queries
 
     def max_length(self, name: str) -> int:
-        """Tokens per query for checkpoint (evaluator) ``name``: the run's ``max_length``, else
-        the evaluator's default."""
+        """Tokens per query for checkpoint (evaluator) ``name``: the run's ``max_length``, else its default."""
         return self.config.max_length_for(get_evaluator(name).max_length)
 
     def resolved_checkpoints(self) -> dict[str, str]:
@@ -417,6 +414,8 @@ class Engine:
         fast = (evaluator.backend == "t5" and self.config.fast_forward
                 and (loaded is None or loaded.forward == "fast"))  # the forward that ran, once loaded
         update: dict = {} if fast == signature.fast_forward else {"fast_forward": fast}
+        if a.decompose:  # fact/claims: its checker and generator
+            update.update(claim_signature(self))
         if (dtype := self.dtype_for(a.checkpoint)) != signature.dtype:  # auto: bfloat16 above 3B parameters
             update["dtype"] = dtype
         if loaded is not None:  # the tokenizer that ran; a doubtful one signs unverified
@@ -443,6 +442,9 @@ class Engine:
         """
         config, out = self.config, {}
         for name, job in jobs.items():
+            if job.aspects[0].decompose:  # fact/claims: claims written or split, then checked (claims.py)
+                out[name] = plan_claims(self, job)
+                continue
             mode = job.long_input or config.long_input
             fmt = get_evaluator(job.checkpoint).prompt_format
             # own chunks are fitted in its tokens; a claim its backend must keep whole is measured
@@ -542,12 +544,12 @@ class Engine:
             py = np.array([scored[p][0] for p in pj.plan.prompts], dtype=np.float64)
             nt = np.array([scored[p][1] for p in pj.plan.prompts], dtype=np.int64)
             folded = fold_all(pj.plan, py, config.reference_reduction)
-            res.values.update(folded.values)
+            res.values.update(pj.values_of(folded))
             if (pj.job.long_input or config.long_input) == "fit":  # windows fit mode made (a format's own chunks are not)
                 shortened += len({p for p, q in zip(pj.plan.prompts, pj.plan.queries) if q.window is not None
                                   and not format_of(pj.plan.aspects[q.aspect]).own_chunking})
             if evidence is True or (evidence and name in evidence):
-                res.evidence.update(build_evidence(pj.plan, folded, py, nt, pj.job.examples, max_length, runner))
+                res.evidence.update(pj.evidence_of(folded, py, nt, max_length, runner))
         stats.n_queries += len(distinct)
         stats.queries_by[ckpt_name] = stats.queries_by.get(ckpt_name, 0) + len(distinct)
         stats.n_shortened += shortened
@@ -578,16 +580,14 @@ class Engine:
         Args:
             jobs: name -> :class:`~unieval_local.pipeline.jobs.Job`.
             evidence: also build per-example :class:`~unieval_local.schema.Evidence`.
-            strict: raise :class:`InvalidExampleError` before running any model when
-                planning finds a problem (a target without sentences, one too long for fit/chunk).
+            strict: raise :class:`InvalidExampleError` before running any model on a planning problem.
             on_batch: progress callback (:meth:`execute`).
 
         Returns:
-            ``(results, stats)``: name -> :class:`~unieval_local.pipeline.jobs.JobResult`, and the
-            pass's :class:`~unieval_local.pipeline.jobs.RunStats`.
+            ``(results, stats)``: name -> :class:`~unieval_local.pipeline.jobs.JobResult`, the pass's ``RunStats``.
 
         Raises:
-            InvalidExampleError: ``strict`` and a planning problem.
+            InvalidExampleError: ``strict`` and a planning problem (no sentence, too long for fit/chunk ...).
             CheckpointNotFoundError, CheckpointError: a checkpoint is unusable.
             ModelRuntimeError: the model failed while scoring.
         """

@@ -7,12 +7,13 @@ Names follow the hosted metric (its config, ``UniEvalConfig``, is in :mod:`uniev
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, StrictStr, field_validator, model_validator
 
-__all__ = ["EvaluationResult", "Evidence", "ExampleScores", "QueryEvidence", "RunInfo", "SentenceEvidence", "Signature",
-           "Span", "UniEvalData", "UniEvalResult", "UniEvalStats", "evaluator_signatures"]
+__all__ = ["ClaimEvidence", "EvaluationResult", "Evidence", "ExampleScores", "QueryEvidence", "RunInfo",
+           "SentenceEvidence", "Signature", "Span", "UniEvalData", "UniEvalResult", "UniEvalStats",
+           "evaluator_signatures"]
 
 
 
@@ -126,6 +127,9 @@ class Signature(BaseModel):
         threads: the CPU threads torch's operators used (device ``cpu``, once a runner is
             loaded; :func:`~unieval_local.models.devices.cpu_threads`): they can move float32
             scores in their last digits; never in the score cache's key nor a resume check.
+        claim_checker: (``fact/claims`` only) the checker aspect of each claim, ``TASK/ASPECT``.
+        generator: (``fact/claims`` only) who wrote the claims: ``<name>#<12 hex of its content
+            fingerprint>``, or ``sentences`` (no generator: the target's sentences are the claims).
         torch, transformers, tokenizers, sentencepiece: library versions.
 
     ``str(signature)`` gives a compact one-line form for papers and logs.
@@ -160,6 +164,8 @@ class Signature(BaseModel):
     sentencepiece: str | None = None
     tokenizer: str | None = None
     threads: int | None = None
+    claim_checker: str | None = None
+    generator: str | None = None
 
     @classmethod
     def from_config(cls, config: Any, *, task: str, aspect: str, checkpoint: str, revision: str | None,
@@ -200,6 +206,7 @@ class Signature(BaseModel):
             + f"|dtype:{self.dtype}|device:{self.device}" + (f"|threads:{self.threads}" if self.threads else "")
             + ("" if self.fast_forward else "|ff:off")
             + (f"|tok:{self.tokenizer}" if self.tokenizer else "")
+            + (f"|checker:{self.claim_checker}|gen:{self.generator}" if self.claim_checker else "")
             + f"|torch:{self.torch}|transformers:{self.transformers}"
             + (f"|tokenizers:{self.tokenizers}" if self.tokenizers else "")
         )
@@ -279,6 +286,25 @@ class SentenceEvidence(BaseModel):
     window: Span | None = None
 
 
+class ClaimEvidence(BaseModel):
+    """One claim of a ``fact/claims`` score (decompose, then verify).
+
+    Attributes:
+        claim: the claim's text (a generated atomic claim, or a target sentence).
+        verdict: ``supported`` when ``value >= 0.5``, else ``unsupported``.
+        value: the claim checker's score of (source, claim), in [0, 1].
+        evidence_sentence: the source sentence that best supports the claim: the one the
+            checker scores highest when it checks the claim against each source sentence alone.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    claim: str
+    verdict: Literal["supported", "unsupported"]
+    value: float
+    evidence_sentence: str | None = None
+
+
 class Evidence(BaseModel):
     """Why an example got its score for one aspect (``evidence=True`` / ``--evidence``).
 
@@ -286,6 +312,10 @@ class Evidence(BaseModel):
         sentences: per target sentence (sentence-level aspects only), else None.
         queries: every query behind the score.
         truncated: True when any of those queries lost its end to ``max_length``.
+        unit: (``fact/claims`` only) where the claims came from: ``generated`` (a staged
+            instruct model wrote them) or ``sentences`` (the target's sentences).
+        generator: (``fact/claims`` only) the generator's name, None with ``sentences``.
+        claims: (``fact/claims`` only) each claim with its verdict, value and evidence sentence.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -293,6 +323,9 @@ class Evidence(BaseModel):
     sentences: list[SentenceEvidence] | None = None
     queries: list[QueryEvidence]
     truncated: bool = False
+    unit: Literal["generated", "sentences"] | None = None
+    generator: str | None = None
+    claims: list[ClaimEvidence] | None = None
 
 
 class UniEvalStats(BaseModel):

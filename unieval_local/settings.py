@@ -238,6 +238,23 @@ def check_language(code: Any, where: str = "language") -> str:
                      f"got {code!r}{hint}")
 
 
+def _claim_checker_problem(v: Any) -> str | None:
+    """The form of ``claim_checker``: ``TASK/ASPECT`` (which aspects qualify is checked against the
+    registry when an engine is made: :func:`~unieval_local.claims.checker_aspect`)."""
+    if not isinstance(v, str) or v.count("/") != 1 or not all(v.split("/")):
+        return f"must be TASK/ASPECT of a fact checker aspect (fact/support, fact/factcg ...), got {v!r}"
+    return None
+
+
+def _generator_problem(v: Any) -> str | None:
+    """The form of ``generator``: None (the staged ``g-eval`` folder, if any), ``none``, or ``NAME=DIR``."""
+    if v is None or v == "none":
+        return None
+    if not isinstance(v, str) or "=" not in v or not all(x.strip() for x in v.split("=", 1)):
+        return f"must be NAME=DIR (a local instruct model's folder) or none, got {v!r}"
+    return None
+
+
 def _language_problem(v: Any) -> str | None:
     if v is None:
         return None
@@ -370,6 +387,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("merge_punctuation", False, "sentence-level aspects: a piece without letters ('?', '1.', '!!') joins a "
             "neighbouring sentence instead of being scored as one (default: scored, as UniEval does)",
             flag="--merge-punctuation", changes_score=True, kind=bool),
+    Setting("claim_checker", "fact/support", "fact/claims: the fact checker aspect (TASK/ASPECT) that checks each "
+            "claim against the source: fact/support (MiniCheck; default), fact/factcg, fact/nli_support, "
+            "fact/groundedness (Granite Guardian) ...", flag="--claim-checker", changes_score=True,
+            problem=_claim_checker_problem, kind=str, metavar="TASK/ASPECT"),
+    Setting("generator", None, "fact/claims: the local instruct model that writes each summary's atomic claims, "
+            "NAME=DIR (default: the staged g-eval model, if any); none, or no instruct model staged: the "
+            "summary's sentences are the claims", flag="--generator", changes_score=True,
+            problem=_generator_problem, kind=str, metavar="NAME=DIR|none"),
     Setting("threads", None, "CPU threads for the model (torch.set_num_threads; default: torch's, one per core); "
             "on a machine shared with other jobs, give your share of the cores", flag="--threads",
             problem=_integer(1, optional=True, none=" (or None: torch's default)"), kind=int,

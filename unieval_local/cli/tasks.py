@@ -38,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
     rows = [("task", "aspect", "needs", "granularity", "range", "checkpoint")]
     for task in registry.tasks.values():
         for a in task.aspects.values():
-            gran = "whole target" if a.granularity == "output" else f"{a.reduction} over sentences"
+            gran = ("share of supported claims" if a.decompose else "whole target" if a.granularity == "output"
+                    else f"{a.reduction} over sentences")
             if "references" in a.required_fields:
                 gran += ", mean over references"
             rows.append((task.name, a.name, ", ".join(a.required_fields), gran, a.value_range, a.checkpoint))

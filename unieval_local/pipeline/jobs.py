@@ -15,6 +15,8 @@ from ..config import LONG_INPUT_MODES
 from ..errors import ExampleProblem
 from ..registry.tasks import Aspect
 from ..schema import Evidence, UniEvalData
+from .evidence import build_evidence
+from .fold import Folded
 from .planning import Plan
 
 __all__ = ["SURFACES", "Job", "JobResult", "PassResult", "PlannedJob", "RunStats", "evidence_words", "jobs_by_checkpoint",
@@ -64,10 +66,12 @@ class Job:
 
 def jobs_by_checkpoint(aspects: Sequence[Aspect], examples: Sequence[UniEvalData | None]) -> dict[str, Job]:
     """One :class:`Job` per checkpoint for ``aspects`` over the same ``examples``, named by
-    the checkpoint (aspects in the given order within each job; jobs in order of first appearance)."""
+    the checkpoint (aspects in the given order within each job; jobs in order of first appearance);
+    a decompose aspect (``fact/claims``, planned by :mod:`unieval_local.claims`) in a job of its
+    own, named ``<checkpoint>/<aspect>``."""
     groups: dict[str, list[Aspect]] = {}
     for a in aspects:
-        groups.setdefault(a.checkpoint, []).append(a)
+        groups.setdefault(f"{a.checkpoint}/{a.name}" if a.decompose else a.checkpoint, []).append(a)
     return {name: Job(tuple(group), examples) for name, group in groups.items()}
 
 
@@ -259,6 +263,17 @@ class PlannedJob:
     plan: Plan
     problems: list[ExampleProblem] = field(default_factory=list)
     languages: list[str | None] = field(default_factory=list)
+
+    def values_of(self, folded: Folded) -> dict[str, np.ndarray]:
+        """The job's values from its folded plan: aspect -> shape ``(n_examples,)`` (a job whose
+        plan runs over derived examples, ``fact/claims``', folds them back to its own)."""
+        return folded.values
+
+    def evidence_of(self, folded: Folded, p_yes: np.ndarray, n_tokens: np.ndarray, max_length: int,
+                    counter: Any = None) -> dict[str, list[Evidence | None]]:
+        """The job's evidence (:func:`~unieval_local.pipeline.evidence.build_evidence`) from its
+        plan's scores (``p_yes``, ``n_tokens`` per prompt) and folded values."""
+        return build_evidence(self.plan, folded, p_yes, n_tokens, self.job.examples, max_length, counter)
 
 
 @dataclass

@@ -91,6 +91,11 @@ class Aspect:
             ``overall``, the HTML report's all-aspect views) an aspect on a 1-K scale enters as
             ``(E - 1) / (K - 1)`` unless every aspect combined has the same scale
             (:func:`combined_value`), and the result says so. None: a probability.
+        decompose: decompose, then verify (``fact/claims``: :mod:`unieval_local.claims`): the
+            target's claims (written by a staged generator, else its sentences) are each checked
+            against the source by the run's claim checker (the ``claim_checker`` setting, whose
+            evaluator the engine's registry puts in ``checkpoint``); the score is the share of
+            supported claims. ``question`` and ``fields`` are shown, never put in a prompt.
     """
 
     task: str
@@ -105,6 +110,7 @@ class Aspect:
     window_reduction: Literal["max", "mean"] = "mean"
     chunk_unit: Literal["sentence", "line"] = "sentence"
     scale: int | None = None
+    decompose: bool = False
 
     @property
     def evaluator(self) -> str:
@@ -296,6 +302,13 @@ TASKS: dict[str, Task] = {
                _fields(("", "source"), ("", "target")), checkpoint="granite-guardian-3.3-8b",
                chunk_field="source", window_reduction="max",
                description="Granite Guardian 3.3: 1 - P(groundedness risk) of the whole target, max over chunks"),
+        # decompose, then verify (FActScore, Min et al. 2023): the share of the target's claims the claim
+        # checker (--claim-checker, default fact/support: MiniCheck) supports; claims from --generator
+        Aspect(_FACT, "claims", "(claims) which of the target's claims does the document support?",
+               _fields(("", "source"), ("", "target")), checkpoint="minicheck-flan-t5-large",
+               chunk_field="source", window_reduction="max", decompose=True,
+               description="share of the target's claims (generated, else its sentences) the claim checker "
+                           "supports (>= 0.5)"),
     ]),
 }
 

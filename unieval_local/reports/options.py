@@ -30,7 +30,7 @@ def consistency_aspects() -> list[str]:
     from ..registry.tasks import DEFAULT_REGISTRY
 
     return [f"{t.name}/{a.name}" for t in DEFAULT_REGISTRY.tasks.values() for a in t.aspects.values()
-            if a.required_fields == ("target", "source") and a.window_reduction == "max"]
+            if a.required_fields == ("target", "source") and a.window_reduction == "max" and not a.decompose]
 
 
 def check_consistency_aspect(v: str) -> str:
