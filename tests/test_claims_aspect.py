@@ -256,3 +256,22 @@ def test_both_settings_are_signed_and_choose_the_checker(minicheck, gen_dir, tmp
     assert other.config.claim_checker == "fact/factcg" and other.config != base.config
     # the tasks listing names it
     assert main(["tasks"]) == 0
+
+
+def test_only_a_run_with_fact_claims_carries_its_settings_in_the_run_identity(minicheck, tmp_path):
+    """A batch run of another aspect records no ``claim_checker`` / ``generator`` in its sidecar's run
+    identity (so runs made before these settings existed still resume); a fact/claims run does."""
+    from unieval_local.batch import run_batch, sidecar_path
+
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(json.dumps({"id": f"r{i}", **r}) + "\n" for i, r in enumerate(RECORDS)))
+    seen = {}
+    for aspect in ("support", "claims"):
+        out = tmp_path / f"{aspect}.jsonl"
+        run_batch(src, out, task="fact", aspects=[aspect], settings={"model": {"minicheck-flan-t5-large": str(minicheck)}, "generator": "none"},
+                  progress=False)
+        run = json.loads(sidecar_path(out).read_text())["run"]
+        seen[aspect] = ({"claim_checker", "generator"} & set(run["config"]),
+                        {"claim_checker", "generator"} & set(run["signature"]))
+    assert seen["support"] == (set(), set())
+    assert seen["claims"] == ({"claim_checker", "generator"}, {"claim_checker", "generator"})

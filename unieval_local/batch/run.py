@@ -320,7 +320,12 @@ def _open_run(settings: EngineSettings, engine: str, engine_options: Mapping[str
         loads_before = core.model_loads
         eng.check(checkpoints)  # fail early on a missing or unloadable checkpoint
         signature = core.signature(task, names[0]).model_copy(update={"aspect": "+".join(names)})
-        run_id = {"signature": signature.model_dump(), "config": core.config.as_dict(),
+        # fact/claims' settings enter the identity only of runs that have it, so that runs made
+        # before those settings existed still resume
+        claims = any(getattr(registry.get_aspect(task, a), "decompose", None) for a in names)
+        unused = set() if claims else {"claim_checker", "generator"}
+        run_id = {"signature": signature.model_dump(exclude=unused),
+                  "config": {k: v for k, v in core.config.as_dict().items() if k not in unused},
                   "checkpoint_fingerprints": {name: core.fingerprint(name) for name in checkpoints},
                   "aspect_hashes": {a: h for a in names if (h := core.aspect_hash(task, a))},
                   "evidence": evidence}
