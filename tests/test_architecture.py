@@ -25,7 +25,7 @@ LAYERS: dict[str, int] = {
     "registry": 2,    # tasks and aspects, evaluators, user aspects
     "pipeline": 3,    # validate, planning, fold, evidence
     "models": 4,      # Runner protocol, batching, checkpoints, cache, t5/
-    "engine": 5,
+    "engine": 5, "judges": 5,   # judges: judges that reason, per example (models/judging.py does the work)
     "requests": 6,    # Request, Scheduler
     "wire": 7,        # external shapes
     "reports": 8, "batch": 8, "training": 8,   # entry points (training: fine-tuning, ARCHITECTURE)
