@@ -150,6 +150,25 @@ def test_prometheus_prompt_is_its_absolute_template_filled_by_hand_with_the_forc
     assert ChatQuery.decode(read).messages()[0][0] == {"role": "system", "content": PROMETHEUS_SYSTEM}
 
 
+@pytest.mark.parametrize("key", ["coherence", "consistency", "fluency", "relevance"])
+def test_every_judge_aspect_is_its_template_with_its_own_criterion(key):
+    """Each of the eight aspects: the user text is the source's template filled with that aspect's
+    criterion (Themis) or rubric (Prometheus) and the two texts, by str.format here."""
+    from unieval_local.text.judges import (PROMETHEUS, PROMETHEUS_PROMPT, THEMIS, THEMIS_CRITERIA, THEMIS_PROMPT,
+                                           prometheus_rubric)
+
+    runner = FakeRunner({TARGET: Gen("x")}, {TARGET: MASSES})
+    themis, _ = THEMIS.query(get_aspect("summarization", f"themis_{key}"), SOURCE, TARGET)
+    assert runner.text_of(themis.encode()[0]) == "<BOS>" + THEMIS_PROMPT.format(
+        task="Summarization", aspect=THEMIS_CRITERIA[key], source_des="Article", source=SOURCE,
+        target_des="Summary", target=TARGET)
+    prometheus, _ = PROMETHEUS.query(get_aspect("summarization", f"prometheus_{key}"), SOURCE, TARGET)
+    user = PROMETHEUS_PROMPT.format(instruction="Summarize the following article.\n\n" + SOURCE, response=TARGET,
+                                    rubric=prometheus_rubric(key))
+    assert runner.text_of(prometheus.encode()[0]) == f"[S]{PROMETHEUS_SYSTEM}[U]{user}[A]"
+    assert prometheus_rubric(key).count("\nScore ") == 5 and THEMIS_CRITERIA[key].startswith(key.capitalize() + ": ")
+
+
 def test_failed_generations_are_counted_reported_and_never_scored():
     answers = {"Park approved.": Gen("Fine. "), "A long rambling text": Gen("It goes on and on", finish="length"),
                "No rating here.": Gen("Score: 4", finish="eos"), "Too long.": Gen("", finish="too_long"),
@@ -263,3 +282,26 @@ def test_the_read_on_a_real_stand_in_is_the_models_own_probabilities(llama, monk
         assert text.startswith("<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n" + PROMETHEUS_SYSTEM)
     result = scorer.evaluate(data, task="summarization", aspects=[aspect])  # the engine path: the same ratings
     assert [e.scores[aspect] for e in result.examples] == pytest.approx([o.rating for o in run.outcomes], rel=1e-9)
+
+
+def test_a_failed_generation_is_never_scored_by_the_engine(llama, monkeypatch):
+    """Through Scorer: a rationale that hit max_new_tokens gets no score: a warning counts it by
+    status and the request fails naming the example (never a silent score); judge_examples
+    reports that example's status and scores the other as the engine would."""
+    from unieval_local import NonFiniteScoreError, Scorer
+    from unieval_local.models.causal_lm.runner import CausalLMRunner
+
+    def generate(self, prompts, *, max_new_tokens, stop=(), max_length=None):
+        return [Gen("Rambling on", finish="length") if "Shares fell." in p else Gen(RATIONALE) for p in prompts]
+
+    monkeypatch.setattr(CausalLMRunner, "generate", generate, raising=False)
+    scorer = Scorer(model={"themis": str(llama["themis"])}, device="cpu")
+    data = [{"source": SOURCE, "target": TARGET}, {"source": SOURCE, "target": "Shares fell."}]
+    with pytest.warns(UserWarning, match=r"1 of 2 judge answers have no rating and are not scored \(NaN\): "
+                                         r"1 truncated"), \
+            pytest.raises(NonFiniteScoreError, match=r"no rating for examples \[1\]: the judge of themis_coherence"):
+        scorer.evaluate(data, task="summarization", aspects=["themis_coherence"])
+    run = judge_examples(scorer.engine.runner("themis"), data, aspect="themis_coherence")
+    assert [o.status for o in run.outcomes] == ["ok", "truncated"] and run.num_failed == 1
+    alone = scorer.evaluate(data[:1], task="summarization", aspects=["themis_coherence"])
+    assert alone.examples[0].scores["themis_coherence"] == pytest.approx(run.outcomes[0].rating, rel=1e-9)
