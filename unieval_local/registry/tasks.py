@@ -234,11 +234,11 @@ TASKS: dict[str, Task] = {
           for name, k, fields, criteria, steps in _GEVAL_ASPECTS),
         # Judges that reason (text/judges.py): a generated rationale, then the expected rating 1-5
         *(Aspect(_SUM, f"themis_{key}", f"(Themis) {THEMIS_CRITERIA[key]}",
-                 _fields(("Article", "source"), ("Summary", "target")), checkpoint="themis", scale=5,
+                 _fields(("", "source"), ("", "target")), checkpoint="themis", scale=5,
                  description=f"Themis-8B's {key} rating 1-5 after its analysis (expected over the rating tokens)")
           for key in _JUDGE_KEYS),
         *(Aspect(_SUM, f"prometheus_{key}", f"(Prometheus 2 rubric) {PROMETHEUS_RUBRICS[key][0]}",
-                 _fields(("Article", "source"), ("Summary", "target")), checkpoint="prometheus-7b-v2.0", scale=5,
+                 _fields(("", "source"), ("", "target")), checkpoint="prometheus-7b-v2.0", scale=5,
                  description=f"Prometheus 2's absolute grade 1-5 of {key} on a rubric, after its feedback "
                  "(expected over the rating tokens)")
           for key in _JUDGE_KEYS),
