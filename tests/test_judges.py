@@ -58,6 +58,9 @@ class FakeRunner:
         user = "".join(t for r, t in q.parts if r == "user")
         return f"[S]{system}[U]{user}[A]" + q.prefix
 
+    def fit_prompt(self, prompt: str, *, max_length: int) -> str:
+        return prompt
+
     def render_prompt(self, prompt: str) -> str:
         return self.text_of(prompt)
 
@@ -305,3 +308,34 @@ def test_a_failed_generation_is_never_scored_by_the_engine(llama, monkeypatch):
     assert [o.status for o in run.outcomes] == ["ok", "truncated"] and run.num_failed == 1
     alone = scorer.evaluate(data[:1], task="summarization", aspects=["themis_coherence"])
     assert alone.examples[0].scores["themis_coherence"] == pytest.approx(run.outcomes[0].rating, rel=1e-9)
+
+
+def test_a_long_source_is_cut_to_the_window_before_generation(llama, monkeypatch):
+    """As scoring cuts it: the source loses its end until the rendered prompt fits max_length; the
+    read continues that same cut prompt (rationale + forced prefix after it)."""
+    from unieval_local import Scorer
+    from unieval_local.models.causal_lm.runner import CausalLMRunner, _ids
+
+    seen: list[str] = []
+
+    def generate(self, prompts, *, max_new_tokens, stop=(), max_length=None):
+        seen.extend(prompts)
+        return [Gen(RATIONALE) for _ in prompts]
+
+    monkeypatch.setattr(CausalLMRunner, "generate", generate, raising=False)
+    runner = Scorer(model={"themis": str(llama["themis"])}, device="cpu").engine.runner("themis")
+    long_source = " ".join([SOURCE] * 40)
+    whole = runner.count([judge_query("themis_coherence", long_source)])[0]
+    run = judge_examples(runner, [{"source": long_source, "target": TARGET}], aspect="themis_coherence",
+                         max_length=whole - 100)
+    text, = seen
+    assert len(_ids(runner.model, text)) <= whole - 100
+    kept = text.split("Article:\n", 1)[1].split("\n\nSummary:\n", 1)[0]
+    assert 0 < len(kept) < len(long_source) and long_source.startswith(kept)
+    assert run.outcomes[0].status == "ok" and runner.render_prompt(runner.fit_prompt(
+        judge_query("themis_coherence", long_source), max_length=whole - 100)) == text
+
+
+def judge_query(aspect: str, source: str, target: str = TARGET) -> str:
+    fmt = get_evaluator(get_aspect("summarization", aspect).checkpoint).prompt_format
+    return fmt.query(get_aspect("summarization", aspect), source, target)[0].encode()[0]

@@ -30,7 +30,7 @@ def judge_examples(runner, examples: Sequence[Mapping[str, object]], *, aspect: 
     Args:
         runner: the judge's runner (``Engine.runner(name)``: a
             :class:`~unieval_local.models.causal_lm.runner.CausalLMRunner`; any object with
-            ``render_prompt``, ``generate`` and ``distributions``).
+            ``fit_prompt``, ``render_prompt``, ``generate`` and ``distributions``).
         examples: mappings with ``source`` and ``target`` (``system_output`` is read as ``target``).
         aspect: a judge aspect of ``task``, e.g. ``themis_coherence`` or ``prometheus_relevance``.
         task: the task (``summarization``). max_length: the prompt window (default: the evaluator's).

@@ -2,8 +2,9 @@
 
 For each ``judge`` query (a :class:`~unieval_local.text.chat.ChatQuery` a judge format made):
 
-1. its prompt is rendered (``runner.render_prompt``: the chat template, or BOS and the plain text) and
-   the rationale generated greedily (``runner.generate``, at most the query's ``max_new_tokens``,
+1. its source is cut to fit the window as scoring cuts it (``runner.fit_prompt``; a prompt still over
+   it is ``too_long``), its prompt rendered (``runner.render_prompt``: the chat template, or BOS and
+   the plain text) and the rationale generated greedily (``runner.generate``, at most the query's ``max_new_tokens``,
    stopping at its rating prefix ``stop``);
 2. where generation stopped at the rating prefix, the same query with ``prefix = rationale + forced``
    and the ``rating-mass`` readout is read (``runner.distributions``): the probabilities of the rating
@@ -15,7 +16,8 @@ For each ``judge`` query (a :class:`~unieval_local.text.chat.ChatQuery` a judge 
 
 Every example gets a status (:data:`~unieval_local.text.judges.JUDGE_STATUSES`); one that is not
 ``ok`` has no rating (its value is NaN), is counted in ``num_failed`` and named in a warning: never
-silently scored. The runner is duck-typed (``render_prompt``, ``generate``, ``distributions``), so
+silently scored. The runner is duck-typed (``fit_prompt``, ``render_prompt``, ``generate``,
+``distributions``), so
 tests drive this module with a fake; no torch here.
 """
 
@@ -92,7 +94,7 @@ def judge_prompts(runner, prompts: Sequence[str], *, max_length: int) -> JudgeRu
     (module docstring).
 
     Args:
-        runner: has ``render_prompt(prompt) -> str``, ``generate(texts, *, max_new_tokens, stop,
+        runner: has ``fit_prompt(prompt, *, max_length) -> str``, ``render_prompt(prompt) -> str``, ``generate(texts, *, max_new_tokens, stop,
             max_length) -> [Generation]`` and ``distributions(prompts, *, max_length) -> [dict]``
             (:class:`~unieval_local.models.causal_lm.runner.CausalLMRunner`).
         prompts: encoded :class:`~unieval_local.text.chat.ChatQuery` strings with the ``judge`` readout.
@@ -110,7 +112,9 @@ def judge_prompts(runner, prompts: Sequence[str], *, max_length: int) -> JudgeRu
     if bad:
         raise ValueError(f"prompt {bad[0]} is not a judge query (readout {queries[bad[0]].readout!r}): a judge "
                          "that reasons and another evaluator's prompts were mixed")
-    texts = [runner.render_prompt(p) for p in distinct]
+    fitted = [runner.fit_prompt(p, max_length=max_length) for p in distinct]  # a long source cut as scoring cuts it
+    queries = [ChatQuery.decode(p) for p in fitted]
+    texts = [runner.render_prompt(p) for p in fitted]
     generations: list = [None] * len(distinct)
     for stop, budget in dict.fromkeys((q.stop, q.max_new_tokens) for q in queries):  # one call per setting
         members = [k for k, q in enumerate(queries) if (q.stop, q.max_new_tokens) == (stop, budget)]

@@ -66,21 +66,28 @@ def encode(model: CausalLMModel, prompt: str, max_length: int | None = None) -> 
     until the ids fit ``max_length`` (None: untruncated). A query without a ``cut`` part, or
     whose other parts alone exceed ``max_length``, keeps what is left of it (the answer slot is
     never cut)."""
-    query = ChatQuery.decode(prompt)
+    _, ids, full = fit(model, ChatQuery.decode(prompt), max_length)
+    return ids, full
+
+
+def fit(model: CausalLMModel, query: ChatQuery, max_length: int | None) -> tuple[ChatQuery, list[int], int]:
+    """``(query, ids, untruncated count)``: the query with its ``cut`` part shortened as :func:`encode`
+    says, and its ids."""
     ids = _ids(model, render(model, query))
     full = len(ids)
     if max_length is None or full <= max_length or query.cut is None:
-        return ids, full
+        return query, ids, full
     text = query.parts[query.cut][1]
     n = tokens.count_plain(model.tokenizer, [text])[0]
     keep = n - (full - max_length)
+    shorter = query
     for _ in range(4):  # token boundaries may merge differently at the cut: shorten until it fits
         shorter = query.with_cut(text[:tokens.cut(model.tokenizer, text, max(0, keep))])
         ids = _ids(model, render(model, shorter))
         if len(ids) <= max_length or keep <= 0:
             break
         keep -= len(ids) - max_length
-    return ids, full
+    return shorter, ids, full
 
 
 def readout(probs: np.ndarray, query: ChatQuery, model: CausalLMModel) -> tuple[float, dict[str, float]]:
@@ -225,6 +232,12 @@ class CausalLMRunner(tokens.TokenArithmetic, Runner):
         index = {p: k for k, p in enumerate(distinct)}
         at = [index[p] for p in prompts]
         return values[at], np.array([encoded[k][1] for k in at], dtype=np.int64), [dists[k] for k in at]
+
+    def fit_prompt(self, prompt: str, *, max_length: int) -> str:
+        """The chat prompt with its ``cut`` part (the source) shortened from its end until it fits
+        ``max_length`` tokens, as scoring cuts it (:func:`encode`); unchanged when it fits or has no
+        such part. A judge generates from it, so that a long source is handled as scoring handles it."""
+        return fit(self.model, ChatQuery.decode(prompt), max_length)[0].encode()[0]
 
     def render_prompt(self, prompt: str) -> str:
         """The text a chat prompt (:meth:`ChatQuery.encode <unieval_local.text.chat.ChatQuery.encode>`)
