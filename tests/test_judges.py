@@ -44,6 +44,8 @@ class FakeRunner:
     generates from ``answers`` (target text -> Gen); reads ``masses`` (target -> rating masses).
     Records what it was asked."""
 
+    fingerprint = "fake"
+
     def __init__(self, answers: dict[str, Gen], masses: dict[str, dict[str, float]]):
         self.answers, self.masses = answers, masses
         self.generated: list[tuple[str, int, list[str]]] = []
@@ -92,6 +94,8 @@ def test_expected_rating_and_valid_mass_are_the_hand_computation():
     assert o.valid_mass == pytest.approx(0.8, abs=1e-12) and run.mean_valid_mass == pytest.approx(0.8, abs=1e-12)
     assert o.value == pytest.approx((3.5 - 1) / 4, abs=1e-12) and run.num_failed == 0
     assert o.rationale == "The summary is short.\n"
+    assert run.judge == {"evaluator": "themis", "format": "themis", "fingerprint": "fake",
+                         "source": "https://github.com/PKU-ONELab/Themis/blob/main/eval.py"}
 
 
 def test_themis_prompt_is_its_eval_py_template_filled_by_hand_with_the_forced_prefix_after_the_rationale():

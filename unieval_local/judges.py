@@ -13,6 +13,7 @@ Example (a fake runner: real ones come from ``Engine(model={"themis": DIR}).runn
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 from .models.judging import JudgeRun, judge_prompts
@@ -38,7 +39,8 @@ def judge_examples(runner, examples: Sequence[Mapping[str, object]], *, aspect: 
     Returns:
         :class:`~unieval_local.models.judging.JudgeRun`: per example a
         :class:`~unieval_local.models.judging.JudgeOutcome` (status, rating, distribution,
-        valid_mass, rationale); ``num_failed``; ``mean_valid_mass``.
+        valid_mass, rationale); ``num_failed``; ``mean_valid_mass``; ``judge`` (evaluator, format,
+        the prompt's source, the checkpoint's fingerprint).
 
     Raises:
         UnknownTaskError: unknown task or aspect.
@@ -62,4 +64,6 @@ def judge_examples(runner, examples: Sequence[Mapping[str, object]], *, aspect: 
                 raise ValueError(f"example {i}: field {name!r} {problem}; {task}/{aspect} needs source and target")
         query, _ = fmt.query(a, row["source"], row["target"])
         prompts.append(query.encode()[0])
-    return judge_prompts(runner, prompts, max_length=max_length or evaluator.max_length)
+    run = judge_prompts(runner, prompts, max_length=max_length or evaluator.max_length)
+    return dataclasses.replace(run, judge={"evaluator": evaluator.name, "format": fmt.name, "source": fmt.source,
+                                           "fingerprint": runner.fingerprint})

@@ -70,9 +70,13 @@ class JudgeRun:
 
     Attributes:
         outcomes: one :class:`JudgeOutcome` per prompt.
+        judge: where the judgements come from: the evaluator and prompt format
+            (``themis``, ``prometheus-7b-v2.0``; empty when not given), the prompt's source (a URL) and
+            the checkpoint's content fingerprint (``runner.fingerprint``).
     """
 
     outcomes: tuple[JudgeOutcome, ...]
+    judge: dict = dataclasses.field(default_factory=dict)
 
     @property
     def num_failed(self) -> int:
