@@ -25,7 +25,7 @@ LAYERS: dict[str, int] = {
     "registry": 2,    # tasks and aspects, evaluators, user aspects
     "pipeline": 3,    # validate, planning, fold, evidence
     "models": 4,      # Runner protocol, batching, checkpoints, cache, t5/
-    "engine": 5, "claims": 5,   # claims: fact/claims, decompose then verify (the engine plans and folds through it)
+    "engine": 5, "claims": 5, "judges": 5,  # claims: fact/claims (decompose then verify); judges: judges that reason
     "requests": 6,    # Request, Scheduler
     "wire": 7,        # external shapes
     "reports": 8, "batch": 8, "training": 8,   # entry points (training: fine-tuning, ARCHITECTURE)

@@ -62,10 +62,11 @@ def test_registry_groups_are_the_tasks_own_sets():
     assert DEFAULT_REGISTRY.aspect_names("fact", "all") == ["consistency"]
     assert DEFAULT_REGISTRY.aspect_names("summarization", ["geval"]) == GEVAL
     assert DEFAULT_REGISTRY.aspect_names("summarization", ["all", "geval"]) == OWN + GEVAL
-    assert len(DEFAULT_REGISTRY.aspect_names("summarization", "all+")) == 14
+    assert len(DEFAULT_REGISTRY.aspect_names("summarization", "all+")) == 22  # 14 + the judges that reason (issue 44)
     assert DEFAULT_REGISTRY.optional_aspects("summarization", "all") == []
+    judges = [f"{j}_{m}" for j in ("themis", "prometheus") for m in ("coherence", "consistency", "fluency", "relevance")]
     assert DEFAULT_REGISTRY.optional_aspects("summarization", ["all+", "geval"])[4:] == [
-        "comprehensible", "repetition", "grammar", "attribution", "main_ideas", "conciseness"]
+        "comprehensible", "repetition", "grammar", "attribution", "main_ideas", "conciseness", *judges]
 
 
 def test_main_job_is_byte_identical_with_a_geval_model_staged(home, geval_ckpt, summeval_jsonl, tmp_path):

@@ -110,15 +110,25 @@ def test_every_builtin_aspect_has_a_golden_prompt():
         # their prompts are checked elsewhere: FactCG's by its golden ids (test_golden_ids.py, test_factcg.py), the
         # chat-template evaluators' against apply_chat_template (test_causal_lm.py)
         ("fact", "factcg"), ("fact", "groundedness"),
-        *(("summarization", f"geval_{m}") for m in ("coherence", "consistency", "relevance", "fluency"))}
+        # fact/claims asks its checker aspect's prompts (test_claims_aspect.py)
+        ("fact", "claims"),
+        *(("summarization", f"geval_{m}") for m in ("coherence", "consistency", "relevance", "fluency")),
+        # the judges that reason: against their sources' templates (test_judges.py)
+        *(("summarization", f"{j}_{m}") for j in ("themis", "prometheus")
+          for m in ("coherence", "consistency", "relevance", "fluency"))}
     assert covered == {(t.name, a) for t in TASKS.values() for a in t.aspects}
 
 
 def test_registry_fields_and_granularity():
     aspects = dict(get_task("summarization").aspects)  # a copy: the SEAHORSE ones are popped below
     geval = [f"geval_{m}" for m in ("coherence", "consistency", "relevance", "fluency")]
-    assert list(aspects) == ["coherence", "consistency", "fluency", "relevance", *SEAHORSE_ASPECTS, *geval]
+    themis = [f"themis_{m}" for m in ("coherence", "consistency", "fluency", "relevance")]
+    prometheus = [f"prometheus_{m}" for m in ("coherence", "consistency", "fluency", "relevance")]
+    assert list(aspects) == ["coherence", "consistency", "fluency", "relevance", *SEAHORSE_ASPECTS, *geval, *themis,
+                             *prometheus]
     assert {aspects.pop(a).checkpoint for a in geval} == {"g-eval"}
+    assert {aspects.pop(a).checkpoint for a in themis} == {"themis"}
+    assert {aspects.pop(a).checkpoint for a in prometheus} == {"prometheus-7b-v2.0"}
     seahorse = [aspects.pop(a) for a in SEAHORSE_ASPECTS]
     assert [a.checkpoint for a in seahorse] == [f"seahorse-large-q{n}" for n in range(1, 7)]
     assert {(a.required_fields, a.granularity, a.chunk_field) for a in seahorse} == {(("target", "source"), "output",

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 from ..text.prompts import BOOLEAN_QA, HHEM, MINICHECK, NLI_PAIR, SEAHORSE, PromptFormat
 from ..text.chat import GEVAL, GRANITE_GROUNDEDNESS
 from ..text.factcg import FACTCG
+from ..text.judges import PROMETHEUS, THEMIS
 
 if TYPE_CHECKING:
     from .tasks import Aspect
@@ -197,6 +198,20 @@ EVALUATORS: dict[str, Evaluator] = {e.name: e for e in [
               backend="causal-lm", licence="that of the model you name", languages=None,  # the user's model: unknown
               description="G-Eval (Liu et al., 2023) with a local instruct model: "
               "probability-weighted rating over the score tokens"),
+    # Judges that reason (issue 44; text/judges.py): a rationale generated, the rating prefix forced,
+    # the expected rating read over 1-5. Themis-8B (Hu et al., 2024; Llama-3-8B based, Apache-2.0,
+    # 8.03B parameters = 16.1 GB in bfloat16): 8,192 tokens of context less its eval.py's 2,048 new ones.
+    Evaluator("themis", "PKU-ONELab/Themis", THEMIS, answers=("5", "1"), max_length=6144, model_types=("llama",),
+              backend="causal-lm", licence="Apache-2.0", size_gb=16.1,
+              description="Themis-8B (Hu et al., 2024), a judge that reasons: its analysis, then the expected "
+              "rating 1-5 read after 'Rating: '"),
+    # Prometheus 2 7B (Kim et al., 2024; Mistral-7B-Instruct-v0.2 based, Apache-2.0, 7.24B = 14.5 GB):
+    # absolute grading with a rubric; "llama" beside "mistral" for the Llama-layout test stand-ins.
+    Evaluator("prometheus-7b-v2.0", "prometheus-eval/prometheus-7b-v2.0", PROMETHEUS, answers=("5", "1"),
+              max_length=8192, model_types=("mistral", "llama"), backend="causal-lm", licence="Apache-2.0",
+              size_gb=14.5,
+              description="Prometheus 2 7B (Kim et al., 2024), absolute grading with a rubric: its feedback, "
+              "then the expected rating 1-5 read after '[RESULT] '"),
 ]}
 
 

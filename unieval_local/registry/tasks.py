@@ -19,6 +19,7 @@ from typing import Literal
 import numpy as np
 
 from ..errors import UnknownTaskError
+from ..text.judges import PROMETHEUS_RUBRICS, THEMIS_CRITERIA
 from .evaluators import EVALUATORS
 
 __all__ = ["ALL", "ALL_AVAILABLE", "ASPECT_FAMILIES", "Aspect", "CHECKPOINTS", "DEFAULT_REGISTRY", "GROUP_NAMES",
@@ -207,6 +208,8 @@ _GEVAL_ASPECTS = (
      "awkward phrasing.\n3. Assign a fluency score from 1 to 3."),
 )
 _GEVAL_LABELS = {"source": "Source Text", "target": "Summary"}
+#: The aspects of the judges that reason, in SummEval's order (text/judges.py).
+_JUDGE_KEYS = ("coherence", "consistency", "fluency", "relevance")
 
 #: The built-in tasks: UniEval's templates (``utils.add_question``) and reductions (``evaluator.py``).
 TASKS: dict[str, Task] = {
@@ -235,6 +238,16 @@ TASKS: dict[str, Task] = {
                  description=f"G-Eval {name[6:]} rating 1-{k} (expected over the score tokens; a local LLM), "
                  f"as (rating - 1) / {k - 1}")
           for name, k, fields, criteria, steps in _GEVAL_ASPECTS),
+        # Judges that reason (text/judges.py): a generated rationale, then the expected rating 1-5
+        *(Aspect(_SUM, f"themis_{key}", f"(Themis) {THEMIS_CRITERIA[key]}",
+                 _fields(("", "source"), ("", "target")), checkpoint="themis", scale=5,
+                 description=f"Themis-8B's {key} rating 1-5 after its analysis (expected over the rating tokens)")
+          for key in _JUDGE_KEYS),
+        *(Aspect(_SUM, f"prometheus_{key}", f"(Prometheus 2 rubric) {PROMETHEUS_RUBRICS[key][0]}",
+                 _fields(("", "source"), ("", "target")), checkpoint="prometheus-7b-v2.0", scale=5,
+                 description=f"Prometheus 2's absolute grade 1-5 of {key} on a rubric, after its feedback "
+                 "(expected over the rating tokens)")
+          for key in _JUDGE_KEYS),
     ]),
     _DIA: _task(_DIA, "unieval-dialog", "Responses in a knowledge-grounded dialogue (Topical-Chat-trained).", [
         Aspect(_DIA, "naturalness", "Is this a natural response in the dialogue?", _fields(("response", "target")),

@@ -250,6 +250,17 @@ def joined_languages(results: Mapping[str, Any], n: int) -> list[str | None]:
     return out
 
 
+def _reasons(task: str, aspect: str) -> bool:
+    """True for a built-in aspect answered by a judge that reasons (:mod:`unieval_local.text.judges`)."""
+    from ..registry.evaluators import get_evaluator
+    from ..registry.tasks import DEFAULT_REGISTRY
+    from ..text.judges import JudgeFormat
+
+    a = DEFAULT_REGISTRY.tasks.get(task)
+    a = a.aspects.get(aspect) if a is not None else None
+    return a is not None and isinstance(get_evaluator(a.checkpoint).prompt_format, JudgeFormat)
+
+
 def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.ndarray], evidence: Mapping[str, list],
                       signature: Any, dtype: str = "float32",
                       languages: Sequence[str | None] | None = None,
@@ -273,6 +284,12 @@ def evaluation_result(task: str, names: Sequence[str], values: Mapping[str, np.n
         NonFiniteScoreError: some example has a non-finite value (the indices are listed).
     """
     bad = sorted({i for v in values.values() for i in np.flatnonzero(~np.isfinite(v)).tolist()})
+    judged = [a for a in names if _reasons(task, a) and not np.isfinite(values[a]).all()]
+    if judged:  # a judge that reasons wrote no rating (models/judging.py warned with the statuses)
+        raise NonFiniteScoreError(
+            f"no rating for examples {bad[:20]}: the judge of {', '.join(judged)} wrote none (its answer hit "
+            "max_new_tokens, ended without the rating prefix, or the prompt was over the window: the warning "
+            "counts them; unieval_local.judges.judge_examples gives each example's status and rationale)", bad)
     if bad:
         raise NonFiniteScoreError(
             f"the model gave non-finite logits for examples {bad[:20]} "

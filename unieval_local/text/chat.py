@@ -44,6 +44,7 @@ Formats:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -63,6 +64,9 @@ __all__ = ["CHAT_MARK", "CHAT_SEGMENT", "ChatQuery", "GEVAL", "GEvalPrompt", "GR
 CHAT_MARK, CHAT_SEGMENT = "\ue001", "\ue002"
 
 _ROLES = ("system", "user", "assistant", "document")
+
+#: The readouts a :class:`ChatQuery` may declare (its docstring).
+READOUTS = ("labels", "rating", "judge", "rating-mass")
 
 
 def _clean(text: str) -> str:
@@ -92,6 +96,17 @@ class ChatQuery:
         readout: ``labels`` or ``rating`` (module docstring).
         words: for ``labels``: ``(read, other)``; the value is P(read) over the two.
         scale: for ``rating``: K, the ratings are 1..K (2 <= K <= 9).
+        stop, forced, max_new_tokens: for ``judge`` (a judge that reasons,
+            :mod:`unieval_local.text.judges`): the rating prefix the judge writes after its rationale
+            (generation stops there), the text appended after the rationale before the rating is
+            read, and the most tokens the rationale may take.
+        plain: the parts are the whole prompt, after the tokenizer's BOS token, without the chat
+            template (Themis's own usage: its ``eval.py`` sends the raw prompt).
+
+    Readouts beside ``labels`` and ``rating``: ``judge`` (generate a rationale, stop at ``stop``,
+    append ``forced``, read the rating: :mod:`unieval_local.models.judging`) and ``rating-mass``
+    (that read: the expected rating as ``rating``, the distribution NOT renormalised, so that the
+    mass on the rating tokens shows).
     """
 
     parts: tuple[tuple[str, str], ...]
@@ -102,20 +117,29 @@ class ChatQuery:
     template: dict = field(default_factory=dict)
     words: tuple[str, str] = ("yes", "no")
     scale: int = 5
+    stop: str = ""
+    forced: str = ""
+    max_new_tokens: int = 0
+    plain: bool = False
 
     def __post_init__(self) -> None:
-        if self.readout not in ("labels", "rating"):
-            raise ValueError(f"readout must be 'labels' or 'rating', got {self.readout!r}")
-        if self.readout == "rating" and not 2 <= self.scale <= 9:
+        if self.readout not in READOUTS:
+            raise ValueError(f"readout must be one of {', '.join(READOUTS)}, got {self.readout!r}")
+        if self.readout == "judge" and (not self.stop or self.max_new_tokens < 1):
+            raise ValueError("a judge query needs its rating prefix (stop) and max_new_tokens >= 1")
+        if self.readout != "labels" and not 2 <= self.scale <= 9:
             raise ValueError(f"a rating scale runs 1..K with 2 <= K <= 9 (one digit), got K={self.scale}")
         if any(role not in _ROLES for role, _ in self.parts):
             raise ValueError(f"chat part roles must be among {', '.join(_ROLES)}")
 
     def header(self) -> dict:
         """The JSON header of :meth:`encode` (everything but the parts' texts)."""
-        return {"roles": [r for r, _ in self.parts], "cut": self.cut, "prefix": self.prefix, "readout": self.readout,
+        head = {"roles": [r for r, _ in self.parts], "cut": self.cut, "prefix": self.prefix, "readout": self.readout,
                 "continue": self.continue_final, "template": self.template, "words": list(self.words),
                 "scale": self.scale}
+        if self.readout in ("judge", "rating-mass") or self.plain:  # G-Eval's and Granite's headers unchanged
+            head.update(stop=self.stop, forced=self.forced, max_new_tokens=self.max_new_tokens, plain=self.plain)
+        return head
 
     def encode(self) -> tuple[str, list[int]]:
         """``(prompt, starts)``: the prompt string and the character offset of each part in it."""
@@ -142,14 +166,14 @@ class ChatQuery:
         if len(texts) != len(h["roles"]):
             raise ValueError(f"a chat prompt with {len(texts)} parts where its header names {len(h['roles'])}")
         return cls(tuple(zip(h["roles"], texts)), h["prefix"], h["readout"], h["cut"], h["continue"], h["template"],
-                   tuple(h["words"]), h["scale"])
+                   tuple(h["words"]), h["scale"], h.get("stop", ""), h.get("forced", ""), h.get("max_new_tokens", 0),
+                   h.get("plain", False))
 
     def with_cut(self, text: str) -> "ChatQuery":
         """This query with the ``cut`` part's text replaced (a shortened source)."""
         parts = list(self.parts)
         parts[self.cut] = (parts[self.cut][0], text)
-        return ChatQuery(tuple(parts), self.prefix, self.readout, self.cut, self.continue_final, self.template,
-                         self.words, self.scale)
+        return dataclasses.replace(self, parts=tuple(parts))
 
     def messages(self) -> tuple[list[dict], list[dict]]:
         """``(messages, documents)`` for ``apply_chat_template``: consecutive parts of one role

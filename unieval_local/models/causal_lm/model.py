@@ -29,9 +29,11 @@ from ..tokenizer_identity import check_tokenizer_fits, describe_tokenizer
 __all__ = ["BFLOAT16_ABOVE", "CausalLMModel", "auto_dtype", "LAYOUTS", "check_memory", "free_memory", "parameter_count",
            "token_forms"]
 
-#: The ``model_type`` values this backend loads (each has a generated test layout:
-#: ``scripts/make_test_checkpoint.py --layout llama|qwen2|granite``).
-LAYOUTS = ("llama", "qwen2", "granite")
+#: The ``model_type`` values this backend loads (the first three have a generated test layout:
+#: ``scripts/make_test_checkpoint.py --layout llama|qwen2|granite``; ``mistral``, Prometheus 2's, is
+#: Llama's layout with a sliding window: its judges are tested on Llama-layout stand-ins and its
+#: parameter count on a generated Mistral config, tests/test_judges.py).
+LAYOUTS = ("llama", "qwen2", "granite", "mistral")
 
 #: The oldest transformers the causal-lm backend runs on: tested on 4.57.6 and the newest; 4.46.1
 #: failed (``logits_to_keep`` unknown to Granite, other numbers in batches: docs/development.md).
@@ -163,7 +165,8 @@ class CausalLMModel:
         except Exception as exc:  # noqa: BLE001
             raise CheckpointError(f"{path}: its tokenizer does not load: {explain_tokenizer_failure(path, exc)}") from None
         self.tokenizer = stored_fast_tokenizer(path, self.tokenizer)  # tokenizer.json's ids, not a class's rules
-        if not self.tokenizer.chat_template:
+        plain = bool(getattr(evaluator.prompt_format, "plain", False))  # Themis: its raw prompt, no template
+        if not self.tokenizer.chat_template and not plain:
             raise CheckpointError(f"{path}: its tokenizer has no chat template (tokenizer_config.json "
                                   "'chat_template' or chat_template.jinja): the judge's prompt is built with it")
         self.parameters = parameter_count(config)
@@ -178,7 +181,9 @@ class CausalLMModel:
                                   f"{rows:,} rows: a tokenizer of another model")
         self.tokenizer_class = describe_tokenizer(self.tokenizer)
         self.tokenizer_doubt = check_tokenizer_fits(self.tokenizer, model.config, rows=rows, where=str(path))
-        words = list(evaluator.answers) + ([str(k) for k in range(1, 10)] if evaluator.name == "g-eval" else [])
+        scale = getattr(evaluator.prompt_format, "scale", None)  # a judge that reasons: its ratings 1..K
+        digits = 9 if evaluator.name == "g-eval" else scale or 0
+        words = list(evaluator.answers) + [str(k) for k in range(1, digits + 1)]
         self.forms: dict[str, tuple[int, ...]] = {}
         for word in words:
             self.forms_of(word)

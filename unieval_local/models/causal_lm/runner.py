@@ -43,7 +43,10 @@ __all__ = ["CausalLMRunner", "causal_lm_runner_factory", "readout", "render", "v
 
 
 def render(model: CausalLMModel, query: ChatQuery) -> str:
-    """The text of one query through the checkpoint's chat template, ending with the prefix."""
+    """The text of one query through the checkpoint's chat template, ending with the prefix (a
+    ``plain`` query: the tokenizer's BOS token, the parts' texts and the prefix, no template)."""
+    if query.plain:
+        return (model.tokenizer.bos_token or "") + "".join(t for _, t in query.parts) + query.prefix
     messages, documents = query.messages()
     kwargs = dict(query.template)
     if query.continue_final:
@@ -63,21 +66,28 @@ def encode(model: CausalLMModel, prompt: str, max_length: int | None = None) -> 
     until the ids fit ``max_length`` (None: untruncated). A query without a ``cut`` part, or
     whose other parts alone exceed ``max_length``, keeps what is left of it (the answer slot is
     never cut)."""
-    query = ChatQuery.decode(prompt)
+    _, ids, full = fit(model, ChatQuery.decode(prompt), max_length)
+    return ids, full
+
+
+def fit(model: CausalLMModel, query: ChatQuery, max_length: int | None) -> tuple[ChatQuery, list[int], int]:
+    """``(query, ids, untruncated count)``: the query with its ``cut`` part shortened as :func:`encode`
+    says, and its ids."""
     ids = _ids(model, render(model, query))
     full = len(ids)
     if max_length is None or full <= max_length or query.cut is None:
-        return ids, full
+        return query, ids, full
     text = query.parts[query.cut][1]
     n = tokens.count_plain(model.tokenizer, [text])[0]
     keep = n - (full - max_length)
+    shorter = query
     for _ in range(4):  # token boundaries may merge differently at the cut: shorten until it fits
         shorter = query.with_cut(text[:tokens.cut(model.tokenizer, text, max(0, keep))])
         ids = _ids(model, render(model, shorter))
         if len(ids) <= max_length or keep <= 0:
             break
         keep -= len(ids) - max_length
-    return ids, full
+    return shorter, ids, full
 
 
 def readout(probs: np.ndarray, query: ChatQuery, model: CausalLMModel) -> tuple[float, dict[str, float]]:
@@ -93,13 +103,18 @@ def readout(probs: np.ndarray, query: ChatQuery, model: CausalLMModel) -> tuple[
         renormalised; ``rating`` (G-Eval, Liu et al., 2023, Sec. 2.3): ``(E - 1) / (K - 1)`` with
         ``E = sum_k k p(k)`` over ``p(k)`` renormalised over 1..K, and ``{"1": p(1), ...}``.
         NaN (and an empty distribution) when the words have no probability at all.
+        ``rating-mass`` (a judge's read after its rationale, :mod:`unieval_local.models.judging`):
+        the same value, the distribution NOT renormalised (``{"1": P(1), ...}`` as the model gives
+        them, zeros included), so that its sum is the mass on the valid ratings.
     """
     words = list(query.words) if query.readout == "labels" else [str(k) for k in range(1, query.scale + 1)]
     mass = np.array([probs[list(model.forms_of(w))].sum() for w in words], dtype=np.float64)
     total = mass.sum()
     if not np.isfinite(total) or total <= 0:
-        return float("nan"), {}
+        return float("nan"), (dict(zip(words, mass.tolist())) if query.readout == "rating-mass" else {})
     p = mass / total
+    if query.readout == "rating-mass":
+        return (float(np.dot(np.arange(1, query.scale + 1), p)) - 1.0) / (query.scale - 1), dict(zip(words, mass.tolist()))
     dist = dict(zip(words, p.tolist()))
     if query.readout == "labels":
         return float(p[0]), dist
@@ -139,6 +154,7 @@ class CausalLMRunner(tokens.TokenArithmetic, Runner):
         self.tokenizer_doubt = model.tokenizer_doubt
         self._recent: OrderedDict[tuple[str, int], dict[str, float]] = OrderedDict()  # evidence's distributions
         self._recent_lock = threading.Lock()
+        self.judged: dict[str, object] = {}  # judge prompt -> its JudgeOutcome (models/judging.py)
 
     # token arithmetic (TokenCounter)
     def count(self, texts: Sequence[str]) -> list[int]:
@@ -176,6 +192,10 @@ class CausalLMRunner(tokens.TokenArithmetic, Runner):
         distributions are :func:`readout`'s, each readout word -> its renormalised probability)."""
         distinct = list(dict.fromkeys(prompts))
         queries = [ChatQuery.decode(p) for p in distinct]
+        if any(q.readout == "judge" for q in queries):  # generate, then read (models/judging.py)
+            from ..judging import judge_values
+
+            return judge_values(self, prompts, max_length=max_length)
         encoded = [encode(self.model, p, max_length) for p in distinct]
         ids = [e[0] for e in encoded]
         lengths = [len(x) for x in ids]
@@ -212,6 +232,18 @@ class CausalLMRunner(tokens.TokenArithmetic, Runner):
         index = {p: k for k, p in enumerate(distinct)}
         at = [index[p] for p in prompts]
         return values[at], np.array([encoded[k][1] for k in at], dtype=np.int64), [dists[k] for k in at]
+
+    def fit_prompt(self, prompt: str, *, max_length: int) -> str:
+        """The chat prompt with its ``cut`` part (the source) shortened from its end until it fits
+        ``max_length`` tokens, as scoring cuts it (:func:`encode`); unchanged when it fits or has no
+        such part. A judge generates from it, so that a long source is handled as scoring handles it."""
+        return fit(self.model, ChatQuery.decode(prompt), max_length)[0].encode()[0]
+
+    def render_prompt(self, prompt: str) -> str:
+        """The text a chat prompt (:meth:`ChatQuery.encode <unieval_local.text.chat.ChatQuery.encode>`)
+        renders to (:func:`render`), uncut: what :meth:`generate` continues for a judge, so that the
+        judge's later read (the same query with the rationale in its prefix) has this text as its start."""
+        return render(self.model, ChatQuery.decode(prompt))
 
     def prefix_groups(self, ids: Sequence[Sequence[int]]) -> tuple[list[tuple[int, list[int]]], list[int]]:
         """``(groups, alone)``: prompts (indices into ``ids``) that share their first ``k >=``
