@@ -327,14 +327,6 @@ def build_nli_checkpoint(out_dir: str | os.PathLike, *, data_dir: str | os.PathL
         save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
     if evaluator:
         _set_config_keys(out / "config.json", {"unieval_local_evaluator": evaluator})
-    if fit is not None:
-        if fit != "claims":
-            raise ValueError(f"fit must be 'claims' or None, got {fit!r}")
-        if str(Path(__file__).resolve().parent) not in sys.path:
-            sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from fit_claims import fit_claims
-
-        fit_claims(out, data_dir=Path(data_dir) if data_dir else shared_data_dir(), seed=seed)
     if manifest:
         write_test_manifest(out)
     return out

@@ -125,8 +125,8 @@ def generate(model, prompts: Sequence[str], *, max_new_tokens: int, stop: Sequen
     import torch
     from transformers import GenerationConfig
 
-    stop = tuple(stop)
     _check(prompts, max_new_tokens, stop, max_length)
+    stop = tuple(stop)
     distinct = list(dict.fromkeys(prompts))
     ids = [tokens.encode(model.tokenizer, p, add_special_tokens=False)["input_ids"] for p in distinct]
     results: list[Generation | None] = [None] * len(distinct)
