@@ -33,6 +33,8 @@ Two layouts (``--layout``):
 Usage:
     python scripts/make_test_checkpoint.py OUT_DIR [--layout t5|v1.1|mt5] [--weights bin|safetensors]
         [--d-model 64 --layers 2 ...] [--no-manifest]
+    python scripts/make_test_checkpoint.py OUT_DIR --layout llama|qwen2 --evaluator g-eval --fit claims
+        (a decoder fitted briefly to write claim lists: ``scripts/fit_claims.py``)
 
 The folder gets a ``unieval_manifest.json`` in ``unieval-local download``'s format (the Python
 builders write one with ``manifest=True``). The tokenizers are deterministic: SentencePiece is
@@ -563,14 +565,18 @@ def build_causal_lm_checkpoint(out_dir: str | os.PathLike, *, layout: str = "qwe
                                data_dir: str | os.PathLike | None = None, vocab_size: int = 1000,
                                hidden_size: int = 32, num_layers: int = 2, num_heads: int = 4, kv_heads: int = 2,
                                intermediate_size: int = 64, seed: int = 0, init_range: float = 0.2,
-                               evaluator: str | None = None, chat_template: bool = True, manifest: bool = True) -> Path:
+                               evaluator: str | None = None, chat_template: bool = True, manifest: bool = True,
+                               fit: str | None = None) -> Path:
     """Write a random decoder in a causal-lm layout (``--layout llama|qwen2|granite``) to ``out_dir``:
     ``LlamaForCausalLM`` / ``Qwen2ForCausalLM`` / ``GraniteForCausalLM`` (``model.safetensors``,
     head untied for llama and granite, tied for qwen2 as Qwen2-0.5B), a byte-level BPE tokenizer
     trained here on :func:`training_sentences` (``yes``/``no`` with and without a leading space
     and the digits are single tokens), the layout's special tokens and its stand-in chat template
     (:data:`CHAT_TEMPLATES`) in ``tokenizer_config.json`` (``chat_template=False``: none).
-    ``init_range`` (0.2) spreads the random logits so that readouts differ between prompts."""
+    ``init_range`` (0.2) spreads the random logits so that readouts differ between prompts.
+    ``fit="claims"`` then fits it briefly to write claim lists (``scripts/fit_claims.py``: seeded,
+    a few seconds; needs the shared SummEval data) before the manifest is written; None (default):
+    the random stand-in, unchanged."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
@@ -611,6 +617,14 @@ def build_causal_lm_checkpoint(out_dir: str | os.PathLike, *, layout: str = "qwe
     model.save_pretrained(out)
     if evaluator:
         _set_config_keys(out / "config.json", {"unieval_local_evaluator": evaluator})
+    if fit is not None:
+        if fit != "claims":
+            raise ValueError(f"fit must be 'claims' or None, got {fit!r}")
+        if str(Path(__file__).resolve().parent) not in sys.path:
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from fit_claims import fit_claims
+
+        fit_claims(out, data_dir=Path(data_dir) if data_dir else shared_data_dir(), seed=seed)
     if manifest:
         write_test_manifest(out)
     return out
@@ -681,7 +695,13 @@ def main(argv: list[str] | None = None) -> int:
                         "files are checked against it as a downloaded folder's are)")
     parser.add_argument("--weights", default=None, choices=["safetensors", "bin"],
                         help="weight file format (default: safetensors for t5, pytorch_model.bin for v1.1)")
+    parser.add_argument("--fit", default=None, choices=["claims"],
+                        help="with --layout llama|qwen2|granite: fit the stand-in briefly (seeded, seconds on a CPU) "
+                        "so that greedy generation writes a claim list ending in EOS for a few SummEval summaries "
+                        "(memorised: scripts/fit_claims.py); default: the random stand-in")
     args = parser.parse_args(argv)
+    if args.fit and args.layout not in CHAT_TEMPLATES:
+        parser.error(f"--fit applies to --layout {'|'.join(CHAT_TEMPLATES)}, not {args.layout}")
     if args.layout == "deberta-nli":
         path = build_nli_checkpoint(args.out_dir, data_dir=args.data_dir, vocab_size=args.vocab_size,
                                     hidden_size=args.d_model, num_layers=args.layers, num_heads=args.heads,
@@ -699,8 +719,10 @@ def main(argv: list[str] | None = None) -> int:
         path = build_causal_lm_checkpoint(args.out_dir, layout=args.layout, data_dir=args.data_dir,
                                           vocab_size=min(args.vocab_size, 1000), hidden_size=args.d_model,
                                           intermediate_size=args.d_ff, num_layers=args.layers, num_heads=args.heads,
-                                          seed=args.seed, evaluator=args.evaluator, manifest=args.manifest)
-        print(f"wrote {path} (a {args.layout} causal LM with a stand-in chat template)", file=sys.stderr)
+                                          seed=args.seed, evaluator=args.evaluator, manifest=args.manifest,
+                                          fit=args.fit)
+        fitted = ", fitted to write claim lists" if args.fit else ""
+        print(f"wrote {path} (a {args.layout} causal LM with a stand-in chat template{fitted})", file=sys.stderr)
         return 0
     if args.layout == "mt5":
         path = build_mt5_checkpoint(args.out_dir, vocab_size=args.vocab_size, d_model=args.d_model, d_ff=args.d_ff,

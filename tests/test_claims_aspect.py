@@ -166,7 +166,7 @@ def test_generated_unit_checks_each_generated_claim(minicheck, support, gen_dir)
     prompts, max_new, stop = fake.calls[0]
     assert len(prompts) == 2 and all(r["target"] in p for r, p in zip(RECORDS, prompts))
     assert (max_new, stop) == (claims.MAX_NEW_TOKENS, claims.STOP)
-    assert "one per line" in prompts[0] and "atomic" in prompts[0]
+    assert "independent facts" in prompts[0] and "atomic fact" in prompts[0]
 
 
 def test_the_staged_g_eval_model_is_the_default_generator(minicheck, gen_dir, support):

@@ -65,6 +65,7 @@ SKIP: dict[tuple[str, str], str] = {
     ("training.md", "sbatch --gres"): "needs a SLURM cluster",
     ("batch.md", "--engine ray"): "needs a Ray cluster (tests/test_ray.py runs a local one)",
     ("speed.md", "bench-ckpt"): "a benchmark: minutes of CPU at T5-large widths",
+    ("speed.md", "bench_generate.py"): "a benchmark: minutes of CPU (generation at three widths and batch sizes)",
     ("long-inputs.md", "convert_qmsum.py"): "35 QMSum meetings: many minutes of CPU",
     ("serving.md", "pip install"): "installs packages",
     ("serving.md", "unieval-local serve"): "a long-running server (tests/test_service.py starts real ones)",

@@ -5,6 +5,7 @@ factory an engine makes runners with. No torch."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -13,7 +14,33 @@ from ..pipeline.planning import TokenCounter
 from ..registry.evaluators import Evaluator
 from .checkpoints import ResolvedCheckpoint
 
-__all__ = ["Runner", "RunnerFactory"]
+__all__ = ["FINISH_REASONS", "Generation", "Runner", "RunnerFactory"]
+
+#: why a generation ended (:attr:`Generation.finish`)
+FINISH_REASONS = ("eos", "stop", "length", "too_long")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One prompt's greedy continuation (:meth:`~unieval_local.models.causal_lm.runner.CausalLMRunner.generate`).
+
+    Attributes:
+        text: the decoded new text; the end-of-sequence token and the matched stop string (and
+            anything after it) excluded.
+        token_ids: the new token ids as generated, the end-of-sequence token or the tokens that
+            completed the stop string included (empty for ``too_long``).
+        finish: ``eos`` (the model ended), ``stop`` (a stop string appeared), ``length`` (it hit
+            ``max_new_tokens``) or ``too_long`` (the prompt and ``max_new_tokens`` exceed the
+            window: nothing generated).
+    """
+
+    text: str
+    token_ids: tuple[int, ...]
+    finish: str
+
+    def __post_init__(self):
+        if self.finish not in FINISH_REASONS:
+            raise ValueError(f"finish must be one of {', '.join(FINISH_REASONS)}, got {self.finish!r}")
 
 
 @runtime_checkable

@@ -17,6 +17,9 @@ position ids follow the attention mask and only the read positions' logits are c
 Long prompts: a prompt over ``max_length`` tokens loses the end of its ``cut`` part (the
 source), never the answer slot; ``n_tokens`` is the untruncated count, so the engine notes it.
 Batching is the shared core's (:func:`~unieval_local.models.batching.run_batches`).
+
+Generation (:meth:`CausalLMRunner.chat_prompt`, :meth:`CausalLMRunner.generate`): greedy
+continuations of rendered chat prompts, in :mod:`~unieval_local.models.causal_lm.generate`.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from __future__ import annotations
 import functools
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +37,7 @@ from ...registry.evaluators import Evaluator
 from ...settings import BATCH_TOKENS, check_dtype, default
 from ...text.chat import ChatQuery, is_chat_prompt
 from .. import tokens
-from ..base import Runner
+from ..base import Generation, Runner
 from ..batching import attention_cells, first_line, run_batches, sort_by_length
 from ..checkpoints import ResolvedCheckpoint
 from .model import BFLOAT16_ABOVE, CausalLMModel, parameter_count
@@ -326,6 +329,54 @@ class CausalLMRunner(tokens.TokenArithmetic, Runner):
         order = [members[j] for j in sort_by_length([cost[i] for i in members])]
         run_batches(order, cost, batch_tokens=self.batch_tokens, holder=self.model, device=device,
                     forward=forward, max_cells=self.max_cells, on_batch=done)
+
+    def chat_prompt(self, messages: Sequence[Mapping[str, str]]) -> str:
+        """The text of ``messages`` (``{"role": ..., "content": ...}`` each) through the
+        checkpoint's chat template with ``add_generation_prompt=True``: what
+        :meth:`generate` continues as the assistant's turn.
+
+        Raises:
+            CheckpointError: the tokenizer has no chat template (not an instruct model).
+            ValueError: a message that is not a mapping of string ``role`` and ``content`` (its index).
+        """
+        if not self.model.tokenizer.chat_template:
+            raise CheckpointError(f"{self.model.path}: its tokenizer has no chat template: not an instruct model "
+                                  "(a generator needs one)")
+        plain = []
+        for i, m in enumerate(messages):
+            if not isinstance(m, Mapping):
+                raise ValueError(f"message {i}: must be a mapping with 'role' and 'content', got {type(m).__name__}")
+            for field in ("role", "content"):
+                if not isinstance(m.get(field), str):
+                    raise ValueError(f"message {i}: field {field!r} must be a string, got {m.get(field)!r:.60}")
+            plain.append({"role": m["role"], "content": m["content"]})
+        return self.model.tokenizer.apply_chat_template(plain, tokenize=False, add_generation_prompt=True)
+
+    def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop: Sequence[str] = (),
+                 max_length: int | None = None, progress: bool | None = None) -> list[Generation]:
+        """Greedy, batched, deterministic continuations of rendered prompts, in order
+        (:func:`~unieval_local.models.causal_lm.generate.generate`: the key/value cache, left
+        padding, stop strings, ``max_new_tokens``).
+
+        Args:
+            prompts: rendered texts (:meth:`chat_prompt`'s output, possibly with text appended).
+            max_new_tokens: the most tokens per prompt. stop: strings that end a generation (cut
+                from its text). max_length: the window for prompt + ``max_new_tokens`` (default: the
+                evaluator's ``max_length``); a prompt over it gets ``finish="too_long"``.
+            progress: a bar over prompts (None: on a terminal; False: none).
+
+        Returns:
+            One :class:`~unieval_local.models.base.Generation` per prompt.
+
+        Raises:
+            ValueError: a bad prompt (its index), ``max_new_tokens`` or stop string.
+            ModelRuntimeError: the model failed.
+        """
+        from .generate import generate
+
+        window = self.evaluator.max_length if max_length is None else max_length
+        return generate(self.model, prompts, max_new_tokens=max_new_tokens, stop=stop, max_length=window,
+                        batch_tokens=self.batch_tokens, max_cells=self.max_cells, progress=progress)
 
     def distributions(self, prompts: Sequence[str], *, max_length: int) -> list[dict[str, float]]:
         """Per prompt, its readout distribution (:func:`readout`: word or rating digit -> its
