@@ -25,7 +25,7 @@ Usage:
         --d-model 1024 --d-ff 4096 --layers 4 --heads 16 --model-vocab-size 32128 --init-factor 1.0
     git clone https://github.com/maszhongming/UniEval out/UniEval && pip install prettytable
     python scripts/benchmark.py --model out/bench-ckpt --unieval-repo out/UniEval [--docs 3] [--repeats 3]
-        [--device cpu] [--dtypes float32,bfloat16] [--batch-tokens 8192] [--json-out runs.json]
+        [--device cpu] [--dtypes float32,bfloat16] [--batch-tokens N] [--json-out runs.json]
     python scripts/benchmark.py --model out/bench-ckpt --planning   # chunk planning of long ASR-like sources
 """
 
@@ -330,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtypes", default="float32,bfloat16", help="the package's dtypes to time, comma-separated")
     parser.add_argument("--dtype-b", default=None, choices=["float32", "bfloat16"],
                         help="(older spelling) time float32 and this dtype")
-    parser.add_argument("--batch-tokens", type=int, default=8192)
+    parser.add_argument("--batch-tokens", type=int, default=None,
+                        help="the Scorer's padded-token budget (default: its own, 2048 on a CPU)")
     parser.add_argument("--json-out", default=None, help="also write all runs as JSON here")
     parser.add_argument("--planning", action="store_true",
                         help="instead: time chunk-mode planning of long unpunctuated sources (15k, 60k, 240k words) "
@@ -361,8 +362,9 @@ def main(argv: list[str] | None = None) -> int:
             for variant in order:
                 result = Path(tmp) / f"{variant}-{rep}.json"
                 cmd = [sys.executable, __file__, "--model", args.model, "--device", args.device,
-                       "--batch-tokens", str(args.batch_tokens), "--variant", variant, "--data", str(data),
-                       "--result", str(result)] + (["--unieval-repo", args.unieval_repo] if args.unieval_repo else [])
+                       "--variant", variant, "--data", str(data), "--result", str(result)] \
+                    + (["--unieval-repo", args.unieval_repo] if args.unieval_repo else []) \
+                    + (["--batch-tokens", str(args.batch_tokens)] if args.batch_tokens else [])
                 subprocess.run(cmd, check=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
                 run = json.loads(result.read_text())
                 runs[variant].append(run)
