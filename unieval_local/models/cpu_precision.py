@@ -4,7 +4,8 @@ bfloat16 is fast on a CPU only where it has bfloat16 *matrix units*: Intel's AMX
 ``amx_bf16`` and ``amx_tile``; Xeon from Sapphire Rapids on). Without them bfloat16 matrix products
 are slower than float32 ones. Measured on the AMX Xeon this project is tested on (2 threads, torch
 2.13): the SummEval workload (3 documents x 16 systems, the four summarization aspects, a T5-large-width
-4-layer stand-in) took 60.7 s in float32 and 22.1 s in bfloat16 (2.7x), max |bf16 - fp32| 3.8e-3; with
+4-layer stand-in) took 62.0 s in float32 and 21.6 s in bfloat16 (2.9x; medians of 3 idle runs,
+scripts/benchmark.py), max |bf16 - fp32| 3.8e-3; with
 oneDNN kept off AMX (``ONEDNN_MAX_CPU_ISA``) a 1024^3 bfloat16 GEMM ran at 0.74x float32's speed with
 ``avx512_bf16`` and 0.32x without it (docs/speed.md, Precision).
 
@@ -23,8 +24,8 @@ from pathlib import Path
 __all__ = ["AMX_MAX_DIFF", "AMX_SPEEDUP", "CPUINFO", "CpuBfloat16", "bfloat16_cpu_warning", "cpu_bfloat16_units",
            "parse_cpuinfo"]
 
-#: bfloat16's speed over float32 on the SummEval workload on the AMX Xeon this project is tested on (60.7 s / 22.1 s)
-AMX_SPEEDUP = 2.7
+#: bfloat16's speed over float32 on the SummEval workload on the AMX Xeon this project is tested on (62.0 s / 21.6 s, docs/speed.md)
+AMX_SPEEDUP = 2.9
 #: max |bf16 - fp32| of the scores on that workload, that machine
 AMX_MAX_DIFF = 3.8e-3
 #: where Linux lists the CPU's flags
