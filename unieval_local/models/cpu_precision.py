@@ -154,11 +154,13 @@ def cpu_bfloat16_units(cpuinfo: str | None = None) -> CpuBfloat16:
 
 def bfloat16_cpu_warning(units: CpuBfloat16 | None = None) -> str:
     """The warning a bfloat16 run on the CPU gets; every variant starts ``bfloat16 on CPU: `` and
-    says the scores deviate from UniEval's.
+    says the scores deviate from float32's.
 
-    With bfloat16 matrix units it speaks only of the deviation, giving the speed-up and max |bf16 - fp32|
-    measured on this project's AMX Xeon (:data:`AMX_SPEEDUP`, :data:`AMX_MAX_DIFF`); without them it says
-    bfloat16 is slower than float32 on this CPU.
+    With bfloat16 matrix units it says which backends gain (the T5 ones: :data:`AMX_SPEEDUP` measured
+    on this project's AMX Xeon; the DeBERTa classifier and decoder backends measured no gain,
+    docs/speed.md "bfloat16, evaluator by evaluator") and how far scores move (:data:`AMX_MAX_DIFF` on
+    the benchmark's stand-in, up to 1e-1 on other random stand-ins); without them it says bfloat16 is
+    slower than float32 on this CPU.
 
     Args:
         units: the CPU's facts; default :func:`cpu_bfloat16_units` of this machine.
@@ -166,10 +168,11 @@ def bfloat16_cpu_warning(units: CpuBfloat16 | None = None) -> str:
     units = units or cpu_bfloat16_units()
     if units.matrix_units:
         max_diff = f"{AMX_MAX_DIFF:.1e}".replace("e-0", "e-")
-        return (f"bfloat16 on CPU: this CPU has bfloat16 matrix units (AMX), so bfloat16 is fast "
-                f"({AMX_SPEEDUP}x float32's speed on the SummEval workload on the AMX Xeon this project is tested on), "
-                f"but its scores deviate from float32 and from UniEval's numbers (max |bf16 - fp32| {max_diff} "
-                f"there): use --dtype float32 (dtype='float32') for parity")
+        return (f"bfloat16 on CPU: this CPU has bfloat16 matrix units (AMX): the T5 evaluators (UniEval, MiniCheck, "
+                f"SEAHORSE, HHEM) run faster in bfloat16 ({AMX_SPEEDUP}x float32 on the SummEval workload on the AMX "
+                f"Xeon this project is tested on), the DeBERTa and decoder evaluators gain nothing; scores deviate "
+                f"from float32 (max |bf16 - fp32| {max_diff} on that workload's stand-in, up to 1e-1 on other random "
+                f"stand-ins; docs/speed.md): use --dtype float32 (dtype='float32') for exact numbers")
     return (f"bfloat16 on CPU: slower than float32 on this CPU (no bfloat16 matrix units: {units.lacking()}), and "
-            "its scores deviate from UniEval's numbers; use float32 (the default) here, bfloat16 on a GPU or a CPU "
+            "its scores deviate from float32's; use float32 (the default) here, bfloat16 on a GPU or a CPU "
             "with AMX")
