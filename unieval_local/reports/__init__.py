@@ -41,6 +41,7 @@ from .rating import (
     to_rating,
 )
 from .records import ReportRecord, in_user_names
+from .reasons import write_reasons
 from .summ import SummOptions, SummReport, SummRequest, summ_aggregate
 
 #: The report formats by name: each one registry record (options, request, aggregate, answer
@@ -154,6 +155,8 @@ class ReportPlan:
         # errors in the field names each record used (summary, input...), not ours
         rows = [r.model_copy(update={"error": in_user_names(r.error, records[r.index], fmt.name)}) if r.error else r
                 for r in rows]
+        rows, reason_notes = write_reasons(rows, fmt.name, engine)  # the seed formats' reasons: generated or template
+        notes += reason_notes
         for note in notes if warn else ():
             warnings.warn(note, UserWarning, stacklevel=3)
         if stats.n_truncated and warn:
