@@ -35,12 +35,24 @@ class Gen:
     finish: str = "eos"
 
 
+KEY_POINTS = Gen("Here they are:\n- Alpha rose sharply.\n- Gamma stayed flat.\n- Beta fell.")
+CLAIMS = Gen("- Alpha rose.\n- Beta fell after a report.\n- Delta is new.")
+
+
+def _default_answer(p):
+    if "key points of the following text" in p:
+        return KEY_POINTS
+    if "breakdown the following summary" in p:
+        return CLAIMS
+    return Gen("Reason for " + re.search(r"Claim: (.*)", p).group(1))
+
+
 class FakeGenerator:
     """chat_prompt renders plainly; generate answers each prompt with ``answer(prompt)`` (default:
     a text naming the prompt's claim line), recording each call."""
 
     def __init__(self, answer=None):
-        self.answer = answer or (lambda p: Gen("Reason for " + re.search(r"Claim: (.*)", p).group(1)))
+        self.answer = answer or _default_answer
         self.calls = []
 
     def chat_prompt(self, messages):
@@ -68,7 +80,9 @@ def _scorer(fake_ckpt, generator=None, gen_folder=None, real_factory=None):
         unieval.fingerprint, unieval.evaluator = fingerprint, evaluator
         return unieval
     kw = {"generator": f"tiny={gen_folder}"} if gen_folder is not None else {}
-    return Scorer(model=fake_ckpt, runner_factory=factory, **kw)
+    scorer = Scorer(model=fake_ckpt, runner_factory=factory, **kw)
+    scorer.fake = unieval
+    return scorer
 
 
 def _rating(scorer, records=(RECORD,), **options):
@@ -87,8 +101,9 @@ def test_rating_explanations_are_the_generators_text_in_one_call(fake_ckpt, gen_
     plain = _rating(_scorer(fake_ckpt)).reports[0]
     fake = FakeGenerator()
     got = _rating(_scorer(fake_ckpt, fake, gen_folder), [RECORD, {**RECORD, "id": "b"}]).reports
-    assert len(fake.calls) == 1  # both records, five fields each: ONE batched generation
-    prompts, n, stop = fake.calls[0]
+    assert len(fake.calls) == 2  # the key points of both records, then their reasons: one batched call each
+    assert ["key points of the following text" in p for p in fake.calls[0][0]] == [True, True]
+    prompts, n, stop = fake.calls[1]
     assert len(prompts) == 10 and n == MAX_NEW_TOKENS and stop == STOP
     templates = {p: _at(plain.report, p) for p in RATING_PATHS}
     for row in got:
@@ -121,6 +136,8 @@ def test_failed_generations_keep_their_template_marked_and_counted(fake_ckpt, ge
                 "the summary's fluency": Gen("", finish="too_long"), "the summary overall": Gen("  \n ")}
 
     def answer(p):
+        if "Claim: " not in p:  # the key points
+            return _default_answer(p)
         claim = re.search(r"Claim: (.*)", p).group(1)
         return outcomes.get(claim, Gen(f"Fine: {claim}"))
     out = _rating(_scorer(fake_ckpt, FakeGenerator(answer), gen_folder))
@@ -153,7 +170,7 @@ def test_autoeval_points_and_rubrics_are_the_generators_text(fake_ckpt, gen_fold
     plain = make_report([rec], "autoeval", engine=_scorer(fake_ckpt).engine).reports[0]
     fake = FakeGenerator()
     row = make_report([rec], "autoeval", engine=_scorer(fake_ckpt, fake, gen_folder).engine).reports[0]
-    assert len(fake.calls) == 1 and len(fake.calls[0][0]) == 3  # two points, one rubric
+    assert len(fake.calls) == 1 and len(fake.calls[0][0]) == 3  # two points, one rubric (autoeval: no key points)
     points, old = row.report.accuracy.decomposition, plain.report.accuracy.decomposition
     assert [p.point for p in points] == [p.point for p in old] == ["Alpha rose.", "Beta fell."]
     assert [p.accuracy for p in points] == ["Reason for Alpha rose.", "Reason for Beta fell."]
@@ -227,3 +244,56 @@ def test_a_real_stand_in_writes_or_falls_back_as_its_generations_say(fake_ckpt, 
         else:
             assert row.reasons.fields[path] == "generated" and _at(row.report, path) == text
     assert row.reasons.generator == "tiny"
+
+
+def test_rating_key_points_are_the_generators_capped_at_n(fake_ckpt, gen_folder):
+    scorer = _scorer(fake_ckpt, FakeGenerator(), gen_folder)
+    out = _rating(scorer, [{**RECORD, "n_key_points": 2}], details=True)
+    row = out.reports[0]
+    points = [k["key_point"] for k in row.report.details.key_points]
+    assert points == ["Alpha rose sharply.", "Gamma stayed flat."]  # parse_claims of the answer, the first n
+    assert all(k["start"] is None for k in row.report.details.key_points)  # not source sentences: no offsets
+    assert "the key points were written by the local generator tiny" in row.notes
+    coverage = [p for p in scorer.fake.prompts if "Alpha rose sharply." in p or "Gamma stayed flat." in p]
+    assert len(coverage) == 2  # the coverage queries check the generated key points
+    plain = _rating(_scorer(fake_ckpt), [{**RECORD, "n_key_points": 2}], details=True).reports[0]
+    assert [k["start"] is not None for k in plain.report.details.key_points] == [True, True]  # LexRank sentences
+
+
+def test_summ_claims_and_key_points_are_the_generators_or_today_s_with_a_note(fake_ckpt, gen_folder):
+    rec = {**RECORD, "n_key_points": 2, "max_n_claims": 2}
+    fake = FakeGenerator()
+    row = make_report([rec], "summ", engine=_scorer(fake_ckpt, fake, gen_folder).engine).reports[0]
+    assert len(fake.calls) == 1 and len(fake.calls[0][0]) == 2  # key points and claims: ONE call
+    assert "in English" in fake.calls[0][0][0] and "at most 2 key points" in fake.calls[0][0][0]
+    assert [c.claim for c in row.report.claims] == ["Alpha rose.", "Beta fell after a report."]  # capped at 2
+    assert [k["key_point"] for k in row.report.key_points] == ["Alpha rose sharply.", "Gamma stayed flat."]
+    assert row.report.key_point_source == "generated" and row.report.n_sentences == 2
+    assert row.notes == ["the key points were written by the local generator tiny",
+                         "the claims were written by the local generator tiny"]
+    failing = FakeGenerator(lambda p: Gen("- cut", finish="length") if "key points" in p else Gen("no list"))
+    row = make_report([rec], "summ", engine=_scorer(fake_ckpt, failing, gen_folder).engine).reports[0]
+    plain = make_report([rec], "summ", engine=_scorer(fake_ckpt).engine).reports[0]
+    assert row.report.key_points == plain.report.key_points and row.report.key_point_source == "extracted"
+    assert [c.claim for c in row.report.claims] == [c.claim for c in plain.report.claims] == ["Alpha rose.",
+                                                                                               "Beta fell."]
+    assert row.notes == ["the key points were not generated (length: the generator tiny failed); the source's "
+                         "LexRank sentences are used instead",
+                         "the claims were not generated (not_a_list: the generator tiny failed); the summary's "
+                         "sentences are used instead"]
+
+
+def test_key_point_prompts_name_the_records_language(fake_ckpt, gen_folder):
+    from unieval_local.reports.generated_points import write_points
+    from unieval_local.reports.records import parse_records
+
+    fake = FakeGenerator()
+    engine = _scorer(fake_ckpt, fake, gen_folder).engine
+    records = [{**RECORD, "language": "zh", "n_key_points": 3}, {**RECORD, "language": "id", "n_key_points": 3}]
+    parsed, _ = parse_records(records)
+    written = write_points(engine, parsed, records, None, claims=True)
+    prompts = fake.calls[0][0]
+    assert len(prompts) == 4 and all("in Chinese." in p for p in prompts[:2])
+    assert all("in Indonesian." in p for p in prompts[2:])
+    assert written.key_points == {0: ["Alpha rose sharply.", "Gamma stayed flat.", "Beta fell."]} | {
+        1: ["Alpha rose sharply.", "Gamma stayed flat.", "Beta fell."]}
