@@ -18,7 +18,8 @@ from make_test_checkpoint import build_causal_lm_checkpoint
 from unieval_local import Scorer
 from unieval_local.compat import SummarizationEvaluator
 from unieval_local.reports import make_report
-from unieval_local.reports.reasons import MAX_NEW_TOKENS, STOP, reason_fields, slug_note, write_reasons
+from unieval_local.reports.base import Reasons
+from unieval_local.reports.reasons import MAX_NEW_TOKENS, STOP, reason_fields, reasons_note, slug_note, write_reasons
 from unieval_local.text.reasons import read_reason, reason_messages
 
 SOURCE = "Alpha rose sharply today. Beta fell after the report. Gamma stayed flat all week."
@@ -204,7 +205,8 @@ def test_compat_result_carries_the_mark_only_with_a_generator(fake_ckpt, gen_fol
 def test_model_slug_maps_to_the_staged_generator_or_is_noted_ignored(fake_ckpt, gen_folder):
     engine = _scorer(fake_ckpt, FakeGenerator(), gen_folder).engine
     assert slug_note(None, engine) is None
-    assert slug_note("tiny", engine) == "model_slug 'tiny': the reasons are written by the staged local generator tiny"
+    assert slug_note("tiny", engine) == ("model_slug 'tiny': the texts (claims, key points, reasons) are written by "
+                                         "the staged local generator tiny; the scores come from the local checkpoints")
     assert "model_slug 'gpt-4o' is ignored" in slug_note("gpt-4o", engine) and "local generator tiny" in \
         slug_note("gpt-4o", engine)
     assert "templates (no generator staged)" in slug_note("gpt-4o", _scorer(fake_ckpt).engine)
@@ -297,3 +299,21 @@ def test_key_point_prompts_name_the_records_language(fake_ckpt, gen_folder):
     assert all("in Indonesian." in p for p in prompts[2:])
     assert written.key_points == {0: ["Alpha rose sharply.", "Gamma stayed flat.", "Beta fell."]} | {
         1: ["Alpha rose sharply.", "Gamma stayed flat.", "Beta fell."]}
+
+
+def test_a_custom_run_model_slug_maps_to_the_generator_or_is_noted_ignored(fake_ckpt, gen_folder):
+    body = {"model_slug": "tiny", "evaluations": [{"metrics": [{"metric": "summ"}], "data": [
+        {"input": SOURCE, "output": "Alpha rose. Beta fell."}]}]}
+    out = make_report(body, "summ", engine=_scorer(fake_ckpt, FakeGenerator(), gen_folder).engine, warn=False)
+    assert slug_note("tiny", _scorer(fake_ckpt, FakeGenerator(), gen_folder).engine) in out.notes
+    out = make_report({**body, "model_slug": "gpt-4o"}, "summ", engine=_scorer(fake_ckpt).engine, warn=False)
+    assert [n for n in out.notes if n.startswith("model_slug")] == [
+        "model_slug 'gpt-4o' is ignored: no hosted model is called; the scores come from the local checkpoints and "
+        "the texts (claims, key points, reasons) from templates (no generator staged)"]
+
+
+def test_reasons_note_for_answers_without_room():
+    assert reasons_note(None) is None
+    assert reasons_note(Reasons(source="template", fields={"a": "template"})) is None
+    assert reasons_note(Reasons(source="generated", generator="g", fields={"x.y": "generated"})) == \
+        "the reasons were written by the local generator g: 1 of 1 fields (x.y)"

@@ -34,7 +34,7 @@ from ..errors import CheckpointError
 from ..text.reasons import read_reason, reason_messages
 from .base import Reasons, ReportRow
 
-__all__ = ["FORMATS", "MAX_NEW_TOKENS", "STOP", "reason_fields", "slug_note", "write_reasons"]
+__all__ = ["FORMATS", "MAX_NEW_TOKENS", "STOP", "reason_fields", "reasons_note", "slug_note", "write_reasons"]
 
 #: New tokens a reason may take (one or two sentences); one that hits it keeps its template.
 MAX_NEW_TOKENS = 128
@@ -162,18 +162,39 @@ def write_reasons(rows: Sequence[ReportRow], fmt: str, engine: Any) -> tuple[lis
     return rows, notes
 
 
+def reasons_note(reasons: Reasons | None) -> str | None:
+    """The mark of one row's reasons as a note, for the answers whose shape has no room for
+    ``reasons`` (the HTTP service's rating and autoeval routes): None without a generator (the
+    templates, as documented), else which fields the generator wrote and which kept their template.
+
+    Example:
+        >>> reasons_note(Reasons(source="mixed", generator="g-eval", fields={"a": "generated", "b": "template"},
+        ...                      failed={"b": "length"}))
+        'the reasons were written by the local generator g-eval: 1 of 2 fields (a); templates: b (length)'
+    """
+    if reasons is None or reasons.generator is None:
+        return None
+    made = [p for p, how in reasons.fields.items() if how == "generated"]
+    kept = [f"{p} ({reasons.failed.get(p, 'template')})" for p, how in reasons.fields.items() if how == "template"]
+    return (f"the reasons were written by the local generator {reasons.generator}: {len(made)} of "
+            f"{len(reasons.fields)} fields ({', '.join(made) or 'none'})" + (f"; templates: {', '.join(kept)}"
+                                                                              if kept else ""))
+
+
 def slug_note(model_slug: str | None, engine: Any) -> str | None:
-    """The note on a hosted request's ``model_slug`` (the hosted judge it asked for): None when it
-    is None; when it names the staged generator (its NAME), that the reasons are written by it;
-    else that it is ignored (no hosted model is called), naming what writes the reasons here."""
+    """The note on a hosted request's ``model_slug`` (the hosted model it asked for): None when it
+    is None; when it names the staged generator (its NAME), that the texts are written by it;
+    else that it is ignored (no hosted model is called), naming what writes the texts here
+    (a custom-run body's ``model_slug``: :func:`unieval_local.reports.plan_report`)."""
     if model_slug is None:
         return None
     from ..claims import resolve_generator
 
     found = resolve_generator(engine)
     if found is not None and str(model_slug).strip() == found[0]:
-        return f"model_slug {model_slug!r}: the reasons are written by the staged local generator {found[0]}"
+        return (f"model_slug {model_slug!r}: the texts (claims, key points, reasons) are written by the staged local "
+                f"generator {found[0]}; the scores come from the local checkpoints")
     here = f"the local generator {found[0]}" if found is not None else "templates (no generator staged)"
     return (f"model_slug {model_slug!r} is ignored: no hosted model is called; the scores come from the local "
-            f"checkpoints and the reasons from {here}")
+            f"checkpoints and the texts (claims, key points, reasons) from {here}")
 
