@@ -198,7 +198,12 @@ def test_rating_report_exact_json(fake_ckpt):
     a = out.reports[0].model_dump(mode="json")
     # coherence 2, consistency 3, relevance 1, fluency 2: avg (2 + 3 + 1 + 2) / 3 / 4
     assert_json_close(a, {"index": 0, "id": "a", "error": None, "notes": [], "language": "en",
-                          "consistency_aspect": "summarization/consistency", "report": {"summary": {
+                          "consistency_aspect": "summarization/consistency",
+                          "reasons": {"source": "template", "generator": None, "failed": {}, "fields": {  # none staged
+                              f"summary.{f}": "template" for f in ("global_explanation", "coherence.explanation",
+                                                                   "consistency.explanation", "relevance.explanation",
+                                                                   "fluency.explanation")}},
+                          "report": {"summary": {
         "global_explanation": "Bad: 1 metric(s) at the lowest rating (mean normalized score 0.67).",
         "relevancy_rating": "bad", "score": 0.0,
         "possible_issues": ["Relevance is 1/3, at most 1: the summary is rated bad."],

@@ -307,6 +307,8 @@ class SummarizationEvaluator:
             result = evaluator_result(dumped["summary"], self.config.enabled_metrics)
             if dumped.get("details") is not None:
                 result["details"] = dumped["details"]
+            if r.reasons is not None and r.reasons.generator is not None:  # a local model wrote the reasons
+                result["reasons"] = r.reasons.model_dump(mode="json")
             results.append(result)
         return results, out.notes
 

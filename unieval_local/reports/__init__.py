@@ -41,6 +41,7 @@ from .rating import (
     to_rating,
 )
 from .records import ReportRecord, in_user_names
+from .reasons import slug_note, write_reasons
 from .summ import SummOptions, SummReport, SummRequest, summ_aggregate
 
 #: The report formats by name: each one registry record (options, request, aggregate, answer
@@ -154,6 +155,8 @@ class ReportPlan:
         # errors in the field names each record used (summary, input...), not ours
         rows = [r.model_copy(update={"error": in_user_names(r.error, records[r.index], fmt.name)}) if r.error else r
                 for r in rows]
+        rows, reason_notes = write_reasons(rows, fmt.name, engine)  # the seed formats' reasons: generated or template
+        notes += reason_notes
         for note in notes if warn else ():
             warnings.warn(note, UserWarning, stacklevel=3)
         if stats.n_truncated and warn:
@@ -204,7 +207,8 @@ def plan_report(records: Sequence[Mapping[str, Any]] | Mapping[str, Any], format
         if format != "summ" or not is_custom_run(dict(records)):
             raise ValueError("records must be a list of records (a mapping is read only as a custom-run request "
                              "body {'evaluations': [...]} by the summ format)")
-        records, notes = read_custom_run(records)
+        body, (records, notes) = records, read_custom_run(records)
+        notes = [slug_note(body["model_slug"], engine) if n.startswith("model_slug ") else n for n in notes]
     if format == "summ" and "threshold" in options.model_fields_set:
         own = sum(1 for r in records if isinstance(r, Mapping) and r.get("threshold") is not None
                   and r.get("threshold") != options.threshold)

@@ -13,18 +13,43 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..engine import RunStats
 from ..wire.shapes import RowError
 
-__all__ = ["BadRecord", "CheckpointIdentity", "ReportFile", "ReportFlag", "ReportFormat", "ReportPart", "ReportRow",
-           "ReportSettings"]
+__all__ = ["BadRecord", "CheckpointIdentity", "Reasons", "ReportFile", "ReportFlag", "ReportFormat", "ReportPart",
+           "ReportRow", "ReportSettings"]
 
 
 R = TypeVar("R")
+
+
+class Reasons(BaseModel):
+    """Who wrote a report's text fields (the reasons of the seed formats: a rating's
+    ``explanation`` and ``global_explanation``, an accuracy point's ``accuracy``, a rubric's
+    ``reasoning``; :mod:`unieval_local.reports.reasons`).
+
+    Attributes:
+        source: ``generated`` (every such field written by the local generator), ``template``
+            (none: no generator staged, or every generation failed) or ``mixed``.
+        generator: the generator's name (``g-eval``, or the NAME of ``--generator NAME=DIR``), or
+            None when none is staged.
+        fields: each such field's path in the report (``summary.coherence.explanation``,
+            ``accuracy.decomposition.0.accuracy``) -> ``generated`` or ``template``.
+        failed: the fields whose generation failed -> why (``length``: it hit the token limit;
+            ``too_long``: the prompt was over the model's window; ``empty``: no text): they keep
+            their template.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    source: Literal["generated", "template", "mixed"]
+    generator: str | None = None
+    fields: dict[str, Literal["generated", "template"]] = Field(default_factory=dict)
+    failed: dict[str, str] = Field(default_factory=dict)
 
 
 class ReportRow(BaseModel, Generic[R]):
@@ -43,6 +68,8 @@ class ReportRow(BaseModel, Generic[R]):
         consistency_aspect: the ``task/aspect`` that answered this record's consistency-like
             queries (``fact/nli_support`` for a Chinese or Indonesian record unless the options
             chose one).
+        reasons: who wrote the report's reasons (:class:`Reasons`: generated or template, per
+            field); None for a format without reasons (``summ``) and for an error row.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -54,6 +81,7 @@ class ReportRow(BaseModel, Generic[R]):
     notes: list[str] = Field(default_factory=list)
     language: str | None = None
     consistency_aspect: str | None = None
+    reasons: Reasons | None = None
 
 
 class CheckpointIdentity(BaseModel):

@@ -83,11 +83,14 @@ def language_options(options: Any, language: str | None, registry) -> tuple[Any,
 
 def _language_view(engine, language: str | None):
     """The engine as a request of one language sees it: a shallow copy (the same runners,
-    caches and locks) whose ``splitter`` is that language's."""
+    caches and locks) whose ``splitter`` is that language's; ``origin`` is the engine itself and
+    ``group_language`` the language."""
     import copy
 
     view = copy.copy(engine)
     view.splitter = engine.splitter_for(language)
+    view.origin = getattr(engine, "origin", engine)  # what holds the generator loaded once (generated_points)
+    view.group_language = language
     return view
 
 

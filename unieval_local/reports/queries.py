@@ -86,15 +86,17 @@ class Claims:
     sentences: dict[int, list[str]] = field(default_factory=dict)
 
     def plan(self, i: int, rec: ReportRecord, splitter, max_n_claims: int, skip=None,
-             spans: Sequence[tuple[int, int]] | None = None) -> RowError | None:
+             spans: Sequence[tuple[int, int]] | None = None, generated: list[str] | None = None) -> RowError | None:
         """Add record ``i``'s first ``max_n_claims`` sentences (``spans`` into the target,
         default :func:`summary_sentence_spans`; those ``skip(start, end)`` does not
-        exclude); ``sentences[i]`` keeps all of them. An error when there is none."""
+        exclude), or its first ``max_n_claims`` ``generated`` claims (a local model's:
+        :mod:`~unieval_local.reports.generated_points`); ``sentences[i]`` keeps all the
+        sentences. An error when there is none."""
         spans = summary_sentence_spans(rec.target, splitter) if spans is None else spans
         self.sentences[i] = [rec.target[a:b] for a, b in spans if skip is None or not skip(a, b)]
         if not self.sentences[i]:
             return RowError(field="target", message="the summary has no sentence to check")
-        for claim in self.sentences[i][:max_n_claims]:
+        for claim in (generated or self.sentences[i])[:max_n_claims]:
             self.flat.add(i, UniEvalData(target=claim, source=rec.source))
         return None
 
@@ -146,14 +148,18 @@ class Coverage:
     sources: dict[int, str] = field(default_factory=dict)
     notes: dict[int, list[str]] = field(default_factory=dict)
 
-    def plan(self, i: int, rec: ReportRecord, n_default: int | None, splitter) -> RowError | None:
-        """Add record ``i``'s key points (given, or extracted from its source); an error if none.
-        Asking for more key points than the source has candidate sentences adds a note
-        (``notes[i]``) and checks all of them."""
+    def plan(self, i: int, rec: ReportRecord, n_default: int | None, splitter,
+             generated: list[str] | None = None) -> RowError | None:
+        """Add record ``i``'s key points (given; else ``generated`` by a local model,
+        :mod:`~unieval_local.reports.generated_points`; else extracted from its source); an
+        error if none. Asking for more key points than the source has candidate sentences adds
+        a note (``notes[i]``) and checks all of them."""
         from ..text.keypoints import KeyPoint, extract_key_points
 
         if rec.key_points:
             points = [KeyPoint(t) for t in rec.key_points]
+        elif generated:
+            points = [KeyPoint(t) for t in generated]
         else:
             n = rec.n_key_points if rec.n_key_points is not None else n_default
             points = extract_key_points(rec.source or "", n, splitter=splitter)

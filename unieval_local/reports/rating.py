@@ -58,6 +58,7 @@ from .rating_config import (
     calibration_card,
     load_rating_config,
 )
+from .generated_points import write_points
 from .queries import Coverage, key_point_json, problems_to_errors, short, support_aspect
 from .records import parse_records, record_id, require_text
 
@@ -374,6 +375,9 @@ def _plan(records: Sequence[Any], engine: Engine, config: RatingConfig) -> _Plan
         uni["consistency"] = resolve_consistency_aspect(reg, config.consistency_aspect)
     needs_source = any("source" in uni[m].required_fields for m in uni if m != "relevance")
     coverage, with_refs = Coverage(), []
+    written = write_points(engine, [r if r is not None and not r.references else None for r in parsed], records,
+                           config.n_key_points) if "relevance" in enabled else None
+    coverage.notes.update(written.notes if written else {})  # a local model's key points (generated_points)
     for i, rec in enumerate(parsed):
         if rec is None:
             with_refs.append(None)
@@ -388,7 +392,7 @@ def _plan(records: Sequence[Any], engine: Engine, config: RatingConfig) -> _Plan
         has_refs = "relevance" in enabled and bool(rec.references)
         with_refs.append(rec if has_refs else None)
         if "relevance" in enabled and not has_refs:
-            err = coverage.plan(i, rec, config.n_key_points, engine.splitter)
+            err = coverage.plan(i, rec, config.n_key_points, engine.splitter, written.key_points.get(i))
             if err:
                 errors[i], parsed[i], with_refs[-1] = err, None, None
     # the jobs of UniEval aspects over the records themselves, named by checkpoint, then relevance

@@ -52,6 +52,7 @@ from ..text.keypoints import redundant_sentences
 from ..wire.shapes import ClaimWindow, RowError
 from .base import ReportFlag, ReportPart, ReportRow
 from .options import CONSISTENCY_FLAG, MAX_N_CLAIMS_FLAG, N_KEY_POINTS_FLAG, ConsistencyOption, resolve_consistency_aspect
+from .generated_points import write_points
 from .queries import Claims, Coverage, key_point_json, probability_name, problems_to_errors, short, support_aspect
 from .records import parse_records, record_id, require_text
 
@@ -188,7 +189,8 @@ class SummReport(BaseModel):
         compression_ratio: summary words / source words.
         n_claims: claims checked; n_sentences: sentences of the summary (more
             than ``n_claims`` when capped by ``max_n_claims``).
-        key_point_source: ``given`` (the record's ``key_points``) or ``extracted`` (LexRank).
+        key_point_source: ``given`` (the record's ``key_points``), ``extracted`` (LexRank) or
+            ``generated`` (a local model's: :mod:`~unieval_local.reports.generated_points`).
         claims: per claim its score and verdict.
         key_points: per key point its coverage ``score``, ``covered`` and source offsets.
         redundant_sentences: ``{sentence, repeats}`` (indices into the summary's sentences).
@@ -208,7 +210,7 @@ class SummReport(BaseModel):
     compression_ratio: float
     n_claims: int
     n_sentences: int
-    key_point_source: Literal["given", "extracted"]
+    key_point_source: Literal["given", "extracted", "generated"]
     claims: list[ClaimResult]
     key_points: list[dict[str, Any]]
     redundant_sentences: list[dict[str, int]]
@@ -232,7 +234,8 @@ def penalties(options: SummOptions, sentences: Sequence[str], summary: str, sour
 
 
 def _summ_report(i: int, rec: Any, checked: Sequence[tuple[str, float, Any]], kp_values: Sequence[float],
-                 claims: Claims, coverage: Coverage, options: SummOptions, p: str = "P(Yes)") -> SummReport:
+                 claims: Claims, coverage: Coverage, options: SummOptions, p: str = "P(Yes)",
+                 generated: bool = False) -> SummReport:
     """Record ``i``'s report from its claims' and key points' probabilities (module docstring)."""
     claim_rows = [ClaimResult(claim=t, score=v, aligned=v >= options.alignment_threshold) for t, v, _ in checked]
     points = coverage.key_points[i]
@@ -258,7 +261,7 @@ def _summ_report(i: int, rec: Any, checked: Sequence[tuple[str, float, Any]], kp
         redundancy_penalty=pen["redundancy_penalty"], compression_penalty=pen["compression_penalty"],
         length_penalty=pen["length_penalty"], compression_ratio=pen["compression_ratio"],
         n_claims=len(claim_rows), n_sentences=len(claims.sentences[i]),
-        key_point_source="given" if rec.key_points else "extracted", claims=claim_rows, key_points=kps,
+        key_point_source="given" if rec.key_points else "generated" if generated else "extracted", claims=claim_rows, key_points=kps,
         redundant_sentences=pen["redundant"], eval_metadata=meta)
 
 
@@ -288,12 +291,15 @@ class SummRequest(Request[ReportPart]):
         parsed, errors = parse_records(self.records)
         cons = resolve_consistency_aspect(engine.registry, options.consistency_aspect)
         claims, coverage = Claims(), Coverage()
+        written = write_points(engine, parsed, self.records, options.n_key_points, claims=True)
+        coverage.notes.update(written.notes)  # what a local model wrote, what fell back: row notes
         for i, rec in enumerate(parsed):
             if rec is None:
                 continue
             err = (require_text(rec, "source", "the summ report (claim alignment)")
-                   or claims.plan(i, rec, engine.splitter, rec.max_n_claims or options.max_n_claims)
-                   or coverage.plan(i, rec, options.n_key_points, engine.splitter))
+                   or claims.plan(i, rec, engine.splitter, rec.max_n_claims or options.max_n_claims,
+                                  generated=written.claims.get(i))
+                   or coverage.plan(i, rec, options.n_key_points, engine.splitter, written.key_points.get(i)))
             if err:
                 errors[i], parsed[i] = err, None
         jobs = {"claims": Job((support_aspect(cons, "claim"),), claims.flat.examples)}
@@ -316,7 +322,8 @@ class SummRequest(Request[ReportPart]):
                 rows.append(row.model_copy(update={"error": RowError(
                     field="target", message="the model gave a non-finite score; try dtype float32")}))
                 continue
-            report = _summ_report(i, rec, checked, kp_values, claims, coverage, options, probability_name(cons))
+            report = _summ_report(i, rec, checked, kp_values, claims, coverage, options, probability_name(cons),
+                                  i in written.key_points)
             rows.append(row.model_copy(update={"report": report, "notes": coverage.notes.get(i, [])}))
         return ReportPart(rows, got.stats)
 

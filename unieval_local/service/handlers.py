@@ -487,8 +487,11 @@ class Service(CustomRuns):
                     err = evaluator_error(row.error)["error"]
                     raise ServiceError(422, "InvalidExample", err["message"],
                                        [{"index": 0, "field": err["field"], "message": err["message"]}])
-                for text in row.notes:
-                    notes.note(text, warn=False)
+                from ..reports.reasons import reasons_note
+
+                for text in [*row.notes, reasons_note(row.reasons)]:
+                    if text:
+                        notes.note(text, warn=False)
                 dumped = row.report.model_dump(mode="json")
                 result = evaluator_result(dumped["summary"], config.enabled_metrics)
                 if dumped.get("details") is not None:
@@ -517,8 +520,11 @@ class Service(CustomRuns):
                 if row.error is not None:
                     raise ServiceError(422, "InvalidExample", row.error.message,
                                        [{"index": 0, "field": row.error.field, "message": row.error.message}])
-                for text in row.notes:
-                    notes.note(text, warn=False)
+                from ..reports.reasons import reasons_note
+
+                for text in [*row.notes, reasons_note(row.reasons)]:  # who wrote the reasons: a note
+                    if text:
+                        notes.note(text, warn=False)
                 return row.report.model_dump(mode="json", exclude_none=True)
 
             return self._report_work([dict(record)], "autoeval", None, answer)
