@@ -188,8 +188,6 @@ def _write_claims(name: str, runner: Any, targets: Mapping[int, str], languages:
                   aspect: Aspect) -> tuple[dict[int, list[str]], list[ExampleProblem]]:
     """The generated claims of each target (index -> text), in ONE batched generation, and the
     problems of the examples whose answer is not a usable claim list."""
-    if not hasattr(runner, "generate") or not hasattr(runner, "chat_prompt"):
-        raise CheckpointError(f"generator {name}: its runner cannot generate text (no chat_prompt/generate)")
     order = list(targets)
     prompts = [runner.chat_prompt(claims_messages(targets[i], _language(languages[i]))) for i in order]
     made = runner.generate(prompts, max_new_tokens=MAX_NEW_TOKENS, stop=STOP) if prompts else []

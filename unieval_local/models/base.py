@@ -89,6 +89,20 @@ class Runner(TokenCounter, Protocol):
         None by default."""
         return None
 
+    def chat_prompt(self, messages: Sequence[dict[str, str]]) -> str:
+        """The chat-template rendering of ``messages`` for :meth:`generate` (the causal-lm backend's);
+        a runner that cannot generate raises :class:`~unieval_local.errors.CheckpointError` (default)."""
+        from ..errors import CheckpointError
+
+        raise CheckpointError(f"{self.name}: this evaluator's runner cannot generate text (only a causal-lm "
+                              "instruct model can: --generator NAME=DIR)")
+
+    def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop: Sequence[str] = (),
+                 max_length: int | None = None) -> list[Generation]:
+        """Greedy generations of ``prompts`` (the causal-lm backend's); a runner that cannot generate
+        raises :class:`~unieval_local.errors.CheckpointError` (default), as :meth:`chat_prompt`."""
+        return self.chat_prompt([])  # raises
+
     def score(self, prompts: Sequence[str], *, max_length: int,
               on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(p_yes, n_tokens)`` per prompt, in order.

@@ -289,6 +289,14 @@ class CachedRunner(Runner):
         """The inner runner's token count without special tokens."""
         return self.inner.count_plain(texts)
 
+    def chat_prompt(self, messages):
+        """The inner runner's (generation is never cached)."""
+        return self.inner.chat_prompt(messages)
+
+    def generate(self, prompts: Sequence[str], **kwargs):
+        """The inner runner's (generation is never cached)."""
+        return self.inner.generate(prompts, **kwargs)
+
     def distributions(self, prompts: Sequence[str], *, max_length: int) -> list[dict[str, float]] | None:
         """The inner runner's readout distributions (the cache keeps values only)."""
         return self.inner.distributions(prompts, max_length=max_length)

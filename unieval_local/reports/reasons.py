@@ -124,10 +124,8 @@ def write_reasons(rows: Sequence[ReportRow], fmt: str, engine: Any) -> tuple[lis
     gen = _generator(engine)
     prompts, where = [], []
     if gen is not None:
-        name, runner = gen[0], gen[1]
+        runner = gen[1]
         try:
-            if not hasattr(runner, "generate") or not hasattr(runner, "chat_prompt"):
-                raise CheckpointError(f"generator {name}: its runner cannot generate text (no chat_prompt/generate)")
             for i, fields in todo.items():
                 lang = _language(rows[i].language)
                 for path, claim, verdict, template in fields:

@@ -24,11 +24,13 @@ __all__ = ["other_aspects", "replay_items"]
 
 def other_aspects(registry, task: str, aspect, evaluator: str, records: list[dict[str, Any]]) -> list:
     """The aspects of ``task`` scored by ``evaluator`` asking another question than ``aspect`` (MiniCheck's
-    sentence-level variants ask its own: nothing to replay), probabilities (mean/max/min
+    sentence-level variants ask its own: nothing to replay; fact/claims decomposes: not one question),
+    probabilities (mean/max/min
     folds, no rating scale), whose required fields every record has, in registry order."""
     out = []
     for a in registry.get_task(task).aspects.values():
-        if a.question == aspect.question or a.checkpoint != evaluator or a.scale or a.reduction not in ("mean", "max", "min"):
+        if (a.question == aspect.question or a.checkpoint != evaluator or a.scale or a.decompose
+                or a.reduction not in ("mean", "max", "min")):
             continue
         if all(all(r.get(f) not in (None, "", []) for f in a.required_fields) for r in records):
             out.append(a)
