@@ -68,3 +68,33 @@ def test_fitted_themis_stand_in_judges_ok_with_its_own_probabilities(themis_fitt
         assert abs(o.rating - ex["ratings"]["consistency"]) < 0.05  # the memorised rating dominates
         assert sum(o.distribution.values()) == pytest.approx(1.0, abs=1e-12)
         assert 0.9 < o.valid_mass <= 1.0
+
+
+@pytest.fixture(scope="module")
+def themis_plain(tmp_path_factory, shared_data) -> Path:
+    """The same llama stand-in for ``themis``, not fitted."""
+    return build_causal_lm_checkpoint(tmp_path_factory.mktemp("judgeplain") / "themis", layout="llama",
+                                      data_dir=shared_data, evaluator="themis")
+
+
+CLAIMS = [{"source": "Peter and Elizabeth took a taxi to attend the night party in the city.",
+           "target": "Peter and Elizabeth took a taxi to a party."},
+          {"source": "Peter and Elizabeth took a taxi to attend the night party in the city.",
+           "target": "Peter and Elizabeth took a bus home."}]
+
+
+def test_plain_themis_stand_in_fails_every_example_and_names_them(themis_plain):
+    """A random stand-in never writes ``Rating:``: each answer runs to max_new_tokens
+    (``truncated``), all are counted, and Scorer.score refuses naming both examples."""
+    from unieval_local.api import Scorer
+    from unieval_local.errors import NonFiniteScoreError
+
+    runner = Engine(model={"themis": str(themis_plain)}).runner("themis")
+    run = judge_examples(runner, CLAIMS, aspect="themis_consistency")
+    assert [o.status for o in run.outcomes] == ["truncated", "truncated"]
+    assert run.num_failed == 2 and all(o.rating is None for o in run.outcomes)
+    assert np.isnan(run.mean_valid_mass)
+    with pytest.warns(UserWarning, match="2 of 2 judge answers have no rating .*2 truncated"):
+        with pytest.raises(NonFiniteScoreError, match=r"no rating for examples \[0, 1\]"):
+            Scorer(model={"themis": str(themis_plain)}).score(CLAIMS, task="summarization",
+                                                              aspect="themis_consistency")
