@@ -56,7 +56,8 @@ def fit_examples(data_dir: Path, n: int = N_EXAMPLES) -> list[dict]:
     out = []
     for r in rows[:n]:
         ratings = {a: min(5, max(1, math.floor(float(r[a][0]) + 0.5))) for a in ASPECTS}
-        out.append({"source": " ".join(DEFAULT_SPLITTER(r["text"])[:SENTENCES]), "target": r["machine_summaries"][0], "ratings": ratings})
+        out.append({"source": " ".join(DEFAULT_SPLITTER(r["text"])[:SENTENCES]), "target": r["machine_summaries"][0],
+                    "ratings": ratings})
     return out
 
 
