@@ -55,6 +55,27 @@ def fit_claims(folder: str | Path, *, data_dir: str | Path, n_summaries: int = N
     Returns:
         The fitted summaries.
     """
+    from unieval_local.text.claims import claims_messages
+
+    summaries = fit_summaries(Path(data_dir), n_summaries)
+
+    def rows(runner, tok):
+        eos = tok.eos_token_id
+        return [(tok(runner.chat_prompt(claims_messages(s)), add_special_tokens=False)["input_ids"],
+                 tok(claim_target(s), add_special_tokens=False)["input_ids"] + [eos]) for s in summaries]
+
+    fit_rows(folder, rows, evaluator="g-eval", tag="claims", steps=steps, lr=lr, seed=seed)
+    return summaries
+
+
+def fit_rows(folder: str | Path, build, *, evaluator: str, tag: str, steps: int, lr: float, seed: int = 0) -> None:
+    """The fitting loop shared by ``--fit claims`` and ``--fit judge`` (``scripts/fit_judge.py``):
+    load the stand-in in ``folder`` as ``evaluator`` (float32, CPU), build its training rows with
+    ``build(runner, tokenizer) -> [(prompt_ids, answer_ids)]``, then ``steps`` full-batch AdamW
+    steps (``lr``, no weight decay, ``torch.manual_seed(seed)``) on the cross-entropy of the answer
+    tokens only (right padding), and rewrite ``model.safetensors`` under the same tensor names and
+    ``config.json`` with ``"unieval_local_fit": tag``.
+    """
     import torch
     from safetensors import safe_open
     from safetensors.torch import save_file
@@ -63,20 +84,12 @@ def fit_claims(folder: str | Path, *, data_dir: str | Path, n_summaries: int = N
     from unieval_local.models.causal_lm.runner import CausalLMRunner
     from unieval_local.models.checkpoints import ResolvedCheckpoint
     from unieval_local.registry.evaluators import get_evaluator
-    from unieval_local.text.claims import claims_messages
 
     folder = Path(folder)
-    summaries = fit_summaries(Path(data_dir), n_summaries)
-    evaluator = get_evaluator("g-eval")
-    model = CausalLMModel(ResolvedCheckpoint("g-eval", folder, "explicit"), evaluator, "cpu", "float32")
-    runner = CausalLMRunner(model, evaluator=evaluator, fingerprint="fit")
-    tok = model.tokenizer
-    eos = tok.eos_token_id
-    rows = []
-    for s in summaries:
-        prompt = tok(runner.chat_prompt(claims_messages(s)), add_special_tokens=False)["input_ids"]
-        answer = tok(claim_target(s), add_special_tokens=False)["input_ids"] + [eos]
-        rows.append((prompt, answer))
+    spec = get_evaluator(evaluator)
+    model = CausalLMModel(ResolvedCheckpoint(evaluator, folder, "explicit"), spec, "cpu", "float32")
+    runner = CausalLMRunner(model, evaluator=spec, fingerprint="fit")
+    rows = build(runner, model.tokenizer)
     width = max(len(p) + len(a) for p, a in rows)
     input_ids = torch.full((len(rows), width), model.pad_id, dtype=torch.long)
     labels = torch.full((len(rows), width), -100, dtype=torch.long)
@@ -101,6 +114,5 @@ def fit_claims(folder: str | Path, *, data_dir: str | Path, n_summaries: int = N
     save_file({n: state[n].detach().contiguous().clone() for n in names}, str(weights), metadata={"format": "pt"})
     config_path = folder / "config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
-    config["unieval_local_fit"] = "claims"
+    config["unieval_local_fit"] = tag
     config_path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    return summaries

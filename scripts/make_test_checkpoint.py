@@ -35,6 +35,9 @@ Usage:
         [--d-model 64 --layers 2 ...] [--no-manifest]
     python scripts/make_test_checkpoint.py OUT_DIR --layout llama|qwen2 --evaluator g-eval --fit claims
         (a decoder fitted briefly to write claim lists: ``scripts/fit_claims.py``)
+    python scripts/make_test_checkpoint.py OUT_DIR --layout llama --evaluator themis|prometheus-7b-v2.0 --fit judge
+        (a judge stand-in fitted briefly to write a rationale, its rating prefix and a rating:
+        ``scripts/fit_judge.py``)
 
 The folder gets a ``unieval_manifest.json`` in ``unieval-local download``'s format (the Python
 builders write one with ``manifest=True``). The tokenizers are deterministic: SentencePiece is
@@ -575,8 +578,10 @@ def build_causal_lm_checkpoint(out_dir: str | os.PathLike, *, layout: str = "qwe
     (:data:`CHAT_TEMPLATES`) in ``tokenizer_config.json`` (``chat_template=False``: none).
     ``init_range`` (0.2) spreads the random logits so that readouts differ between prompts.
     ``fit="claims"`` then fits it briefly to write claim lists (``scripts/fit_claims.py``: seeded,
-    a few seconds; needs the shared SummEval data) before the manifest is written; None (default):
-    the random stand-in, unchanged."""
+    a few seconds; needs the shared SummEval data) before the manifest is written; ``fit="judge"``
+    (with ``evaluator`` ``themis`` or ``prometheus-7b-v2.0``) fits it to write a short rationale,
+    the judge's rating prefix and a rating (``scripts/fit_judge.py``); None (default): the random
+    stand-in, unchanged."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
@@ -618,13 +623,18 @@ def build_causal_lm_checkpoint(out_dir: str | os.PathLike, *, layout: str = "qwe
     if evaluator:
         _set_config_keys(out / "config.json", {"unieval_local_evaluator": evaluator})
     if fit is not None:
-        if fit != "claims":
-            raise ValueError(f"fit must be 'claims' or None, got {fit!r}")
+        if fit not in ("claims", "judge"):
+            raise ValueError(f"fit must be 'claims', 'judge' or None, got {fit!r}")
         if str(Path(__file__).resolve().parent) not in sys.path:
             sys.path.insert(0, str(Path(__file__).resolve().parent))
         from fit_claims import fit_claims
+        from fit_judge import fit_judge
 
-        fit_claims(out, data_dir=Path(data_dir) if data_dir else shared_data_dir(), seed=seed)
+        data = Path(data_dir) if data_dir else shared_data_dir()
+        if fit == "claims":
+            fit_claims(out, data_dir=data, seed=seed)
+        else:
+            fit_judge(out, evaluator=evaluator or "", data_dir=data, seed=seed)
     if manifest:
         write_test_manifest(out)
     return out
@@ -695,13 +705,17 @@ def main(argv: list[str] | None = None) -> int:
                         "files are checked against it as a downloaded folder's are)")
     parser.add_argument("--weights", default=None, choices=["safetensors", "bin"],
                         help="weight file format (default: safetensors for t5, pytorch_model.bin for v1.1)")
-    parser.add_argument("--fit", default=None, choices=["claims"],
+    parser.add_argument("--fit", default=None, choices=["claims", "judge"],
                         help="with --layout llama|qwen2|granite: fit the stand-in briefly (seeded, seconds on a CPU) "
                         "so that greedy generation writes a claim list ending in EOS for a few SummEval summaries "
-                        "(memorised: scripts/fit_claims.py); default: the random stand-in")
+                        "(claims, memorised: scripts/fit_claims.py) or, with --evaluator themis|prometheus-7b-v2.0, "
+                        "a short rationale, the judge's rating prefix and a rating (judge: scripts/fit_judge.py); "
+                        "default: the random stand-in")
     args = parser.parse_args(argv)
     if args.fit and args.layout not in CHAT_TEMPLATES:
         parser.error(f"--fit applies to --layout {'|'.join(CHAT_TEMPLATES)}, not {args.layout}")
+    if args.fit == "judge" and args.evaluator not in ("themis", "prometheus-7b-v2.0"):
+        parser.error(f"--fit judge needs --evaluator themis or prometheus-7b-v2.0, not {args.evaluator}")
     if args.layout == "deberta-nli":
         path = build_nli_checkpoint(args.out_dir, data_dir=args.data_dir, vocab_size=args.vocab_size,
                                     hidden_size=args.d_model, num_layers=args.layers, num_heads=args.heads,
@@ -721,7 +735,8 @@ def main(argv: list[str] | None = None) -> int:
                                           intermediate_size=args.d_ff, num_layers=args.layers, num_heads=args.heads,
                                           seed=args.seed, evaluator=args.evaluator, manifest=args.manifest,
                                           fit=args.fit)
-        fitted = ", fitted to write claim lists" if args.fit else ""
+        fitted = {"claims": ", fitted to write claim lists", "judge": ", fitted to write a judge's rating prefix",
+                  None: ""}[args.fit]
         print(f"wrote {path} (a {args.layout} causal LM with a stand-in chat template{fitted})", file=sys.stderr)
         return 0
     if args.layout == "mt5":

@@ -56,8 +56,6 @@ SKIP: dict[tuple[str, str], str] = {
     ("checkpoints.md", "unieval-local download"): "downloads from the Hugging Face hub",
     ("checkpoints.md", "unieval-local verify ~/unieval-home"): "needs the downloaded official checkpoints",
     ("evaluators.md", "unieval-local download"): "downloads from the Hugging Face hub",
-    ("evaluators.md", "--model themis=~/unieval-home/themis"): "needs Themis-8B's weights: a random stand-in never "
-                                                                "writes its rating prefix (tests/test_judges.py)",
     ("evaluators.md", "qags_support.jsonl"): "needs MiniCheck's official weights (3 GB)",
     ("batch.md", "unieval-local score out/summeval.jsonl --aspect all --shard"): "1,600 SummEval records x 4 shards",
     ("batch.md", "sbatch"): "needs a SLURM cluster",
