@@ -706,7 +706,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--weights", default=None, choices=["safetensors", "bin"],
                         help="weight file format (default: safetensors for t5, pytorch_model.bin for v1.1)")
     parser.add_argument("--fit", default=None, choices=["claims", "judge"],
-                        help="with --layout llama|qwen2|granite: fit the stand-in briefly (seeded, seconds on a CPU) "
+                        help="with --layout llama|qwen2|granite: fit the stand-in briefly (seeded, a minute or two on a CPU) "
                         "so that greedy generation writes a claim list ending in EOS for a few SummEval summaries "
                         "(claims, memorised: scripts/fit_claims.py) or, with --evaluator themis|prometheus-7b-v2.0, "
                         "a short rationale, the judge's rating prefix and a rating (judge: scripts/fit_judge.py); "

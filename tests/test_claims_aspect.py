@@ -275,3 +275,20 @@ def test_only_a_run_with_fact_claims_carries_its_settings_in_the_run_identity(mi
                         {"claim_checker", "generator"} & set(run["signature"]))
     assert seen["support"] == (set(), set())
     assert seen["claims"] == ({"claim_checker", "generator"}, {"claim_checker", "generator"})
+
+
+def test_the_cli_needs_only_the_claim_checker_s_checkpoint(tmp_path, shared_data, capsys):
+    """``--claim-checker fact/nli_support`` with only mdeberta-nli staged: the command line resolves
+    fact/claims to the NLI evaluator (not MiniCheck) before it loads anything, and scores; its values
+    equal Scorer's with the same settings."""
+    from make_test_checkpoint import build_nli_checkpoint
+
+    nli = build_nli_checkpoint(tmp_path / "mdeberta-nli", data_dir=shared_data)
+    src, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
+    src.write_text("".join(json.dumps({"id": f"r{i}", **r}) + "\n" for i, r in enumerate(RECORDS)))
+    assert main(["score", str(src), "--task", "fact", "--aspect", "claims", "--claim-checker", "fact/nli_support",
+                 "--model", f"mdeberta-nli={nli}", "--generator", "none", "-o", str(out), "--no-progress"]) == 0
+    got = [json.loads(x)["scores"]["claims"] for x in out.read_text().splitlines()]
+    want = Scorer(model={"mdeberta-nli": str(nli)}, claim_checker="fact/nli_support", generator="none").score(
+        RECORDS, task="fact", aspect="claims")
+    assert got == pytest.approx([e.value for e in want.examples], abs=1e-9)

@@ -63,6 +63,8 @@ SKIP: dict[tuple[str, str], str] = {
     ("training.md", "sbatch --gres"): "needs a SLURM cluster",
     ("batch.md", "--engine ray"): "needs a Ray cluster (tests/test_ray.py runs a local one)",
     ("speed.md", "bench-ckpt"): "a benchmark: minutes of CPU at T5-large widths",
+    ("claims-and-reasons.md", "--fit claims"): "a 2-minute fit; tests/test_generation.py fits and generates with the same stand-in, "
+    "tests/test_claims_aspect.py runs fact/claims with a generator",
     ("speed.md", "bench_generate.py"): "a benchmark: minutes of CPU (generation at three widths and batch sizes)",
     ("long-inputs.md", "convert_qmsum.py"): "35 QMSum meetings: many minutes of CPU",
     ("serving.md", "pip install"): "installs packages",

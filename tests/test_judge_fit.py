@@ -98,3 +98,16 @@ def test_plain_themis_stand_in_fails_every_example_and_names_them(themis_plain):
         with pytest.raises(NonFiniteScoreError, match=r"no rating for examples \[0, 1\]"):
             Scorer(model={"themis": str(themis_plain)}).score(CLAIMS, task="summarization",
                                                               aspect="themis_consistency")
+    # a batch run writes an error line per record that says the judge wrote no rating (not "non-finite logits")
+    import json as _json
+
+    from unieval_local.batch import run_batch
+
+    src, out = themis_plain.parent / "claims.jsonl", themis_plain.parent / "claims.out.jsonl"
+    src.write_text("".join(_json.dumps({"id": f"r{i}", **c}) + "\n" for i, c in enumerate(CLAIMS)))
+    with pytest.warns(UserWarning, match="2 of 2 judge answers"):
+        run_batch(src, out, task="summarization", aspects=["themis_consistency"],
+                  settings={"model": {"themis": str(themis_plain)}}, progress=False)
+    errors = [_json.loads(x)["error"] for x in out.read_text().splitlines()]
+    assert [e["type"] for e in errors] == ["NonFiniteScore"] * 2
+    assert all(e["message"].startswith("no rating for themis_consistency: the judge wrote none") for e in errors)

@@ -174,7 +174,9 @@ def run_batch(
     if not isinstance(settings, EngineSettings):
         settings = EngineSettings.of(settings or {})
     # the task, aspects and input are checked before the engine is made (it imports torch: seconds)
-    registry = registry_with(settings.aspects_config)
+    from ..claims import with_claim_checker  # fact/claims is answered by --claim-checker's evaluator
+
+    registry = with_claim_checker(registry_with(settings.aspects_config), settings.claim_checker)
     if hosted:
         _check_hosted_aspects(aspects, registry.aspect_names(task, aspects) if aspects is not None else [])
     input_path: str | AlignedInput = input if isinstance(input, AlignedInput) else os.fspath(input)

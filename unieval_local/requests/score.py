@@ -211,7 +211,10 @@ class RecordsRequest(Request[ChunkResult]):
         row = {a: float(values[a][i]) for a in aspects if a not in skipped}
         bad = [a for a, v in row.items() if not np.isfinite(v)]
         if bad:
-            message = f"the model gave non-finite logits for {', '.join(bad)}"
+            judged = [a for a in bad if _reasons(self.task, a)]
+            message = (f"no rating for {', '.join(judged)}: the judge wrote none (its answer hit max_new_tokens, "
+                       "ended without the rating prefix, or the prompt was over the window; the warning counts "
+                       "them)" if judged else f"the model gave non-finite logits for {', '.join(bad)}")
             line["error"] = _error(message, "NonFiniteScore")
             return line, f"value: {message}"
         line["scores"] = row
