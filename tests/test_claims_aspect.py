@@ -9,9 +9,7 @@ must be a fact checker aspect; both settings are signed."""
 from __future__ import annotations
 
 import json
-import sys
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -104,13 +102,11 @@ def test_sentences_unit_equals_a_plain_computation_from_minicheck(minicheck, sup
     assert {c.verdict for ex in again.examples for c in ex.evidence.claims} == {"supported", "unsupported"}
 
 
-@dataclass(frozen=True)
-class Gen:
-    """A generation as the shared interface's ``Generation`` has it."""
+def Gen(text: str, token_ids: tuple = (), finish: str = "eos"):
+    """A :class:`~unieval_local.models.base.Generation` (the real one: its ``finish`` is checked)."""
+    from unieval_local.models.base import Generation
 
-    text: str
-    token_ids: tuple = ()
-    finish: str = "eos"
+    return Generation(text, tuple(token_ids), finish)
 
 
 class FakeGenerator:

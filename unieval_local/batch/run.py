@@ -30,6 +30,7 @@ from ..pipeline.validate import check_example, input_hint_message, parse_example
 from ..records import AlignedInput, InputSpec, Record, input_fingerprint, iter_records
 from ..registry.tasks import ALL, ALL_AVAILABLE, GROUP_NAMES
 from ..registry.user_aspects import registry_with
+from ..claims import with_claim_checker
 from ..settings import EngineSettings
 from .. import notes
 from ..requests.score import ChunkResult, left_out_message, unavailable_aspects
@@ -174,9 +175,7 @@ def run_batch(
     if not isinstance(settings, EngineSettings):
         settings = EngineSettings.of(settings or {})
     # the task, aspects and input are checked before the engine is made (it imports torch: seconds)
-    from ..claims import with_claim_checker  # fact/claims is answered by --claim-checker's evaluator
-
-    registry = with_claim_checker(registry_with(settings.aspects_config), settings.claim_checker)
+    registry = with_claim_checker(registry_with(settings.aspects_config), settings.claim_checker)  # fact/claims
     if hosted:
         _check_hosted_aspects(aspects, registry.aspect_names(task, aspects) if aspects is not None else [])
     input_path: str | AlignedInput = input if isinstance(input, AlignedInput) else os.fspath(input)

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 from .language import language_name
 
-__all__ = ["BULLET", "CLAIMS_INSTRUCTION", "KEYPOINTS_INSTRUCTION", "claims_messages", "keypoints_messages",
-           "parse_claims"]
+__all__ = ["BULLET", "CLAIMS_INSTRUCTION", "KEYPOINTS_INSTRUCTION", "claims_messages", "keypoints_messages", "non_empty_text", "parse_claims"]
 
 #: what starts every line of a claim list
 BULLET = "- "
@@ -39,7 +38,9 @@ KEYPOINTS_INSTRUCTION = ("Please list at most {n} key points of the following te
                          "\"- \", in {language}. Write nothing else.")
 
 
-def _text(value, field: str) -> str:
+def non_empty_text(value, field: str) -> str:
+    """``value`` stripped; ValueError naming ``field`` when it is not a non-empty string (the prompt
+    builders' input check, here and in :mod:`unieval_local.text.reasons`)."""
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{field} must be a non-empty string, got {value!r:.60}")
     return value.strip()
@@ -63,8 +64,8 @@ def claims_messages(summary: str, language: str = "en") -> list[dict]:
         >>> claims_messages("The cat sat.")[0]["content"].splitlines()[-1]
         'Summary: The cat sat.'
     """
-    summary = _text(summary, "summary")
-    language = _text(language, "language")
+    summary = non_empty_text(summary, "summary")
+    language = non_empty_text(language, "language")
     instruction = CLAIMS_INSTRUCTION.format(language=language_name(language))
     return [{"role": "user", "content": f"{instruction}\n\nSummary: {summary}"}]
 
@@ -83,8 +84,8 @@ def keypoints_messages(source: str, n: int, language: str = "en") -> list[dict]:
     Raises:
         ValueError: an empty ``source`` or ``language``, or ``n`` not a positive integer.
     """
-    source = _text(source, "source")
-    language = _text(language, "language")
+    source = non_empty_text(source, "source")
+    language = non_empty_text(language, "language")
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"n (the most key points) must be a positive integer, got {n!r}")
     instruction = KEYPOINTS_INSTRUCTION.format(n=n, language=language_name(language))

@@ -20,6 +20,7 @@ reason (None: the caller keeps the template and marks the field).
 
 from __future__ import annotations
 
+from .claims import non_empty_text
 from .language import language_name
 
 __all__ = ["REASON_INSTRUCTION", "read_reason", "reason_messages"]
@@ -31,9 +32,8 @@ REASON_INSTRUCTION = ("Explain the verdict below to a reader in one or two sente
 
 
 def _text(value, field: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"{field} must be a non-empty string, got {value!r:.60}")
-    return " ".join(value.split())
+    """:func:`~unieval_local.text.claims.non_empty_text`, its whitespace runs made single spaces."""
+    return " ".join(non_empty_text(value, field).split())
 
 
 def reason_messages(claim: str, verdict: str, evidence: str, language: str = "en") -> list[dict]:
