@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -53,11 +52,9 @@ def machine_line() -> str:
     import torch
     import transformers
 
-    from unieval_local.models.cpu_precision import cpu_bfloat16_units
+    from unieval_local.models.cpu_precision import cpu_bfloat16_units, cpu_model
 
-    cpuinfo = Path("/proc/cpuinfo")
-    model = next((x.split(":", 1)[1].strip() for x in cpuinfo.read_text().splitlines() if x.startswith("model name")),
-                 platform.processor()) if cpuinfo.exists() else platform.processor()
+    model = cpu_model()
     gpu = f"; GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "; no GPU"
     return (f"machine: {model} ({os.cpu_count()} cores, torch threads {torch.get_num_threads()}); "
             f"{cpu_bfloat16_units().line()}{gpu}; torch {torch.__version__}, transformers {transformers.__version__}")

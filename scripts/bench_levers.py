@@ -62,11 +62,11 @@ def machine_line() -> str:
     """``cpu: MODEL | flags: ... | threads: N | load: a b c`` from /proc/cpuinfo, torch and os.getloadavg."""
     import torch
 
-    model, flags = "unknown", set()
+    from unieval_local.models.cpu_precision import cpu_model
+
+    model, flags = cpu_model(), set()
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name") and model == "unknown":
-                model = line.split(":", 1)[1].strip()
             if line.startswith("flags") and not flags:
                 flags = set(line.split(":", 1)[1].split())
     except OSError:

@@ -217,10 +217,11 @@ def machine_line() -> str:
 
     import torch
 
-    model, flags = "unknown CPU", []
+    from unieval_local.models.cpu_precision import cpu_model
+
+    model, flags = cpu_model(), []
     try:
         text = Path("/proc/cpuinfo").read_text()
-        model = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), model)
         line = next((ln for ln in text.splitlines() if ln.startswith("flags")), "")
         flags = [f for f in ("amx_bf16", "amx_tile", "avx512_bf16") if f in line.split()]
     except OSError:

@@ -84,10 +84,12 @@ def _one(args: argparse.Namespace) -> dict:
 
 
 def _cpu_line() -> str:
+    from unieval_local.models.cpu_precision import cpu_model
+
     flags = ""
     try:
         text = Path("/proc/cpuinfo").read_text()
-        model = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "")
+        model = cpu_model()
         have = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile") if f" {f}" in text]
         flags = f"{model}; {' '.join(have)}"
     except OSError:

@@ -219,14 +219,9 @@ def run_variant(args) -> dict:
 
 def cpu_line() -> str:
     """The CPU's model and its bfloat16 matrix units (``/proc/cpuinfo`` flags), for the table's head."""
-    import platform
+    from unieval_local.models.cpu_precision import cpu_bfloat16_units, cpu_model
 
-    from unieval_local.models.cpu_precision import cpu_bfloat16_units
-
-    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                  if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() \
-        else platform.processor()
-    return f"{model}; {cpu_bfloat16_units().line()}"
+    return f"{cpu_model()}; {cpu_bfloat16_units().line()}"
 
 
 def flips(a: list[float], b: list[float], threshold: float = 0.5) -> int:

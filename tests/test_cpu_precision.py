@@ -176,3 +176,18 @@ def test_bfloat16_is_one_flag_away_on_every_command(argv):
     assert args.dtype == "bfloat16"
     if argv[0] != "train":
         assert engine_settings(args)["dtype"] == "bfloat16"
+
+
+def test_cpu_model_is_the_first_model_name_line_else_the_platform(monkeypatch):
+    """The benchmarks' machine lines name the CPU by its first ``model name`` line; without
+    /proc/cpuinfo (or without that line), by ``platform.processor()``, else ``unknown CPU``."""
+    import platform
+
+    monkeypatch.setattr(cpu_precision, "_read_cpuinfo", lambda: "processor\t: 0\nmodel name\t: Xeon A\n"
+                        "model name\t: Xeon B\nflags\t\t: fpu amx_bf16\n")
+    assert cpu_precision.cpu_model() == "Xeon A"
+    monkeypatch.setattr(cpu_precision, "_read_cpuinfo", lambda: None)
+    monkeypatch.setattr(platform, "processor", lambda: "arm")
+    assert cpu_precision.cpu_model() == "arm"
+    monkeypatch.setattr(platform, "processor", lambda: "")
+    assert cpu_precision.cpu_model() == "unknown CPU"

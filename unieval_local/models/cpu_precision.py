@@ -21,7 +21,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["AMX_MAX_DIFF", "AMX_SPEEDUP", "CPUINFO", "CpuBfloat16", "bfloat16_cpu_warning", "cpu_bfloat16_units",
+__all__ = ["AMX_MAX_DIFF", "AMX_SPEEDUP", "CPUINFO", "CpuBfloat16", "bfloat16_cpu_warning", "cpu_bfloat16_units", "cpu_model",
            "parse_cpuinfo"]
 
 #: bfloat16's speed over float32 on the SummEval workload on the AMX Xeon this project is tested on (62.0 s / 21.6 s, docs/speed.md)
@@ -101,6 +101,16 @@ def _read_cpuinfo() -> str | None:
         return CPUINFO.read_text(errors="replace")
     except OSError:
         return None
+
+
+def cpu_model() -> str:
+    """The CPU's model name: the first ``model name`` line of ``/proc/cpuinfo`` (Linux), else
+    ``platform.processor()``, else ``unknown CPU`` (the benchmarks' machine lines)."""
+    import platform
+
+    text = _read_cpuinfo() or ""
+    model = next((ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("model name")), "")
+    return model or platform.processor() or "unknown CPU"
 
 
 def _torch_capability() -> str | None:
