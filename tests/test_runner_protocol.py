@@ -112,3 +112,16 @@ def test_the_forward_that_ran_is_signed_and_keys_the_cache(tiny_ckpt, tmp_path):
         assert plain.examples[0].value == pytest.approx(fast.examples[0].value, abs=1e-6)
     finally:
         model.fast_ok = True
+
+
+def test_a_runner_that_cannot_generate_says_so(tiny_ckpt):
+    """Generation is a declared capability: a T5 runner asked for a chat prompt or a generation
+    raises CheckpointError naming it (the claims and reasons code relies on this, never on hasattr)."""
+    from unieval_local import Scorer
+    from unieval_local.errors import CheckpointError
+
+    runner = Scorer(model=str(tiny_ckpt), device="cpu").runner("unieval-sum")
+    for call in (lambda: runner.chat_prompt([{"role": "user", "content": "x"}]),
+                 lambda: runner.generate(["x"], max_new_tokens=4)):
+        with pytest.raises(CheckpointError, match=r"runner cannot generate text \(only a causal-lm instruct model"):
+            call()

@@ -43,6 +43,14 @@ class Generation:
             raise ValueError(f"finish must be one of {', '.join(FINISH_REASONS)}, got {self.finish!r}")
 
 
+def _cannot_generate(name: str):
+    """The error of a runner asked to generate that cannot (:meth:`Runner.chat_prompt`, :meth:`Runner.generate`)."""
+    from ..errors import CheckpointError
+
+    return CheckpointError(f"{name}: this evaluator's runner cannot generate text (only a causal-lm instruct "
+                           "model can: --generator NAME=DIR)")
+
+
 @runtime_checkable
 class Runner(TokenCounter, Protocol):
     """What the engine needs from a model runner: scores with token counts, token
@@ -92,16 +100,13 @@ class Runner(TokenCounter, Protocol):
     def chat_prompt(self, messages: Sequence[dict[str, str]]) -> str:
         """The chat-template rendering of ``messages`` for :meth:`generate` (the causal-lm backend's);
         a runner that cannot generate raises :class:`~unieval_local.errors.CheckpointError` (default)."""
-        from ..errors import CheckpointError
-
-        raise CheckpointError(f"{self.name}: this evaluator's runner cannot generate text (only a causal-lm "
-                              "instruct model can: --generator NAME=DIR)")
+        raise _cannot_generate(self.name)
 
     def generate(self, prompts: Sequence[str], *, max_new_tokens: int, stop: Sequence[str] = (),
                  max_length: int | None = None) -> list[Generation]:
         """Greedy generations of ``prompts`` (the causal-lm backend's); a runner that cannot generate
         raises :class:`~unieval_local.errors.CheckpointError` (default), as :meth:`chat_prompt`."""
-        return self.chat_prompt([])  # raises
+        raise _cannot_generate(self.name)
 
     def score(self, prompts: Sequence[str], *, max_length: int,
               on_batch: Callable[[int, int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
