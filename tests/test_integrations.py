@@ -1,0 +1,77 @@
+"""The framework hooks of issue 45 (evaluate, Inspect AI, lm-evaluation-harness) on a stand-in:
+the same numbers as :class:`Scorer` over the same batches (1e-9), offline, sockets blocked.
+Skipped where the ``integrations`` extra is not installed."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from unieval_local import Scorer
+from unieval_local.integrations import evaluate_path
+from unieval_local.integrations.shared import MODEL_ENV, clear_scorers, shared_scorer
+
+DOCS = ["The cat sat on the mat. It was a sunny day and the cat was happy.",
+        "Stocks fell sharply on Monday after the central bank raised rates."]
+PREDS = ["The cat sat on the mat.", "Stocks fell after a rate rise. Markets were calm."]
+
+
+@pytest.fixture
+def no_network(monkeypatch, tmp_path):
+    """Every socket connect raises; the frameworks' offline switches on; their caches in tmp_path."""
+    def refuse(*a, **k):
+        raise OSError("network blocked by the test")
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setenv("HF_EVALUATE_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    clear_scorers()
+    yield tmp_path
+    clear_scorers()
+
+
+def test_shared_scorer_is_one_per_setting(tiny_ckpt, monkeypatch):
+    clear_scorers()
+    a = shared_scorer(model=tiny_ckpt, device="cpu")
+    assert shared_scorer(model=tiny_ckpt, device="cpu") is a
+    assert shared_scorer(model=tiny_ckpt, device="cpu", max_length=64) is not a
+    monkeypatch.setenv(MODEL_ENV, str(tiny_ckpt))
+    assert shared_scorer(device="cpu").model == a.model
+    clear_scorers()
+
+
+def test_evaluate_module_equals_scorer(tiny_ckpt, no_network, monkeypatch):
+    evaluate = pytest.importorskip("evaluate")
+    monkeypatch.setattr(evaluate.config, "HF_EVALUATE_OFFLINE", True)
+    monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", no_network / "modules")
+    metric = evaluate.load(evaluate_path(), "default", model=str(tiny_ckpt), device="cpu",
+                           cache_dir=str(no_network / "cache"))
+    aspects = ["coherence", "consistency", "fluency"]
+    out = metric.compute(predictions=PREDS, sources=DOCS, task="summarization", aspects=aspects)
+    # the same batch: the three aspects in one call (one aspect at a time pads other batches: ~1e-7 apart)
+    every_aspect = Scorer(model=tiny_ckpt, device="cpu").evaluate(targets=PREDS, sources=DOCS,
+                                                                  task="summarization", aspects=aspects)
+    for aspect in aspects:
+        want = every_aspect.per_aspect[aspect]
+        assert out[aspect] == pytest.approx([e.value for e in want.examples], abs=1e-9)
+        assert out[aspect + "_mean"] == pytest.approx(want.overall.value, abs=1e-9)
+    assert "unieval-sum" in out["signature"] and "summarization" in out["signature"]
+    # the task's own set when no aspects are named; a second call reuses the process's scorer
+    scorer_before = shared_scorer(model=str(tiny_ckpt), device="cpu")
+    every = metric.compute(predictions=PREDS, sources=DOCS, references=[[p] for p in PREDS])
+    assert [k for k in every if not k.endswith("_mean") and k != "signature"] == \
+        ["coherence", "consistency", "fluency", "relevance"]
+    assert shared_scorer(model=str(tiny_ckpt), device="cpu") is scorer_before
+
+
+def test_evaluate_module_refuses_by_name(tiny_ckpt, no_network, monkeypatch):
+    evaluate = pytest.importorskip("evaluate")
+    monkeypatch.setattr(evaluate.config, "HF_EVALUATE_OFFLINE", True)
+    monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", no_network / "modules")
+    metric = evaluate.load(evaluate_path(), "unieval-sum", model=str(tiny_ckpt), device="cpu",
+                           cache_dir=str(no_network / "cache"))
+    with pytest.raises(ValueError, match="relevance"):  # needs references: refused by name
+        metric.compute(predictions=PREDS, sources=DOCS, aspects=["relevance"])
+    with pytest.raises(ValueError, match="minicheck-flan-t5-large"):  # another evaluator's aspect
+        metric.compute(predictions=PREDS, sources=DOCS, task="fact", aspects=["support"])
