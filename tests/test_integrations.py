@@ -24,6 +24,7 @@ def no_network(monkeypatch, tmp_path):
         raise OSError("network blocked by the test")
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket, "getaddrinfo", refuse)
     monkeypatch.setenv("HF_EVALUATE_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     clear_scorers()
@@ -75,3 +76,33 @@ def test_evaluate_module_refuses_by_name(tiny_ckpt, no_network, monkeypatch):
         metric.compute(predictions=PREDS, sources=DOCS, aspects=["relevance"])
     with pytest.raises(ValueError, match="minicheck-flan-t5-large"):  # another evaluator's aspect
         metric.compute(predictions=PREDS, sources=DOCS, task="fact", aspects=["support"])
+
+
+def test_inspect_scorer_equals_scorer_one_sample_at_a_time(tiny_ckpt, no_network, monkeypatch):
+    pytest.importorskip("inspect_ai")
+    from inspect_ai import Task, eval as inspect_eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import ModelOutput, ModelUsage, get_model
+
+    from unieval_local.integrations.inspect import unieval_scorer
+
+    monkeypatch.setenv("INSPECT_LOG_DIR", str(no_network / "logs"))
+    samples = [Sample(input=d, target=p, id=i) for i, (d, p) in enumerate(zip(DOCS, PREDS))]
+    # usage given: else mockllm counts tokens with tiktoken, which downloads its encoding (network)
+    outputs = [ModelOutput.from_content("mockllm/model", p) for p in PREDS]
+    for out in outputs:
+        out.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+    model = get_model("mockllm/model", custom_outputs=outputs)
+    task = Task(dataset=samples, scorer=unieval_scorer(task="summarization", aspect="fluency",
+                                                        model=str(tiny_ckpt), device="cpu"))
+    [log] = inspect_eval(task, model=model, display="none", log_dir=str(no_network / "logs"), max_samples=1)
+    assert log.status == "success", log.error
+    got = {s.id: s.scores["unieval_scorer"] for s in log.samples}
+    scorer = Scorer(model=tiny_ckpt, device="cpu")
+    for i, (doc, pred) in enumerate(zip(DOCS, PREDS)):
+        want = scorer.score([{"target": pred, "source": doc}], task="summarization", aspect="fluency")
+        assert got[i].value == pytest.approx(want.examples[0].value, abs=1e-9)
+        assert got[i].answer == pred and "summarization/fluency" in got[i].explanation
+    metrics = log.results.scores[0].metrics
+    assert set(metrics) == {"mean", "stderr"}
+    assert metrics["mean"].value == pytest.approx(sum(g.value for g in got.values()) / 2, abs=1e-9)
