@@ -106,3 +106,45 @@ def test_inspect_scorer_equals_scorer_one_sample_at_a_time(tiny_ckpt, no_network
     metrics = log.results.scores[0].metrics
     assert set(metrics) == {"mean", "stderr"}
     assert metrics["mean"].value == pytest.approx(sum(g.value for g in got.values()) / 2, abs=1e-9)
+
+
+def test_lm_eval_task_equals_scorer_over_the_batch(tiny_ckpt, no_network, monkeypatch):
+    pytest.importorskip("lm_eval")
+    import shutil
+    from pathlib import Path
+
+    import datasets
+    import lm_eval
+    from lm_eval.api.model import LM
+    from lm_eval.tasks import TaskManager
+
+    folder = Path(__file__).resolve().parents[1] / "configs" / "lm_eval" / "unieval_summarization"
+    work = no_network / "task"
+    shutil.copytree(folder, work)
+    monkeypatch.chdir(work)  # the example's data_files is relative to the working directory
+    monkeypatch.setenv(MODEL_ENV, str(tiny_ckpt))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_OFFLINE", True)
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", no_network / "datasets")
+    import json
+    docs = [json.loads(line) for line in (work / "unieval_summarization.jsonl").read_text().splitlines()]
+
+    class Echo(LM):
+        """Answers each document with its stored prediction."""
+        def generate_until(self, requests):
+            return [r.doc["prediction"] for r in requests]
+
+        def loglikelihood(self, requests):
+            raise NotImplementedError
+
+        def loglikelihood_rolling(self, requests):
+            raise NotImplementedError
+
+    out = lm_eval.simple_evaluate(model=Echo(), tasks=["unieval_summarization"], bootstrap_iters=0,
+                                  task_manager=TaskManager(include_path=str(work)), log_samples=False)
+    got = out["results"]["unieval_summarization"]
+    scorer = Scorer(model=tiny_ckpt, device=None)
+    batch = [{"target": d["prediction"], "source": d["document"]} for d in docs]
+    for aspect in ("coherence", "consistency", "fluency"):
+        want = scorer.score(batch, task="summarization", aspect=aspect).overall.value
+        assert got[f"unieval_{aspect},none"] == pytest.approx(want, abs=1e-9)
+    assert 0 <= got["rougeL,none"] <= 1
