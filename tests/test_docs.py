@@ -68,6 +68,7 @@ SKIP: dict[tuple[str, str], str] = {
     ("speed.md", "bench_generate.py"): "a benchmark: minutes of CPU (generation at three widths and batch sizes)",
     ("long-inputs.md", "convert_qmsum.py"): "35 QMSum meetings: many minutes of CPU",
     ("serving.md", "pip install"): "installs packages",
+    ("integrations.md", "pip install"): "installs packages (the integrations extra)",
     ("serving.md", "unieval-local serve"): "a long-running server (tests/test_service.py starts real ones)",
     ("serving.md", "curl"): "needs a running server (tests/test_service.py sends these requests)",
     ("serving.md", "requests.post"): "needs a running server (tests/test_service.py sends this request)",
