@@ -18,14 +18,16 @@ by an aspect that needs them; ``context`` is ``state.metadata["context"]``.
 The value is the aspect's score: in [0, 1] for the Boolean-QA and classifier evaluators;
 dialogue engagingness in [0, n_sentences]; a rating aspect (G-Eval, judges) in [1, K]
 (``Aspect.scale``). Metrics: ``mean`` and ``stderr``. Each sample is scored on its own (Inspect
-calls a scorer once per sample), by the process's one scorer for these settings, so
-checkpoints load once. Nothing is downloaded.
+calls a scorer once per sample; the call runs in a worker thread, one at a time), by the
+process's one scorer for these settings, so checkpoints load once. Nothing is downloaded.
 """
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
+import anyio
 from inspect_ai.scorer import Score, Scorer, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState
 
@@ -33,6 +35,10 @@ from ..schema import UniEvalResult
 from .shared import shared_scorer
 
 __all__ = ["explanation_of", "unieval_scorer"]
+
+#: One model call at a time in this process (Inspect runs samples concurrently; the call runs in a
+#: worker thread so the event loop, and other samples' generation, go on meanwhile).
+_CALL_LOCK = threading.Lock()
 
 
 def explanation_of(task: str, aspect: str, result: UniEvalResult) -> str:
@@ -82,7 +88,11 @@ def unieval_scorer(task: str = "summarization", aspect: str = "coherence", model
             example["references"] = list(target.target)
         if "context" in needs:
             example["context"] = (state.metadata or {}).get("context")
-        result = shared_scorer(**settings).score([example], task=task, aspect=aspect, evidence=True)
+        def call() -> UniEvalResult:
+            with _CALL_LOCK:
+                return shared_scorer(**settings).score([example], task=task, aspect=aspect, evidence=True)
+
+        result = await anyio.to_thread.run_sync(call)
         value = float(result.examples[0].value)
         return Score(value=value, answer=output, explanation=explanation_of(task, aspect, result),
                      metadata={"task": task, "aspect": aspect,
