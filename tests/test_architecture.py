@@ -29,7 +29,8 @@ LAYERS: dict[str, int] = {
     "requests": 6,    # Request, Scheduler
     "wire": 7,        # external shapes
     "reports": 8, "batch": 8, "training": 8,   # entry points (training: fine-tuning, ARCHITECTURE)
-    "api": 9, "compat": 10, "service": 10, "integrations": 10, "cli": 11,  # integrations: evaluate, Inspect, lm-eval (issue 45)
+    "api": 9, "compat": 10, "service": 10, "cli": 11,
+    "integrations": 10,  # evaluate module, Inspect scorer, lm-eval hooks over the Scorer (issue 45)
     "__init__": 12,   # the package root re-exports the public surface; nothing imports it
 }
 
