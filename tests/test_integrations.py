@@ -148,3 +148,20 @@ def test_lm_eval_task_equals_scorer_over_the_batch(tiny_ckpt, no_network, monkey
         want = scorer.score(batch, task="summarization", aspect=aspect).overall.value
         assert got[f"unieval_{aspect},none"] == pytest.approx(want, abs=1e-9)
     assert 0 <= got["rougeL,none"] <= 1
+
+
+def test_evaluate_module_never_downloads(no_network, monkeypatch):
+    """No model given and none staged: the package's CheckpointNotFoundError, no network touched."""
+    evaluate = pytest.importorskip("evaluate")
+    from unieval_local.errors import CheckpointNotFoundError
+
+    monkeypatch.setattr(evaluate.config, "HF_EVALUATE_OFFLINE", True)
+    monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", no_network / "modules")
+    monkeypatch.delenv(MODEL_ENV, raising=False)
+    monkeypatch.setenv("UNIEVAL_LOCAL_HOME", str(no_network / "empty-home"))
+    monkeypatch.setenv("HF_HOME", str(no_network / "hf"))
+    import huggingface_hub.constants
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(no_network / "hf" / "hub"))
+    metric = evaluate.load(evaluate_path(), "unieval-sum", device="cpu", cache_dir=str(no_network / "cache"))
+    with pytest.raises(CheckpointNotFoundError, match="unieval-sum"):
+        metric.compute(predictions=PREDS[:1], sources=DOCS[:1], aspects=["fluency"])
