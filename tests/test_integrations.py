@@ -165,3 +165,23 @@ def test_evaluate_module_never_downloads(no_network, monkeypatch):
     metric = evaluate.load(evaluate_path(), "unieval-sum", device="cpu", cache_dir=str(no_network / "cache"))
     with pytest.raises(CheckpointNotFoundError, match="unieval-sum"):
         metric.compute(predictions=PREDS[:1], sources=DOCS[:1], aspects=["fluency"])
+
+
+def test_lm_eval_hooks_pass_references_and_keep_aspects_apart(tiny_ckpt):
+    from unieval_local.integrations.lm_eval import UniEvalHooks
+
+    clear_scorers()
+    hooks = UniEvalHooks(task="summarization", aspects=("relevance", "fluency"), source_field="document",
+                         references_field="summary", model=str(tiny_ckpt), device="cpu")
+    docs = [{"document": d, "summary": r} for d, r in zip(DOCS, ["A cat sat.", ["Stocks fell.", "Rates rose."]])]
+    items = [hooks.process_results(doc, [p]) for doc, p in zip(docs, PREDS)]
+    assert set(items[0]) == {"unieval_relevance", "unieval_fluency"}
+    want = Scorer(model=tiny_ckpt, device="cpu").score(
+        targets=PREDS, sources=DOCS, references=[["A cat sat."], ["Stocks fell.", "Rates rose."]],
+        task="summarization", aspect="relevance")
+    got = hooks.score_items([i["unieval_relevance"] for i in items])
+    assert got == pytest.approx([e.value for e in want.examples], abs=1e-9)
+    assert hooks.aggregate([i["unieval_relevance"] for i in items]) == pytest.approx(want.overall.value, abs=1e-9)
+    with pytest.raises(ValueError, match="several aspects"):
+        hooks.aggregate([items[0]["unieval_relevance"], items[0]["unieval_fluency"]])
+    clear_scorers()
