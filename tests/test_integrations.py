@@ -139,14 +139,27 @@ def test_lm_eval_task_equals_scorer_over_the_batch(tiny_ckpt, no_network, monkey
         def loglikelihood_rolling(self, requests):
             raise NotImplementedError
 
-    out = lm_eval.simple_evaluate(model=Echo(), tasks=["unieval_summarization"], bootstrap_iters=0,
+    calls = []
+    real_score = Scorer.score
+
+    def counted(self, *args, **kwargs):
+        calls.append(kwargs.get("aspect"))
+        return real_score(self, *args, **kwargs)
+    monkeypatch.setattr(Scorer, "score", counted)
+    out = lm_eval.simple_evaluate(model=Echo(), tasks=["unieval_summarization"], bootstrap_iters=100,
                                   task_manager=TaskManager(include_path=str(work)), log_samples=False)
+    monkeypatch.setattr(Scorer, "score", real_score)
     got = out["results"]["unieval_summarization"]
     scorer = Scorer(model=tiny_ckpt, device=None)
     batch = [{"target": d["prediction"], "source": d["document"]} for d in docs]
     for aspect in ("coherence", "consistency", "fluency"):
-        want = scorer.score(batch, task="summarization", aspect=aspect).overall.value
-        assert got[f"unieval_{aspect},none"] == pytest.approx(want, abs=1e-9)
+        values = [e.value for e in scorer.score(batch, task="summarization", aspect=aspect).examples]
+        assert got[f"unieval_{aspect},none"] == pytest.approx(sum(values) / 2, abs=1e-9)
+        # lm-eval's own mean_stderr of the same values, in lm-eval's own stderr key (not N/A)
+        assert got[f"unieval_{aspect}_stderr,none"] == pytest.approx(
+            lm_eval.api.metrics.mean_stderr(values), abs=1e-9)
+    # one scorer call per aspect: the stderr aggregation reused the mean's batch
+    assert sorted(calls) == ["coherence", "consistency", "fluency"]
     assert 0 <= got["rougeL,none"] <= 1
 
 
@@ -185,3 +198,32 @@ def test_lm_eval_hooks_pass_references_and_keep_aspects_apart(tiny_ckpt):
     with pytest.raises(ValueError, match="several aspects"):
         hooks.aggregate([items[0]["unieval_relevance"], items[0]["unieval_fluency"]])
     clear_scorers()
+
+
+def test_evaluate_module_add_batch_then_compute_equals_one_batch(tiny_ckpt, no_network, monkeypatch):
+    """add / add_batch keep examples in memory; compute scores them (then its own) as ONE batch."""
+    evaluate = pytest.importorskip("evaluate")
+    monkeypatch.setattr(evaluate.config, "HF_EVALUATE_OFFLINE", True)
+    monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", no_network / "modules")
+    metric = evaluate.load(evaluate_path(), "default", model=str(tiny_ckpt), device="cpu",
+                           cache_dir=str(no_network / "cache"))
+    docs, preds = DOCS + [DOCS[0]], PREDS + ["A happy cat. The day was sunny."]
+    refs = [["A cat sat."], ["Stocks fell.", "Rates rose."], ["A sunny day."]]
+    metric.add_batch(predictions=preds[:1], sources=docs[:1], references=refs[:1])
+    metric.add(prediction=preds[1], source=docs[1], reference=refs[1])
+    out = metric.compute(predictions=preds[2:], sources=docs[2:], references=refs[2:],
+                         aspects=["relevance", "fluency"])
+    want = Scorer(model=tiny_ckpt, device="cpu").evaluate(targets=preds, sources=docs, references=refs,
+                                                           task="summarization", aspects=["relevance", "fluency"])
+    for aspect in ("relevance", "fluency"):
+        assert out[aspect] == pytest.approx([e.value for e in want.per_aspect[aspect].examples], abs=1e-9)
+    # the kept examples were forgotten: the next compute scores only its own
+    assert len(metric.compute(predictions=preds[:1], sources=docs[:1], aspects=["fluency"])["fluency"]) == 1
+    # a column for some examples and not others: refused, naming the column and the examples; nothing kept
+    metric.add_batch(predictions=preds[:2], sources=docs[:2], references=refs[:2])
+    with pytest.raises(ValueError, match=r"references were given for examples \[0, 1\] but not for examples \[2\]"):
+        metric.compute(predictions=preds[2:], sources=docs[2:], aspects=["fluency"])
+    with pytest.raises(ValueError, match="needs predictions"):
+        metric.compute(aspects=["fluency"])
+    with pytest.raises(ValueError, match="sources has 1 entries, predictions 2"):
+        metric.add_batch(predictions=preds[:2], sources=docs[:1])

@@ -19,7 +19,8 @@ from typing import Any
 from ..api import Scorer
 from ..schema import EvaluationResult
 
-__all__ = ["MODEL_ENV", "aspect_columns", "clear_scorers", "shared_scorer"]
+__all__ = ["MODEL_ENV", "aspect_columns", "clear_scorers", "recall_values", "remember_values", "scorer_key",
+           "shared_scorer"]
 
 #: The environment variable the hooks read for the model when none is passed: a checkpoint folder
 #: (named after its evaluator, e.g. ``.../unieval-sum``) or a JSON object ``{evaluator: folder}``.
@@ -27,6 +28,10 @@ __all__ = ["MODEL_ENV", "aspect_columns", "clear_scorers", "shared_scorer"]
 MODEL_ENV = "UNIEVAL_LOCAL_MODEL"
 
 _SCORERS: dict[str, Scorer] = {}
+#: Values of batches already scored, by (scorer key, task, aspect, examples): lm-eval's stderr
+#: aggregation reuses its mean aggregation's batch. At most _KEEP batches, oldest dropped first.
+_VALUES: dict[tuple, list[float]] = {}
+_KEEP = 64
 _LOCK = threading.Lock()
 
 
@@ -43,6 +48,14 @@ def _key(settings: Mapping[str, Any]) -> str:
             return {str(k): norm(x) for k, x in sorted(v.items(), key=lambda kv: str(kv[0]))}
         return v if isinstance(v, (int, float, bool, type(None))) else str(v)
     return json.dumps({k: norm(v) for k, v in sorted(settings.items())}, sort_keys=True)
+
+
+def scorer_key(*, model: Any = None, device: str | None = None, **settings: Any) -> str:
+    """The cache key of :func:`shared_scorer` for these settings (the model from
+    ``$UNIEVAL_LOCAL_MODEL`` when none is given), a JSON string."""
+    if model is None:
+        model = _model_from_env()
+    return _key(dict(settings, model=model, device=device, offline=True))
 
 
 def shared_scorer(*, model: Any = None, device: str | None = None, **settings: Any) -> Scorer:
@@ -64,7 +77,7 @@ def shared_scorer(*, model: Any = None, device: str | None = None, **settings: A
     if model is None:
         model = _model_from_env()
     full = dict(settings, model=model, device=device, offline=True)
-    key = _key(full)
+    key = scorer_key(**full)
     with _LOCK:
         scorer = _SCORERS.get(key)
         if scorer is None:
@@ -76,6 +89,22 @@ def clear_scorers() -> None:
     """Forget every shared scorer (tests; frees the loaded checkpoints once nothing else holds them)."""
     with _LOCK:
         _SCORERS.clear()
+        _VALUES.clear()
+
+
+def remember_values(key: tuple, values: list[float]) -> None:
+    """Keep one scored batch's values under ``key`` (hashable) for :func:`recall_values`."""
+    with _LOCK:
+        if len(_VALUES) >= _KEEP:
+            _VALUES.pop(next(iter(_VALUES)))
+        _VALUES[key] = list(values)
+
+
+def recall_values(key: tuple) -> list[float] | None:
+    """The values kept under ``key``, or None."""
+    with _LOCK:
+        values = _VALUES.get(key)
+    return None if values is None else list(values)
 
 
 def aspect_columns(result: EvaluationResult, aspects: Sequence[str]) -> dict[str, list[float]]:

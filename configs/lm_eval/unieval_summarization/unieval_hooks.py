@@ -9,11 +9,11 @@ from rouge_score import rouge_scorer
 
 from unieval_local.integrations.lm_eval import UniEvalHooks
 
-__all__ = ["aggregate", "hooks", "process_results"]
+__all__ = ["aggregate", "aggregate_stderr", "hooks", "process_results"]
 
 hooks = UniEvalHooks(task="summarization", aspects=("coherence", "consistency", "fluency"),
-                     source_field="document", references_field="summary")
-aggregate = hooks.aggregate
+                     source_field="document", references_field="summary", stderr=True)
+aggregate, aggregate_stderr = hooks.aggregate, hooks.aggregate_stderr
 _ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
 
 
