@@ -69,6 +69,7 @@ class UniEvalMetric(evaluate.Metric):
                  scorer_settings: dict[str, Any] | None = None, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self._settings = dict(scorer_settings or {}, model=model, device=device)
+        self._pending: list[dict[str, Any]] = []
 
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
@@ -98,24 +99,84 @@ class UniEvalMetric(evaluate.Metric):
                                  f"{spec.checkpoint!r} or 'default'")
         return names
 
+    def add(self, *, prediction: str | None = None, reference: Any = None, source: str | None = None,
+            context: str | None = None) -> None:
+        """Keep one example for the next :meth:`compute` (in this process's memory, not
+        ``evaluate``'s arrow cache: the module runs in one process).
+
+        Raises:
+            ValueError: ``prediction`` is missing.
+        """
+        if prediction is None:
+            raise ValueError("add() needs prediction= (the generated text)")
+        self._pending.append({"predictions": prediction, "references": reference, "sources": source,
+                              "contexts": context})
+
+    def add_batch(self, *, predictions: Sequence[str] | None = None, references: Sequence[Any] | None = None,
+                  sources: Sequence[str] | None = None, contexts: Sequence[str] | None = None) -> None:
+        """Keep a batch of examples for the next :meth:`compute` (see :meth:`add`).
+
+        Raises:
+            ValueError: ``predictions`` is missing, or a column's length differs from it (named).
+        """
+        if predictions is None:
+            raise ValueError("add_batch() needs predictions= (the generated texts)")
+        n = len(predictions)
+        columns = {"references": references, "sources": sources, "contexts": contexts}
+        for name, column in columns.items():
+            if column is not None and len(column) != n:
+                raise ValueError(f"add_batch(): {name} has {len(column)} entries, predictions {n}")
+        for i, prediction in enumerate(predictions):
+            self._pending.append({"predictions": prediction, **{name: None if column is None else column[i]
+                                                                for name, column in columns.items()}})
+
+    def _take_pending(self) -> dict[str, list[Any] | None]:
+        """The kept examples as columns (None: a column no example has), then forgotten.
+
+        Raises:
+            ValueError: a column given for some kept examples and not others (their indices named).
+        """
+        rows, self._pending = self._pending, []
+        out: dict[str, list[Any] | None] = {"predictions": [r["predictions"] for r in rows]}
+        for name in ("references", "sources", "contexts"):
+            have = [i for i, r in enumerate(rows) if r[name] is not None]
+            if have and len(have) != len(rows):
+                lack = [i for i, r in enumerate(rows) if r[name] is None]
+                raise ValueError(f"{name} were given for examples {have[:5]} but not for examples {lack[:5]} "
+                                 f"(of {len(rows)} added): give them for every example or for none")
+            out[name] = [r[name] for r in rows] if have else None
+        return out
+
     def compute(self, *, predictions: Sequence[str] | None = None, references: Sequence[Any] | None = None,
                 sources: Sequence[str] | None = None, contexts: Sequence[str] | None = None,
                 task: str = "summarization", aspects: Sequence[str] | str | None = None) -> dict[str, Any]:
         """Score every prediction for every aspect in ONE scorer call (see ``_INPUTS`` for the arguments).
 
-        Overrides ``evaluate``'s ``compute`` (no ``add_batch`` cache: references are optional
-        and per-example lists). Raises the package's errors: ``InvalidExampleError`` listing
-        each example, aspect and missing field; ``CheckpointNotFoundError`` for a missing
-        checkpoint (nothing is downloaded); ``UnknownTaskError`` for an unknown name.
+        Examples kept by :meth:`add` / :meth:`add_batch` come first, then those passed here (as
+        ``evaluate``'s own ``compute``); all are forgotten afterwards, scored or not. Overrides
+        ``evaluate``'s ``compute``: references are optional and may be lists per example.
+
+        Raises:
+            ValueError: no predictions at all, a column given for only some examples, an aspect
+                this module's evaluator (``config_name``) does not answer.
+            InvalidExampleError: the package's error, listing each example, aspect and missing field.
+            CheckpointNotFoundError: a missing checkpoint (nothing is downloaded).
+            UnknownTaskError: an unknown task or aspect (with the names it knows).
         """
-        if predictions is None:
-            raise ValueError("compute() needs predictions= (the generated texts)")
+        if predictions is not None:
+            self.add_batch(predictions=predictions, references=references, sources=sources, contexts=contexts)
+        elif any(c is not None for c in (references, sources, contexts)):
+            self._pending = []
+            raise ValueError("compute() got sources/references/contexts but no predictions= (the generated texts)")
+        columns = self._take_pending()
+        if not columns["predictions"]:
+            raise ValueError("compute() needs predictions= (the generated texts), or examples added before "
+                             "with add() / add_batch()")
         scorer = shared_scorer(**self._settings)
         names = self._aspects(scorer, task, aspects)
-        result = scorer.evaluate(task=task, aspects=names, targets=list(predictions),
-                                 sources=None if sources is None else list(sources),
-                                 references=None if references is None else list(references),
-                                 contexts=None if contexts is None else list(contexts))
+        result = scorer.evaluate(task=task, aspects=names, targets=columns["predictions"],
+                                 sources=columns["sources"], references=columns["references"],
+                                 contexts=columns["contexts"])
         out: dict[str, Any] = {}
         for name, values in aspect_columns(result, result.aspects).items():
             out[name] = values
@@ -126,4 +187,5 @@ class UniEvalMetric(evaluate.Metric):
         return out
 
     def _compute(self, predictions: Any = None, references: Any = None) -> dict[str, Any]:
-        raise NotImplementedError("UniEvalMetric overrides compute(); add_batch() is not supported")
+        """Not used: :meth:`compute` is overridden (``evaluate`` requires the method to exist)."""
+        raise NotImplementedError("UniEvalMetric overrides compute()")
