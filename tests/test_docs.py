@@ -417,6 +417,14 @@ def test_docs_output_comparison_fails_on_a_stale_number():
     assert matches("a\n...\nz", "a\nb\nc\nz") and not matches("a\nz", "a\nb\nz")
 
 
+def test_docs_output_blocks_are_titled_so_they_are_compared():
+    """A block fenced as ```Output (a language, not a title) would never be compared: every page
+    writes its outputs as ```text title="Output"``` (or an Error title)."""
+    loose = [f"{page.name}:{b.line}" for page in PAGES for b in page.blocks
+             if b.lang.lower() in ("output", "error", "stdout", "stderr") and b.title is None]
+    assert not loose, f"output blocks fenced by language, not titled (never compared): {loose}"
+
+
 def test_readme_is_at_most_300_lines():
     assert len((ROOT / "README.md").read_text(encoding="utf-8").split("\n")) <= 300
 
