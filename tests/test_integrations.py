@@ -102,7 +102,9 @@ def test_inspect_scorer_equals_scorer_one_sample_at_a_time(tiny_ckpt, no_network
     for i, (doc, pred) in enumerate(zip(DOCS, PREDS)):
         want = scorer.score([{"target": pred, "source": doc}], task="summarization", aspect="fluency")
         assert got[i].value == pytest.approx(want.examples[0].value, abs=1e-9)
-        assert got[i].answer == pred and "summarization/fluency" in got[i].explanation
+        assert got[i].answer == pred
+        assert got[i].explanation.startswith(f"summarization/fluency = {want.examples[0].value:.6f} (range [0, 1])")
+        assert got[i].metadata["range"] == "[0, 1]"
     metrics = log.results.scores[0].metrics
     assert set(metrics) == {"mean", "stderr"}
     assert metrics["mean"].value == pytest.approx(sum(g.value for g in got.values()) / 2, abs=1e-9)

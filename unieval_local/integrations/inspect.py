@@ -41,11 +41,11 @@ __all__ = ["explanation_of", "unieval_scorer"]
 _CALL_LOCK = threading.Lock()
 
 
-def explanation_of(task: str, aspect: str, result: UniEvalResult) -> str:
-    """A one-example result's evidence in words: the value, each sentence's value (sentence-level
-    aspects), truncation, and the signature."""
+def explanation_of(task: str, aspect: str, result: UniEvalResult, value_range: str = "[0, 1]") -> str:
+    """A one-example result's evidence in words: the value and its range (``Aspect.value_range``),
+    each sentence's value (sentence-level aspects), truncation, and the signature."""
     example = result.examples[0]
-    lines = [f"{task}/{aspect} = {example.value:.6f}"]
+    lines = [f"{task}/{aspect} = {example.value:.6f} (range {value_range})"]
     ev = example.evidence
     if ev is not None and ev.sentences:
         lines += [f"  sentence {i}: {s.value:.6f}  {s.text!r}" for i, s in enumerate(ev.sentences)]
@@ -77,7 +77,8 @@ def unieval_scorer(task: str = "summarization", aspect: str = "coherence", model
         InvalidExampleError: a sample lacks a field the aspect needs (its index is 0: one sample a call).
     """
     settings = dict(scorer_settings or {}, model=model, device=device)
-    needs = shared_scorer(**settings).registry.get_aspect(task, aspect).required_fields
+    spec = shared_scorer(**settings).registry.get_aspect(task, aspect)
+    needs, value_range = spec.required_fields, spec.value_range
 
     async def score(state: TaskState, target: Target) -> Score:
         output = state.output.completion
@@ -94,8 +95,8 @@ def unieval_scorer(task: str = "summarization", aspect: str = "coherence", model
 
         result = await anyio.to_thread.run_sync(call)
         value = float(result.examples[0].value)
-        return Score(value=value, answer=output, explanation=explanation_of(task, aspect, result),
-                     metadata={"task": task, "aspect": aspect,
+        return Score(value=value, answer=output, explanation=explanation_of(task, aspect, result, value_range),
+                     metadata={"task": task, "aspect": aspect, "range": value_range,
                                "signature": None if result.signature is None else str(result.signature)})
 
     return score
