@@ -32,6 +32,15 @@ def no_network(monkeypatch, tmp_path):
     clear_scorers()
 
 
+def load_metric(monkeypatch, tmp, config="default", **kwargs):
+    """``evaluate.load`` of the shipped module with evaluate's offline switch and module cache in tmp
+    (evaluate reads both at import, so the environment alone is too late)."""
+    evaluate = pytest.importorskip("evaluate")
+    monkeypatch.setattr(evaluate.config, "HF_EVALUATE_OFFLINE", True)
+    monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", tmp / "modules")
+    return evaluate.load(evaluate_path(), config, device="cpu", cache_dir=str(tmp / "cache"), **kwargs)
+
+
 def test_shared_scorer_is_one_per_setting(tiny_ckpt, monkeypatch):
     clear_scorers()
     a = shared_scorer(model=tiny_ckpt, device="cpu")
@@ -43,11 +52,7 @@ def test_shared_scorer_is_one_per_setting(tiny_ckpt, monkeypatch):
 
 
 def test_evaluate_module_equals_scorer(tiny_ckpt, no_network, monkeypatch):
-    evaluate = pytest.importorskip("evaluate")
-    monkeypatch.setattr(evaluate.config, "HF_EVALUATE_OFFLINE", True)
-    monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", no_network / "modules")
-    metric = evaluate.load(evaluate_path(), "default", model=str(tiny_ckpt), device="cpu",
-                           cache_dir=str(no_network / "cache"))
+    metric = load_metric(monkeypatch, no_network, "default", model=str(tiny_ckpt))
     aspects = ["coherence", "consistency", "fluency"]
     out = metric.compute(predictions=PREDS, sources=DOCS, task="summarization", aspects=aspects)
     # the same batch: the three aspects in one call (one aspect at a time pads other batches: ~1e-7 apart)
@@ -67,11 +72,7 @@ def test_evaluate_module_equals_scorer(tiny_ckpt, no_network, monkeypatch):
 
 
 def test_evaluate_module_refuses_by_name(tiny_ckpt, no_network, monkeypatch):
-    evaluate = pytest.importorskip("evaluate")
-    monkeypatch.setattr(evaluate.config, "HF_EVALUATE_OFFLINE", True)
-    monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", no_network / "modules")
-    metric = evaluate.load(evaluate_path(), "unieval-sum", model=str(tiny_ckpt), device="cpu",
-                           cache_dir=str(no_network / "cache"))
+    metric = load_metric(monkeypatch, no_network, "unieval-sum", model=str(tiny_ckpt))
     with pytest.raises(ValueError, match="relevance"):  # needs references: refused by name
         metric.compute(predictions=PREDS, sources=DOCS, aspects=["relevance"])
     with pytest.raises(ValueError, match="minicheck-flan-t5-large"):  # another evaluator's aspect
@@ -167,17 +168,14 @@ def test_lm_eval_task_equals_scorer_over_the_batch(tiny_ckpt, no_network, monkey
 
 def test_evaluate_module_never_downloads(no_network, monkeypatch):
     """No model given and none staged: the package's CheckpointNotFoundError, no network touched."""
-    evaluate = pytest.importorskip("evaluate")
     from unieval_local.errors import CheckpointNotFoundError
 
-    monkeypatch.setattr(evaluate.config, "HF_EVALUATE_OFFLINE", True)
-    monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", no_network / "modules")
     monkeypatch.delenv(MODEL_ENV, raising=False)
     monkeypatch.setenv("UNIEVAL_LOCAL_HOME", str(no_network / "empty-home"))
     monkeypatch.setenv("HF_HOME", str(no_network / "hf"))
     import huggingface_hub.constants
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(no_network / "hf" / "hub"))
-    metric = evaluate.load(evaluate_path(), "unieval-sum", device="cpu", cache_dir=str(no_network / "cache"))
+    metric = load_metric(monkeypatch, no_network, "unieval-sum")
     with pytest.raises(CheckpointNotFoundError, match="unieval-sum"):
         metric.compute(predictions=PREDS[:1], sources=DOCS[:1], aspects=["fluency"])
 
@@ -204,11 +202,7 @@ def test_lm_eval_hooks_pass_references_and_keep_aspects_apart(tiny_ckpt):
 
 def test_evaluate_module_add_batch_then_compute_equals_one_batch(tiny_ckpt, no_network, monkeypatch):
     """add / add_batch keep examples in memory; compute scores them (then its own) as ONE batch."""
-    evaluate = pytest.importorskip("evaluate")
-    monkeypatch.setattr(evaluate.config, "HF_EVALUATE_OFFLINE", True)
-    monkeypatch.setattr(evaluate.config, "HF_MODULES_CACHE", no_network / "modules")
-    metric = evaluate.load(evaluate_path(), "default", model=str(tiny_ckpt), device="cpu",
-                           cache_dir=str(no_network / "cache"))
+    metric = load_metric(monkeypatch, no_network, "default", model=str(tiny_ckpt))
     docs, preds = DOCS + [DOCS[0]], PREDS + ["A happy cat. The day was sunny."]
     refs = [["A cat sat."], ["Stocks fell.", "Rates rose."], ["A sunny day."]]
     metric.add_batch(predictions=preds[:1], sources=docs[:1], references=refs[:1])
