@@ -512,3 +512,17 @@ def test_retry_after_waits_for_the_requests_that_make_room_not_the_whole_queue()
     assert worker._retry_after(10) == 2  # the half-done request: 5 units left / 2.5 per second
     assert worker._retry_after(30) == math.ceil((5 + 10 + 10) / 2.5) == 10  # three answered: 30 units freed
     assert worker._retry_after(60) == math.ceil((5 + 10 + 10 + 40) / 2.5) == 26  # the whole queue
+
+
+def test_a_checkpoint_error_in_python_names_the_model_dict_once():
+    """The library says both forms, ``(--model X=DIR, model={'X': DIR})``; rewritten for Python the
+    two became the same words twice (issue 45's newcomer trial): said once."""
+    from unieval_local.api import _in_python_names
+    from unieval_local.errors import CheckpointError
+
+    err = _in_python_names(CheckpointError(
+        "out/tck is unieval-sum, not unieval-fact: its scores would not be unieval-fact's. Give each evaluator "
+        "its own folder (--model unieval-fact=DIR, model={'unieval-fact': DIR}), or stage it with "
+        "`unieval-local download --checkpoint unieval-fact`"))
+    assert "folder (model={'unieval-fact': DIR}), or stage it" in str(err)
+    assert str(err).count("model={'unieval-fact': DIR}") == 1

@@ -467,6 +467,9 @@ _CLI_NAMES = ((re.compile(r"--model[ =]([\w.-]+)=DIR\b"), lambda m: f"model={{{m
               (re.compile(r"--model\b"), lambda m: "model="))
 
 
+_REPEATED_MODEL = re.compile(r"(model=(?:\{[^{}]*\}|'[^']*'))(?:, \1)+")
+
+
 def _in_python_names(exc: BaseException) -> BaseException:
     """``exc`` with a checkpoint error's message in the Python API's names (``model='DIR'`` for
     ``--model DIR``); other errors as they are (their messages already speak Python)."""
@@ -475,6 +478,8 @@ def _in_python_names(exc: BaseException) -> BaseException:
         text = exc.args[0]
         for pattern, repl in _CLI_NAMES:
             text = pattern.sub(repl, text)
+        # "(--model X=DIR, model={'X': DIR})" said both surfaces' forms: once rewritten, say it once
+        text = _REPEATED_MODEL.sub(r"\1", text)
         exc.args = (text,)
     return exc
 
