@@ -215,11 +215,24 @@ def test_evaluate_module_add_batch_then_compute_equals_one_batch(tiny_ckpt, no_n
         assert out[aspect] == pytest.approx([e.value for e in want.per_aspect[aspect].examples], abs=1e-9)
     # the kept examples were forgotten: the next compute scores only its own
     assert len(metric.compute(predictions=preds[:1], sources=docs[:1], aspects=["fluency"])["fluency"]) == 1
-    # a column for some examples and not others: refused, naming the column and the examples; nothing kept
+    # a column for some examples and not others: refused, naming the column and the examples; the examples
+    # added before are kept, so the corrected call scores all three, equal to the one batch above
     metric.add_batch(predictions=preds[:2], sources=docs[:2], references=refs[:2])
     with pytest.raises(ValueError, match=r"references were given for examples \[0, 1\] but not for examples \[2\]"):
         metric.compute(predictions=preds[2:], sources=docs[2:], aspects=["fluency"])
+    with pytest.raises(ValueError, match="did you mean 'fluency'"):  # refused for an aspect's name: kept too
+        metric.compute(predictions=preds[2:], sources=docs[2:], references=refs[2:], aspects=["fluensy"])
+    again = metric.compute(predictions=preds[2:], sources=docs[2:], references=refs[2:],
+                           aspects=["relevance", "fluency"])
+    assert again["relevance"] == pytest.approx(out["relevance"], abs=1e-9)
     with pytest.raises(ValueError, match="needs predictions"):
         metric.compute(aspects=["fluency"])
-    with pytest.raises(ValueError, match="sources has 1 entries, predictions 2"):
+    with pytest.raises(ValueError, match=r"add_batch\(\): sources has 1 entries, predictions 2"):
         metric.add_batch(predictions=preds[:2], sources=docs[:1])
+    with pytest.raises(ValueError, match=r"^compute\(\): sources has 1 entries, predictions 2"):
+        metric.compute(predictions=preds[:2], sources=docs[:1])
+
+
+def test_evaluate_module_refuses_an_unknown_config_name_at_load(tiny_ckpt, no_network, monkeypatch):
+    with pytest.raises(ValueError, match=r"config_name 'unieval-summ' is no evaluator \(did you mean 'unieval-sum'\?\)"):
+        load_metric(monkeypatch, no_network, "unieval-summ", model=str(tiny_ckpt))

@@ -23,6 +23,7 @@ This file is a script that ``evaluate`` copies and imports by itself: absolute i
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,7 +59,8 @@ Returns:
 class UniEvalMetric(evaluate.Metric):
     """An ``evaluate.Metric`` over a shared :class:`~unieval_local.api.Scorer` (see the module).
 
-    Args (of ``evaluate.load``, beside ``config_name``):
+    Args (of ``evaluate.load``, beside ``config_name``: ``"default"`` or an evaluator's name, else
+    ``ValueError`` at load with a did-you-mean):
         model: a checkpoint folder or ``{evaluator: folder}``; None: ``$UNIEVAL_LOCAL_MODEL``, else the
             package's resolution.
         device: ``cpu``, ``cuda`` or ``cuda:N``; None: CUDA when available.
@@ -70,6 +72,14 @@ class UniEvalMetric(evaluate.Metric):
         super().__init__(*args, **kwargs)
         self._settings = dict(scorer_settings or {}, model=model, device=device)
         self._pending: list[dict[str, Any]] = []
+        if self.config_name not in (None, "default"):
+            registry = shared_scorer(**self._settings).registry
+            known = sorted({spec.checkpoint for task in registry.tasks.values() for spec in task.aspects.values()})
+            if self.config_name not in known:
+                close = difflib.get_close_matches(self.config_name, known, n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise ValueError(f"config_name {self.config_name!r} is no evaluator{hint}: 'default' (the task's "
+                                 f"own aspects) or one of {', '.join(known)}")
 
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
@@ -119,31 +129,42 @@ class UniEvalMetric(evaluate.Metric):
         Raises:
             ValueError: ``predictions`` is missing, or a column's length differs from it (named).
         """
+        self._pending += self._rows("add_batch", predictions, references, sources, contexts)
+
+    @staticmethod
+    def _rows(caller: str, predictions: Sequence[str] | None, references: Sequence[Any] | None,
+              sources: Sequence[str] | None, contexts: Sequence[str] | None) -> list[dict[str, Any]]:
+        """One dict per example of the columns given to ``caller`` (add_batch or compute).
+
+        Raises:
+            ValueError: no predictions, or a column whose length differs from theirs (named).
+        """
         if predictions is None:
-            raise ValueError("add_batch() needs predictions= (the generated texts)")
+            raise ValueError(f"{caller}() needs predictions= (the generated texts)")
         n = len(predictions)
         columns = {"references": references, "sources": sources, "contexts": contexts}
         for name, column in columns.items():
             if column is not None and len(column) != n:
-                raise ValueError(f"add_batch(): {name} has {len(column)} entries, predictions {n}")
-        for i, prediction in enumerate(predictions):
-            self._pending.append({"predictions": prediction, **{name: None if column is None else column[i]
-                                                                for name, column in columns.items()}})
+                raise ValueError(f"{caller}(): {name} has {len(column)} entries, predictions {n}")
+        return [{"predictions": prediction, **{name: None if column is None else column[i]
+                                               for name, column in columns.items()}}
+                for i, prediction in enumerate(predictions)]
 
-    def _take_pending(self) -> dict[str, list[Any] | None]:
-        """The kept examples as columns (None: a column no example has), then forgotten.
+    @staticmethod
+    def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any] | None]:
+        """The examples as columns (None: a column no example has).
 
         Raises:
-            ValueError: a column given for some kept examples and not others (their indices named).
+            ValueError: a column given for some examples and not others (their indices named).
         """
-        rows, self._pending = self._pending, []
         out: dict[str, list[Any] | None] = {"predictions": [r["predictions"] for r in rows]}
         for name in ("references", "sources", "contexts"):
             have = [i for i, r in enumerate(rows) if r[name] is not None]
             if have and len(have) != len(rows):
                 lack = [i for i, r in enumerate(rows) if r[name] is None]
                 raise ValueError(f"{name} were given for examples {have[:5]} but not for examples {lack[:5]} "
-                                 f"(of {len(rows)} added): give them for every example or for none")
+                                 f"(of {len(rows)}, counting those added before): give them for every example "
+                                 "or for none (the examples added before are kept)")
             out[name] = [r[name] for r in rows] if have else None
         return out
 
@@ -153,7 +174,9 @@ class UniEvalMetric(evaluate.Metric):
         """Score every prediction for every aspect in ONE scorer call (see ``_INPUTS`` for the arguments).
 
         Examples kept by :meth:`add` / :meth:`add_batch` come first, then those passed here (as
-        ``evaluate``'s own ``compute``); all are forgotten afterwards, scored or not. Overrides
+        ``evaluate``'s own ``compute``); once the call's arguments are accepted all are forgotten,
+        whatever the scorer then does. A call refused for its arguments (a missing or uneven
+        column, an aspect this evaluator does not answer) keeps the examples added before it. Overrides
         ``evaluate``'s ``compute``: references are optional and may be lists per example.
 
         Raises:
@@ -163,17 +186,18 @@ class UniEvalMetric(evaluate.Metric):
             CheckpointNotFoundError: a missing checkpoint (nothing is downloaded).
             UnknownTaskError: an unknown task or aspect (with the names it knows).
         """
+        rows = list(self._pending)
         if predictions is not None:
-            self.add_batch(predictions=predictions, references=references, sources=sources, contexts=contexts)
+            rows += self._rows("compute", predictions, references, sources, contexts)
         elif any(c is not None for c in (references, sources, contexts)):
-            self._pending = []
             raise ValueError("compute() got sources/references/contexts but no predictions= (the generated texts)")
-        columns = self._take_pending()
-        if not columns["predictions"]:
+        if not rows:
             raise ValueError("compute() needs predictions= (the generated texts), or examples added before "
                              "with add() / add_batch()")
+        columns = self._columns(rows)
         scorer = shared_scorer(**self._settings)
         names = self._aspects(scorer, task, aspects)
+        self._pending = []  # the inputs are valid: scored now, forgotten whatever the model does
         result = scorer.evaluate(task=task, aspects=names, targets=columns["predictions"],
                                  sources=columns["sources"], references=columns["references"],
                                  contexts=columns["contexts"])
