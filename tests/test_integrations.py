@@ -236,3 +236,73 @@ def test_evaluate_module_add_batch_then_compute_equals_one_batch(tiny_ckpt, no_n
 def test_evaluate_module_refuses_an_unknown_config_name_at_load(tiny_ckpt, no_network, monkeypatch):
     with pytest.raises(ValueError, match=r"config_name 'unieval-summ' is no evaluator \(did you mean 'unieval-sum'\?\)"):
         load_metric(monkeypatch, no_network, "unieval-summ", model=str(tiny_ckpt))
+
+
+def test_lm_eval_hooks_leave_out_a_document_they_cannot_score_and_say_so(tiny_ckpt):
+    """An empty generation would fail the whole aggregation after all generation is done: by default
+    it is left out (a warning names it), the mean and stderr are Scorer's over the others; 'error'
+    raises; a number scores it as that number."""
+    from lm_eval.api.metrics import mean_stderr  # noqa: F401  (the integrations extra)
+
+    from unieval_local.errors import InvalidExampleError
+    from unieval_local.integrations.lm_eval import UniEvalHooks
+
+    clear_scorers()
+    docs = [{"document": d} for d in DOCS + DOCS[:1]]
+    outputs = [PREDS[0], "", PREDS[1]]
+    hooks = UniEvalHooks(aspects=("fluency",), model=str(tiny_ckpt), device="cpu", stderr=True)
+    items = [hooks.process_results(doc, [o])["unieval_fluency"] for doc, o in zip(docs, outputs)]
+    want = [e.value for e in Scorer(model=tiny_ckpt, device="cpu").score(
+        targets=[outputs[0], outputs[2]], sources=[DOCS[0], DOCS[0]], task="summarization", aspect="fluency").examples]
+    with pytest.warns(UserWarning, match=r"unieval_fluency: 1 of 3 documents cannot be scored, left out .*document 1: "
+                                         r"field 'target': the text under evaluation is empty"):
+        got = hooks.aggregate(items)
+    assert got == pytest.approx(sum(want) / 2, abs=1e-9)
+    assert hooks.aggregate_stderr(items) == pytest.approx(abs(want[0] - want[1]) / 2, abs=1e-9)  # n=2: |a-b|/2
+    with pytest.raises(InvalidExampleError, match="example 1"):
+        UniEvalHooks(aspects=("fluency",), model=str(tiny_ckpt), device="cpu", on_invalid="error").aggregate(items)
+    zero = UniEvalHooks(aspects=("fluency",), model=str(tiny_ckpt), device="cpu", on_invalid=0.0)
+    with pytest.warns(UserWarning, match="each scored 0.0"):
+        assert zero.aggregate(items) == pytest.approx(sum(want) / 3, abs=1e-9)
+    with pytest.raises(ValueError, match="on_invalid must be"):
+        UniEvalHooks(aspects=("fluency",), model=str(tiny_ckpt), on_invalid="drop")
+    clear_scorers()
+
+
+def test_inspect_scorer_names_the_sample_it_cannot_score_or_gives_it_the_stated_value(tiny_ckpt, no_network,
+                                                                                       monkeypatch):
+    """An empty output: by default that sample errors, its message naming the sample's id (not
+    'example 0'), the others keep their scores; on_invalid=0.0 scores it 0.0 and says why."""
+    pytest.importorskip("inspect_ai")
+    from inspect_ai import Task, eval as inspect_eval
+    from inspect_ai.dataset import Sample
+    from inspect_ai.model import ModelOutput, ModelUsage, get_model
+
+    from unieval_local.integrations.inspect import unieval_scorer
+
+    monkeypatch.setenv("INSPECT_LOG_DIR", str(no_network / "logs"))
+    outputs = [PREDS[0], ""]
+
+    def run(**kwargs):
+        replies = [ModelOutput.from_content("mockllm/model", o) for o in outputs]
+        for r in replies:
+            r.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+        task = Task(dataset=[Sample(input=d, id=f"doc-{i}") for i, d in enumerate(DOCS)],
+                    scorer=unieval_scorer(task="summarization", aspect="fluency", model=str(tiny_ckpt),
+                                          device="cpu", **kwargs))
+        [log] = inspect_eval(task, model=get_model("mockllm/model", custom_outputs=replies), display="none",
+                             log_dir=str(no_network / "logs"), fail_on_error=False, max_samples=1)
+        return {s.id: s for s in log.samples}
+
+    want = Scorer(model=tiny_ckpt, device="cpu").score([{"target": PREDS[0], "source": DOCS[0]}],
+                                                       task="summarization", aspect="fluency").examples[0].value
+    errored = run()
+    assert errored["doc-0"].scores["unieval_scorer"].value == pytest.approx(want, abs=1e-9)
+    assert "Inspect sample 'doc-1' (epoch 1) cannot be scored for summarization/fluency: field 'target'" in \
+        errored["doc-1"].error.message
+    filled = run(on_invalid=0.0)
+    empty = filled["doc-1"].scores["unieval_scorer"]
+    assert empty.value == 0.0 and empty.metadata["invalid"] is True and "not scored (field 'target'" in empty.explanation
+    assert filled["doc-0"].scores["unieval_scorer"].value == pytest.approx(want, abs=1e-9)
+    with pytest.raises(ValueError, match="on_invalid must be"):
+        unieval_scorer(aspect="fluency", model=str(tiny_ckpt), on_invalid="skip")

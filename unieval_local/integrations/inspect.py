@@ -24,6 +24,7 @@ process's one scorer for these settings, so checkpoints load once. Nothing is do
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -31,6 +32,7 @@ import anyio
 from inspect_ai.scorer import Score, Scorer, Target, mean, scorer, stderr
 from inspect_ai.solver import TaskState
 
+from ..errors import InvalidExampleError
 from ..schema import UniEvalResult
 from .shared import shared_scorer
 
@@ -58,7 +60,8 @@ def explanation_of(task: str, aspect: str, result: UniEvalResult, value_range: s
 
 @scorer(metrics=[mean(), stderr()])
 def unieval_scorer(task: str = "summarization", aspect: str = "coherence", model: Any = None,
-                   device: str | None = None, scorer_settings: dict[str, Any] | None = None) -> Scorer:
+                   device: str | None = None, scorer_settings: dict[str, Any] | None = None,
+                   on_invalid: str | float = "error") -> Scorer:
     """Score a sample's output for one (task, aspect) with the package's evaluators.
 
     Args:
@@ -68,14 +71,23 @@ def unieval_scorer(task: str = "summarization", aspect: str = "coherence", model
             package's resolution (``$UNIEVAL_LOCAL_HOME``, the HF cache). Never downloaded.
         device: ``cpu``, ``cuda`` or ``cuda:N``; None: CUDA when available.
         scorer_settings: other :class:`~unieval_local.api.Scorer` keywords (``dtype``, ``max_length`` ...).
+        on_invalid: a sample the aspect cannot score (an empty output, no target where references
+            are needed): ``"error"`` (the default) raises, so Inspect marks that sample as an error
+            (the others keep their scores; ``fail_on_error`` and ``eval_retry`` decide the rest); a
+            number scores it as that number, the explanation saying why (``metadata["invalid"]``).
 
     Returns:
         An Inspect ``Scorer``: ``Score(value=float, answer=the output, explanation=evidence)``.
 
     Raises:
         UnknownTaskError: unknown task or aspect (at construction, before any sample).
-        InvalidExampleError: a sample lacks a field the aspect needs (its index is 0: one sample a call).
+        InvalidExampleError: a sample lacks a field the aspect needs, naming the sample's id and epoch
+            (``on_invalid="error"``).
+        ValueError: ``on_invalid`` is neither ``"error"`` nor a finite number (at construction).
     """
+    if on_invalid != "error" and not (isinstance(on_invalid, (int, float)) and not isinstance(on_invalid, bool)
+                                      and math.isfinite(on_invalid)):
+        raise ValueError(f"on_invalid must be 'error' or a finite number, got {on_invalid!r}")
     settings = dict(scorer_settings or {}, model=model, device=device)
     spec = shared_scorer(**settings).registry.get_aspect(task, aspect)
     needs, value_range = spec.required_fields, spec.value_range
@@ -93,7 +105,18 @@ def unieval_scorer(task: str = "summarization", aspect: str = "coherence", model
             with _CALL_LOCK:
                 return shared_scorer(**settings).score([example], task=task, aspect=aspect, evidence=True)
 
-        result = await anyio.to_thread.run_sync(call)
+        try:
+            result = await anyio.to_thread.run_sync(call)
+        except InvalidExampleError as exc:
+            why = "; ".join(p.describe() for p in exc.problems)
+            if on_invalid == "error":
+                err = InvalidExampleError(exc.problems)
+                err.args = (f"Inspect sample {state.sample_id!r} (epoch {state.epoch}) cannot be scored for "
+                            f"{task}/{aspect}: {why}",)
+                raise err from None
+            return Score(value=float(on_invalid), answer=output,
+                         explanation=f"{task}/{aspect}: not scored ({why}); scored {float(on_invalid)} (on_invalid)",
+                         metadata={"task": task, "aspect": aspect, "range": value_range, "invalid": True})
         value = float(result.examples[0].value)
         return Score(value=value, answer=output, explanation=explanation_of(task, aspect, result, value_range),
                      metadata={"task": task, "aspect": aspect, "range": value_range,

@@ -3,25 +3,30 @@
 lm-eval calls ``process_results(doc, results)`` once per document, then each metric's
 ``aggregation`` once over the items of all documents. The hooks here make the per-document
 step cheap and put the scoring in the aggregation: ``process_results`` returns, per aspect, an
-item ``(aspect, target, source, references, context)``, and :meth:`UniEvalHooks.aggregate`
-scores all items of one aspect in ONE :meth:`Scorer.score` call (the whole batch, one model
-pass plan) and returns their mean. The process's one scorer per setting
-(:func:`~unieval_local.integrations.shared.shared_scorer`) serves every aspect and task.
+item ``{"aspect", "target", "source", "references", "context"}``, and
+:meth:`UniEvalHooks.aggregate` scores all items of one aspect in ONE :meth:`Scorer.score` call
+(the whole batch, one model pass plan) and returns their mean. The process's one scorer per
+setting (:func:`~unieval_local.integrations.shared.shared_scorer`) serves every aspect and task.
+lm-eval's samples file (``--log_samples``) therefore holds these items, not per-document scores.
 
-``!function`` loads a file beside the YAML, so a task folder holds a two-line ``unieval_hooks.py``::
+``!function`` loads a file beside the YAML, so a task folder holds a short ``unieval_hooks.py``::
 
     from unieval_local.integrations.lm_eval import UniEvalHooks
     hooks = UniEvalHooks(task="summarization", aspects=("coherence", "consistency", "fluency"),
-                         source_field="document")
-    process_results, aggregate = hooks.process_results, hooks.aggregate
+                         source_field="document", stderr=True)
+    process_results = hooks.process_results
+    aggregate, aggregate_stderr = hooks.aggregate, hooks.aggregate_stderr
 
-and the YAML names them (``docs/integrations/lm_eval_task/`` holds a complete example)::
+and the YAML names them (``configs/lm_eval/unieval_summarization/`` holds a complete example)::
 
     process_results: !function unieval_hooks.process_results
     metric_list:
       - metric: unieval_coherence
         aggregation: !function unieval_hooks.aggregate
         higher_is_better: true
+      - metric: unieval_coherence_stderr
+        aggregation: !function unieval_hooks.aggregate_stderr
+        higher_is_better: false
 
 The metric for aspect A is called ``unieval_A``. lm-eval gives a custom aggregation no
 standard error (it bootstraps only its own functions and writes ``N/A`` to
@@ -30,17 +35,26 @@ standard error (it bootstraps only its own functions and writes ``N/A`` to
 batch's scores (no second model pass) and gives lm-eval's own formula for a mean
 (``mean_stderr``: sample standard deviation, n-1, over sqrt(n)). Listed after ``unieval_A``
 in ``metric_list``, its value replaces lm-eval's ``N/A`` in the results, so lm-eval's table
-shows it in its ``Stderr`` column. Nothing here imports lm-eval;
-nothing is downloaded (the model: ``model=``, else ``$UNIEVAL_LOCAL_MODEL``, else the package's
-resolution).
+shows it in its ``Stderr`` column.
+
+A document the aspect cannot score (an empty generation, a missing reference) would otherwise
+fail the whole aggregation after every generation is done. ``on_invalid`` says what happens:
+``"skip"`` (the default) leaves it out of the mean and the standard error with a warning naming
+each such document (its position in lm-eval's order) and why; ``"error"`` raises the package's
+``InvalidExampleError``; a number scores it as that number (e.g. ``0.0``). Nothing here imports
+lm-eval; nothing is downloaded (the model: ``model=``, else ``$UNIEVAL_LOCAL_MODEL``, else the
+package's resolution).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from ..errors import InvalidExampleError
 from .shared import recall_values, remember_values, scorer_key, shared_scorer
 
 __all__ = ["METRIC_PREFIX", "STDERR_SUFFIX", "UniEvalHooks"]
@@ -50,10 +64,11 @@ METRIC_PREFIX = "unieval_"
 #: The standard error of aspect A's mean is metric ``METRIC_PREFIX + A + STDERR_SUFFIX``
 #: (lm-eval's own key for a metric's standard error).
 STDERR_SUFFIX = "_stderr"
+_FIELDS = ("source", "references", "context")
 
 
 class UniEvalHooks:
-    """``process_results`` and ``aggregate`` for one task's aspects (see the module).
+    """``process_results``, ``aggregate`` and ``aggregate_stderr`` for one task's aspects (see the module).
 
     Args:
         task: summarization, dialogue, data2text or fact.
@@ -63,90 +78,115 @@ class UniEvalHooks:
         context_field: the field holding the context (dialogue's fact; None: not used).
         stderr: also return items for ``unieval_<aspect>_stderr`` (list them in ``metric_list``
             with ``aggregation: !function ....aggregate_stderr``, after ``unieval_<aspect>``).
+        on_invalid: a document the aspect cannot score: ``"skip"`` (left out, with a warning),
+            ``"error"`` (``InvalidExampleError``) or a number (its value).
         model, device, scorer_settings: as :func:`~unieval_local.integrations.shared.shared_scorer`.
 
     Raises:
         UnknownTaskError: an unknown task or aspect (at construction).
+        ValueError: ``on_invalid`` is none of the three.
     """
 
     def __init__(self, *, task: str = "summarization", aspects: Sequence[str] = ("coherence",),
                  source_field: str | None = "document", references_field: str | None = None,
-                 context_field: str | None = None, stderr: bool = False, model: Any = None,
-                 device: str | None = None, scorer_settings: dict[str, Any] | None = None):
+                 context_field: str | None = None, stderr: bool = False, on_invalid: str | float = "skip",
+                 model: Any = None, device: str | None = None, scorer_settings: dict[str, Any] | None = None):
+        if on_invalid not in ("skip", "error") and not (isinstance(on_invalid, (int, float))
+                                                         and not isinstance(on_invalid, bool)
+                                                         and math.isfinite(on_invalid)):
+            raise ValueError(f"on_invalid must be 'skip', 'error' or a finite number, got {on_invalid!r}")
         self.task = task
         self.aspects = tuple(aspects)
         self.stderr = stderr
+        self.on_invalid = on_invalid
         self.fields = {"source": source_field, "references": references_field, "context": context_field}
         self._settings = dict(scorer_settings or {}, model=model, device=device)
         registry = shared_scorer(**self._settings).registry
         for aspect in self.aspects:
             registry.get_aspect(task, aspect)
 
-    def process_results(self, doc: dict[str, Any], results: Sequence[Any]) -> dict[str, tuple]:
-        """One document's items: ``{"unieval_<aspect>": (aspect, target, source, references, context)}``,
-        and the same item under ``"unieval_<aspect>_stderr"`` when ``stderr`` is on.
+    def process_results(self, doc: dict[str, Any], results: Sequence[Any]) -> dict[str, dict[str, Any]]:
+        """One document's items: ``{"unieval_<aspect>": {"aspect", "target", "source", "references",
+        "context"}}``, and the same item under ``"unieval_<aspect>_stderr"`` when ``stderr`` is on.
 
         ``results[0]`` is the generated text (``output_type: generate_until``); the other fields
-        are read from ``doc`` by the names given at construction.
+        are read from ``doc`` by the names given at construction (None where not given).
         """
         target = results[0] if isinstance(results[0], str) else str(results[0])
-        values = tuple(None if name is None else doc.get(name) for name in self.fields.values())
-        source, references, context = values
-        if isinstance(references, str):
-            references = (references,)
-        elif references is not None:
-            references = tuple(references)
-        out: dict[str, tuple] = {}
+        item: dict[str, Any] = {"target": target}
+        for key, name in self.fields.items():
+            item[key] = None if name is None else doc.get(name)
+        if isinstance(item["references"], str):
+            item["references"] = [item["references"]]
+        elif item["references"] is not None:
+            item["references"] = list(item["references"])
+        out: dict[str, dict[str, Any]] = {}
         for a in self.aspects:
-            out[METRIC_PREFIX + a] = (a, target, source, references, context)
+            out[METRIC_PREFIX + a] = {"aspect": a, **item}
             if self.stderr:
                 out[METRIC_PREFIX + a + STDERR_SUFFIX] = out[METRIC_PREFIX + a]
         return out
 
-    def score_items(self, items: Sequence[tuple]) -> list[float]:
-        """The values of one aspect's items, in order, from ONE scorer call (a batch already
-        scored by these hooks is reused: the stderr metric's items are the mean metric's)."""
-        # kept for the process, not the hooks object: lm-eval's ``!function`` loads the hooks file once
-        # per occurrence in the YAML, so the mean and stderr aggregations belong to two hooks objects
-        aspects = {item[0] for item in items}
+    def score_items(self, items: Sequence[dict[str, Any]]) -> list[float | None]:
+        """The values of one aspect's items, in order, from ONE scorer call; None for an item
+        left out (``on_invalid="skip"``). A batch already scored in this process is reused (the
+        stderr metric's items are the mean metric's; lm-eval's ``!function`` loads the hooks file
+        once per occurrence, so the two aggregations belong to two hooks objects).
+
+        Raises:
+            ValueError: items of several aspects (one metric, one aspect).
+            InvalidExampleError: ``on_invalid="error"`` and an item the aspect cannot score.
+        """
+        aspects = {item["aspect"] for item in items}
         if len(aspects) != 1:
             raise ValueError(f"aggregate() got items of several aspects {sorted(aspects)}; one metric, one aspect")
         aspect = aspects.pop()
-        cache_key: tuple | None = (scorer_key(**self._settings), self.task, tuple(items))
-        try:
-            hash(cache_key)
-        except TypeError:  # a field holding a list or dict: not kept
-            cache_key = None
-        kept = None if cache_key is None else recall_values(cache_key)
+        key = (scorer_key(**self._settings), self.task, repr(self.on_invalid),
+               json.dumps(list(items), sort_keys=True, default=str))
+        kept = recall_values(key)
         if kept is not None:
             return kept
-        examples = []
-        for _, target, source, references, context in items:
-            example: dict[str, Any] = {"target": target}
-            for key, value in (("source", source), ("references", references), ("context", context)):
-                if value is not None:
-                    example[key] = list(value) if key == "references" else value
-            examples.append(example)
-        result = shared_scorer(**self._settings).score(examples, task=self.task, aspect=aspect)
-        values = [float(e.value) for e in result.examples]
-        if cache_key is not None:
-            remember_values(cache_key, values)
-        return list(values)
+        examples = [{"target": item["target"], **{f: item[f] for f in _FIELDS if item.get(f) is not None}}
+                    for item in items]
+        values = self._score(examples, aspect)
+        remember_values(key, values)
+        return values
 
-    def aggregate(self, items: Sequence[tuple]) -> float:
-        """The mean of one aspect over every document (NaN for none), scored as one batch."""
-        if not items:
-            return float("nan")
-        values = self.score_items(items)
-        return sum(values) / len(values)
+    def _score(self, examples: list[dict[str, Any]], aspect: str) -> list[float | None]:
+        """One scorer call over the examples; those the aspect cannot score per ``on_invalid``."""
+        scorer = shared_scorer(**self._settings)
+        try:
+            return [float(e.value) for e in scorer.score(examples, task=self.task, aspect=aspect).examples]
+        except InvalidExampleError as exc:
+            bad = {p.index for p in exc.problems if p.index is not None}
+            if self.on_invalid == "error" or not bad:
+                raise
+            why = "; ".join(f"document {p.index}: {p.describe()}" for p in exc.problems[:10])
+            more = f" (and {len(exc.problems) - 10} more)" if len(exc.problems) > 10 else ""
+            fill = None if self.on_invalid == "skip" else float(self.on_invalid)
+            warnings.warn(f"{METRIC_PREFIX}{aspect}: {len(bad)} of {len(examples)} documents cannot be scored, "
+                          + ("left out of the mean and its stderr" if fill is None else f"each scored {fill}")
+                          + f" (on_invalid={self.on_invalid!r}): {why}{more}", stacklevel=3)
+        good = [i for i in range(len(examples)) if i not in bad]
+        values: list[float | None] = [fill] * len(examples)
+        if good:
+            scored = scorer.score([examples[i] for i in good], task=self.task, aspect=aspect).examples
+            for i, e in zip(good, scored):
+                values[i] = float(e.value)
+        return values
 
-    def aggregate_stderr(self, items: Sequence[tuple]) -> float:
+    def aggregate(self, items: Sequence[dict[str, Any]]) -> float:
+        """The mean of one aspect over the documents scored (NaN where none is), as one batch."""
+        values = [v for v in self.score_items(items) if v is not None] if items else []
+        return sum(values) / len(values) if values else float("nan")
+
+    def aggregate_stderr(self, items: Sequence[dict[str, Any]]) -> float:
         """The standard error of the aspect's mean: sample standard deviation (n-1) over sqrt(n),
-        lm-eval's ``mean_stderr`` (NaN for fewer than two documents). The scores come from
-        :meth:`score_items`, so a batch the mean metric scored is not scored again."""
-        if len(items) < 2:
-            return float("nan")
-        values = self.score_items(items)
+        lm-eval's ``mean_stderr``, over the documents scored (NaN for fewer than two). The scores
+        come from :meth:`score_items`, so a batch the mean metric scored is not scored again."""
+        values = [v for v in self.score_items(items) if v is not None] if items else []
         n = len(values)
+        if n < 2:
+            return float("nan")
         mu = sum(values) / n
         return math.sqrt(sum((v - mu) ** 2 for v in values) / (n - 1)) / math.sqrt(n)

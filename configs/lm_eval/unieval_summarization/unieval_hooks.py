@@ -12,7 +12,7 @@ from unieval_local.integrations.lm_eval import UniEvalHooks
 __all__ = ["aggregate", "aggregate_stderr", "hooks", "process_results"]
 
 hooks = UniEvalHooks(task="summarization", aspects=("coherence", "consistency", "fluency"),
-                     source_field="document", references_field="summary", stderr=True)
+                     source_field="document", references_field="summary", stderr=True, on_invalid="skip")
 aggregate, aggregate_stderr = hooks.aggregate, hooks.aggregate_stderr
 _ROUGE = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
 
