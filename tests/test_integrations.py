@@ -4,6 +4,7 @@ Skipped where the ``integrations`` extra is not installed."""
 
 from __future__ import annotations
 
+import math
 import socket
 
 import pytest
@@ -255,7 +256,7 @@ def test_lm_eval_hooks_leave_out_a_document_they_cannot_score_and_say_so(tiny_ck
     want = [e.value for e in Scorer(model=tiny_ckpt, device="cpu").score(
         targets=[outputs[0], outputs[2]], sources=[DOCS[0], DOCS[0]], task="summarization", aspect="fluency").examples]
     with pytest.warns(UserWarning, match=r"unieval_fluency: 1 of 3 documents cannot be scored, left out .*document 1: "
-                                         r"field 'target': the text under evaluation is empty"):
+                                         r"the generation: the text under evaluation is empty"):
         got = hooks.aggregate(items)
     assert got == pytest.approx(sum(want) / 2, abs=1e-9)
     assert hooks.aggregate_stderr(items) == pytest.approx(abs(want[0] - want[1]) / 2, abs=1e-9)  # n=2: |a-b|/2
@@ -264,6 +265,11 @@ def test_lm_eval_hooks_leave_out_a_document_they_cannot_score_and_say_so(tiny_ck
     zero = UniEvalHooks(aspects=("fluency",), model=str(tiny_ckpt), device="cpu", on_invalid=0.0)
     with pytest.warns(UserWarning, match="each scored 0.0"):
         assert zero.aggregate(items) == pytest.approx(sum(want) / 3, abs=1e-9)
+    # one document left: lm-eval's own "N/A" for its stderr; none left: NaN, said
+    with pytest.warns(UserWarning, match="2 of 3 documents cannot be scored"):
+        assert hooks.aggregate_stderr([items[0], items[1], dict(items[1], target=" ")]) == "N/A"
+    with pytest.warns(UserWarning, match="no document could be scored"):
+        assert math.isnan(hooks.aggregate([items[1]]))
     with pytest.raises(ValueError, match="on_invalid must be"):
         UniEvalHooks(aspects=("fluency",), model=str(tiny_ckpt), on_invalid="drop")
     clear_scorers()
@@ -298,11 +304,11 @@ def test_inspect_scorer_names_the_sample_it_cannot_score_or_gives_it_the_stated_
                                                        task="summarization", aspect="fluency").examples[0].value
     errored = run()
     assert errored["doc-0"].scores["unieval_scorer"].value == pytest.approx(want, abs=1e-9)
-    assert "Inspect sample 'doc-1' (epoch 1) cannot be scored for summarization/fluency: field 'target'" in \
+    assert "Inspect sample 'doc-1' (epoch 1) cannot be scored for summarization/fluency: the model's output: " in \
         errored["doc-1"].error.message
     filled = run(on_invalid=0.0)
     empty = filled["doc-1"].scores["unieval_scorer"]
-    assert empty.value == 0.0 and empty.metadata["invalid"] is True and "not scored (field 'target'" in empty.explanation
+    assert empty.value == 0.0 and empty.metadata["invalid"] is True and "not scored (the model's output: " in empty.explanation
     assert filled["doc-0"].scores["unieval_scorer"].value == pytest.approx(want, abs=1e-9)
     with pytest.raises(ValueError, match="on_invalid must be"):
         unieval_scorer(aspect="fluency", model=str(tiny_ckpt), on_invalid="skip")

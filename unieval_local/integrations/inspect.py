@@ -38,6 +38,12 @@ from .shared import shared_scorer
 
 __all__ = ["explanation_of", "unieval_scorer"]
 
+#: The package's example fields in Inspect's words (Inspect's ``target`` is the sample's reference).
+_INSPECT_WORDS = {"target": "the model's output",
+                  "source": "the sample's input (the source)",
+                  "references": "the sample's target (the references)",
+                  "context": "metadata['context']"}
+
 #: One model call at a time in this process (Inspect runs samples concurrently; the call runs in a
 #: worker thread so the event loop, and other samples' generation, go on meanwhile).
 _CALL_LOCK = threading.Lock()
@@ -108,7 +114,7 @@ def unieval_scorer(task: str = "summarization", aspect: str = "coherence", model
         try:
             result = await anyio.to_thread.run_sync(call)
         except InvalidExampleError as exc:
-            why = "; ".join(p.describe() for p in exc.problems)
+            why = "; ".join(f"{_INSPECT_WORDS.get(p.field, repr(p.field))}: {p.message}" for p in exc.problems)
             if on_invalid == "error":
                 err = InvalidExampleError(exc.problems)
                 err.args = (f"Inspect sample {state.sample_id!r} (epoch {state.epoch}) cannot be scored for "

@@ -161,12 +161,12 @@ class UniEvalHooks:
             bad = {p.index for p in exc.problems if p.index is not None}
             if self.on_invalid == "error" or not bad:
                 raise
-            why = "; ".join(f"document {p.index}: {p.describe()}" for p in exc.problems[:10])
+            why = "; ".join(f"document {p.index}: {self._words(p.field)}: {p.message}" for p in exc.problems[:10])
             more = f" (and {len(exc.problems) - 10} more)" if len(exc.problems) > 10 else ""
             fill = None if self.on_invalid == "skip" else float(self.on_invalid)
             warnings.warn(f"{METRIC_PREFIX}{aspect}: {len(bad)} of {len(examples)} documents cannot be scored, "
                           + ("left out of the mean and its stderr" if fill is None else f"each scored {fill}")
-                          + f" (on_invalid={self.on_invalid!r}): {why}{more}", stacklevel=3)
+                          + f" (on_invalid={self.on_invalid!r}): {why}{more}", stacklevel=4)
         good = [i for i in range(len(examples)) if i not in bad]
         values: list[float | None] = [fill] * len(examples)
         if good:
@@ -175,18 +175,31 @@ class UniEvalHooks:
                 values[i] = float(e.value)
         return values
 
-    def aggregate(self, items: Sequence[dict[str, Any]]) -> float:
-        """The mean of one aspect over the documents scored (NaN where none is), as one batch."""
-        values = [v for v in self.score_items(items) if v is not None] if items else []
-        return sum(values) / len(values) if values else float("nan")
+    def _words(self, field: str) -> str:
+        """A field in lm-eval's words (lm-eval's ``target`` is the document's gold answer)."""
+        if field == "target":
+            return "the generation"
+        name = self.fields.get(field)
+        return f"doc[{name!r}] (the {field})" if name else repr(field)
 
-    def aggregate_stderr(self, items: Sequence[dict[str, Any]]) -> float:
+    def aggregate(self, items: Sequence[dict[str, Any]]) -> float:
+        """The mean of one aspect over the documents scored, as one batch; NaN, with a warning,
+        where no document could be scored (a metric of nothing; lm-eval's group averages take floats)."""
+        values = [v for v in self.score_items(items) if v is not None] if items else []
+        if not values:
+            warnings.warn(f"{METRIC_PREFIX}{items[0]['aspect'] if items else '?'}: no document could be scored "
+                          "(on_invalid='skip'): its value is NaN", stacklevel=2)
+            return float("nan")
+        return sum(values) / len(values)
+
+    def aggregate_stderr(self, items: Sequence[dict[str, Any]]) -> float | str:
         """The standard error of the aspect's mean: sample standard deviation (n-1) over sqrt(n),
-        lm-eval's ``mean_stderr``, over the documents scored (NaN for fewer than two). The scores
-        come from :meth:`score_items`, so a batch the mean metric scored is not scored again."""
+        lm-eval's ``mean_stderr``, over the documents scored; ``"N/A"`` (lm-eval's own mark) for
+        fewer than two. The scores come from :meth:`score_items`, so a batch the mean metric
+        scored is not scored again."""
         values = [v for v in self.score_items(items) if v is not None] if items else []
         n = len(values)
         if n < 2:
-            return float("nan")
+            return "N/A"
         mu = sum(values) / n
         return math.sqrt(sum((v - mu) ** 2 for v in values) / (n - 1)) / math.sqrt(n)
