@@ -243,8 +243,6 @@ def test_lm_eval_hooks_leave_out_a_document_they_cannot_score_and_say_so(tiny_ck
     """An empty generation would fail the whole aggregation after all generation is done: by default
     it is left out (a warning names it), the mean and stderr are Scorer's over the others; 'error'
     raises; a number scores it as that number."""
-    from lm_eval.api.metrics import mean_stderr  # noqa: F401  (the integrations extra)
-
     from unieval_local.errors import InvalidExampleError
     from unieval_local.integrations.lm_eval import UniEvalHooks
 
