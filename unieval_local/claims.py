@@ -64,12 +64,11 @@ DEFAULT_GENERATOR = "g-eval"
 # ---------------------------------------------------------------------------------- the checker
 def fact_checker_aspects(registry: Registry) -> list[str]:
     """The aspects that may check claims, ``fact/<aspect>``: the fact task's claim-vs-document
-    aspects (fields target and source, max over document windows), decompose ones excluded:
+    aspects (:attr:`Aspect.checks_claims <unieval_local.registry.tasks.Aspect.checks_claims>`):
     ``fact/consistency``, ``fact/support`` (MiniCheck), ``fact/factcg``, ``fact/nli_support``,
     ``fact/hhem``, ``fact/groundedness`` (Granite Guardian) ..."""
     fact = registry.tasks.get("fact")
-    return [f"fact/{a.name}" for a in (fact.aspects.values() if fact else ())
-            if a.required_fields == ("target", "source") and a.window_reduction == "max" and not a.decompose]
+    return [f"fact/{a.name}" for a in (fact.aspects.values() if fact else ()) if a.checks_claims]
 
 
 def checker_aspect(registry: Registry, name: str) -> Aspect:

@@ -323,7 +323,7 @@ def _open_run(settings: EngineSettings, engine: str, engine_options: Mapping[str
         signature = core.signature(task, names[0]).model_copy(update={"aspect": "+".join(names)})
         # fact/claims' settings enter the identity only of runs that have it, so that runs made
         # before those settings existed still resume
-        claims = any(getattr(registry.get_aspect(task, a), "decompose", None) for a in names)
+        claims = any(registry.get_aspect(task, a).decompose for a in names)
         unused = set() if claims else {"claim_checker", "generator"}
         run_id = {"signature": signature.model_dump(exclude=unused),
                   "config": {k: v for k, v in core.config.as_dict().items() if k not in unused},

@@ -129,6 +129,14 @@ class Aspect:
         return tuple(dict.fromkeys(["target", *names]))
 
     @property
+    def checks_claims(self) -> bool:
+        """True for a claim-vs-document aspect: its fields are the target (the claim) and the
+        source (the document), it takes the max over windows of a long document (a claim is
+        supported if some passage supports it), and it scores the claim itself (not a decompose
+        aspect): what the reports' consistency option and ``fact/claims``' checker may name."""
+        return self.required_fields == ("target", "source") and self.window_reduction == "max" and not self.decompose
+
+    @property
     def value_range(self) -> str:
         """Human-readable range of one example's score."""
         if self.granularity == "sentence" and self.reduction == "sum":

@@ -23,14 +23,12 @@ DEFAULT_CONSISTENCY_ASPECT = "summarization/consistency"
 
 
 def consistency_aspects() -> list[str]:
-    """The registry's claim-vs-document aspects, ``task/aspect``: those whose fields are the
-    target (the claim) and the source (the document) and that take the max over windows of
-    a long document (a claim is supported if some passage supports it), e.g.
+    """The registry's claim-vs-document aspects (:attr:`Aspect.checks_claims
+    <unieval_local.registry.tasks.Aspect.checks_claims>`), ``task/aspect``, e.g.
     ``summarization/consistency``, ``fact/consistency``, ``fact/support`` (MiniCheck)."""
     from ..registry.tasks import DEFAULT_REGISTRY
 
-    return [f"{t.name}/{a.name}" for t in DEFAULT_REGISTRY.tasks.values() for a in t.aspects.values()
-            if a.required_fields == ("target", "source") and a.window_reduction == "max" and not a.decompose]
+    return [f"{t.name}/{a.name}" for t in DEFAULT_REGISTRY.tasks.values() for a in t.aspects.values() if a.checks_claims]
 
 
 def check_consistency_aspect(v: str) -> str:
