@@ -48,3 +48,9 @@ def test_bad_input_is_named(call, match):
         call()
     with pytest.raises(TypeError, match="text must be a string"):
         parse_claims(None)
+
+
+def test_a_generator_writes_in_the_records_language_english_where_it_is_unknown():
+    from unieval_local.text.language import writing_language
+
+    assert [writing_language(c) for c in (None, "und", "en", "zh", "id")] == ["en", "en", "en", "zh", "id"]

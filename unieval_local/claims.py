@@ -47,6 +47,7 @@ from .pipeline.jobs import Job, PlannedJob
 from .registry.tasks import Aspect, Registry, Task
 from .schema import ClaimEvidence, Evidence
 from .text.claims import claims_messages, parse_claims
+from .text.language import writing_language
 
 __all__ = ["ClaimsPlannedJob", "MAX_NEW_TOKENS", "STOP", "THRESHOLD", "checker_aspect", "claim_signature",
            "fact_checker_aspects", "generator_name", "plan_claims", "resolve_generator", "with_claim_checker"]
@@ -188,7 +189,7 @@ def _write_claims(name: str, runner: Any, targets: Mapping[int, str], languages:
     """The generated claims of each target (index -> text), in ONE batched generation, and the
     problems of the examples whose answer is not a usable claim list."""
     order = list(targets)
-    prompts = [runner.chat_prompt(claims_messages(targets[i], _language(languages[i]))) for i in order]
+    prompts = [runner.chat_prompt(claims_messages(targets[i], writing_language(languages[i]))) for i in order]
     made = runner.generate(prompts, max_new_tokens=MAX_NEW_TOKENS, stop=STOP) if prompts else []
     claims: dict[int, list[str]] = {}
     problems: list[ExampleProblem] = []
@@ -206,10 +207,6 @@ def _write_claims(name: str, runner: Any, targets: Mapping[int, str], languages:
         if why:
             problems.append(ExampleProblem(i, "target", f"{aspect.task}/{aspect.name}: {why}", aspect.name))
     return claims, problems
-
-
-def _language(language: str | None) -> str:
-    return "en" if language in (None, "und") else language
 
 
 # ---------------------------------------------------------------------------------- plan and fold

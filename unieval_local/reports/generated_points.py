@@ -26,16 +26,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..claims import _generator
+from ..claims import MAX_NEW_TOKENS, STOP, _generator
 from ..errors import CheckpointError
 from ..text.claims import claims_messages, keypoints_messages, parse_claims
+from ..text.language import writing_language
 
 __all__ = ["MAX_NEW_TOKENS", "STOP", "Written", "write_points"]
 
-#: New tokens a key-point or claim list may take (as ``fact/claims``).
-MAX_NEW_TOKENS = 512
-#: A list is one block of lines: a blank line ends it.
-STOP: tuple[str, ...] = ("\n\n",)
+# MAX_NEW_TOKENS (what a key-point or claim list may take) and STOP (a blank line ends a list) are
+# fact/claims' own (unieval_local.claims): the same lists, written by the same generator.
 
 
 @dataclass
@@ -56,10 +55,12 @@ class Written:
 
 
 def _language(engine: Any, record: Any) -> str:
+    """The language to write a record's points in: its request group's (a language view of the
+    engine), else the record's own, as :func:`~unieval_local.text.language.writing_language` reads it."""
     lang = getattr(engine, "group_language", None)
     if lang is None and isinstance(record, Mapping):
         lang = engine.record_language(record)
-    return "en" if lang in (None, "und") else lang
+    return writing_language(lang)
 
 
 def write_points(engine: Any, parsed: Sequence[Any], records: Sequence[Any], n_default: int | None,

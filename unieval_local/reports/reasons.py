@@ -31,6 +31,7 @@ from typing import Any
 
 from ..claims import DEFAULT_GENERATOR, _generator
 from ..errors import CheckpointError
+from ..text.language import writing_language
 from ..text.reasons import read_reason, reason_messages
 from .base import Reasons, ReportRow
 
@@ -42,10 +43,6 @@ MAX_NEW_TOKENS = 128
 STOP: tuple[str, ...] = ("\n\n",)
 #: The report formats whose rows have reasons.
 FORMATS = ("rating", "autoeval")
-
-
-def _language(language: str | None) -> str:
-    return "en" if language in (None, "und") else language
 
 
 def reason_fields(fmt: str, report: Any) -> list[tuple[str, str, str, str]]:
@@ -127,7 +124,7 @@ def write_reasons(rows: Sequence[ReportRow], fmt: str, engine: Any) -> tuple[lis
         runner = gen[1]
         try:
             for i, fields in todo.items():
-                lang = _language(rows[i].language)
+                lang = writing_language(rows[i].language)
                 for path, claim, verdict, template in fields:
                     prompts.append(runner.chat_prompt(reason_messages(claim, verdict, template, lang)))
                     where.append((i, path))

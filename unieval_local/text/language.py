@@ -41,7 +41,8 @@ from typing import Any
 from ..settings import LANGUAGE_NAMES, check_language
 
 __all__ = ["CANDIDATES", "DETECTOR", "ENGLISH_PRIOR", "LanguageDetector", "MIN_CONFIDENCE", "MIN_LETTERS", "PROBE_CHARS", "UNDETERMINED",
-           "check_language", "detect_language", "language_name", "record_language", "languages_outside"]
+           "check_language", "detect_language", "language_name", "record_language", "languages_outside",
+           "writing_language"]
 
 #: The code of a text whose language cannot be told (too short, or no language is likely).
 UNDETERMINED = "und"
@@ -65,6 +66,13 @@ def language_name(code: str) -> str:
     """``"zh"`` -> ``"Chinese"`` for the languages of :data:`~unieval_local.settings.LANGUAGE_NAMES`;
     else the code."""
     return LANGUAGE_NAMES.get(code, code)
+
+
+def writing_language(code: str | None) -> str:
+    """The language a local generator is asked to write in (claims, key points, reasons): the
+    record's, English where it is unknown (None) or undetermined (``und``), as undetermined text
+    is read (module docstring)."""
+    return "en" if code in (None, UNDETERMINED) else code
 
 
 #: Han characters (CJK unified ideographs, extension A, compatibility ideographs, extensions
