@@ -156,14 +156,10 @@ def judge_values(runner, prompts: Sequence[str], *, max_length: int):
     """The engine's view of :func:`judge_prompts` (what ``CausalLMRunner.evaluate`` returns for
     judge prompts): ``(values, n_tokens, distributions)`` per prompt: the rating on [0, 1] (NaN
     where the status is not ``ok``), the prompt's token count (``runner.count``), the renormalised
-    distribution. The outcomes are kept on the runner (``runner.judged``: prompt -> outcome, the
-    last :data:`~unieval_local.models.causal_lm.runner.RECENT_DISTRIBUTIONS`); failures are counted
-    by status in one warning.
+    distribution; failures are counted by status in one warning (:func:`~unieval_local.judges.judge_examples`
+    gives each example's outcome).
     """
     run = judge_prompts(runner, prompts, max_length=max_length)
-    runner.judged.update(zip(prompts, run.outcomes))
-    while len(runner.judged) > 4096:  # bounded as the runner's recent distributions
-        runner.judged.pop(next(iter(runner.judged)))
     if run.num_failed:
         counts: dict[str, int] = {}
         for o in run.outcomes:

@@ -63,6 +63,17 @@ log = logging.getLogger("unieval_local.service")
 #: only take more turns from the event loop.
 PREP_THREADS = 2
 
+
+def _note_row(row: Any) -> None:
+    """A rating or autoeval report row's notes, and who wrote its reasons (their answers have no
+    ``reasons`` field: :func:`~unieval_local.reports.reasons.reasons_note`), as the answer's notes."""
+    from ..reports.reasons import reasons_note
+
+    for text in [*row.notes, reasons_note(row.reasons)]:
+        if text:
+            notes.note(text, warn=False)
+
+
 class Service(CustomRuns):
     """The engine side of the HTTP service (module docstring).
 
@@ -487,11 +498,7 @@ class Service(CustomRuns):
                     err = evaluator_error(row.error)["error"]
                     raise ServiceError(422, "InvalidExample", err["message"],
                                        [{"index": 0, "field": err["field"], "message": err["message"]}])
-                from ..reports.reasons import reasons_note
-
-                for text in [*row.notes, reasons_note(row.reasons)]:
-                    if text:
-                        notes.note(text, warn=False)
+                _note_row(row)
                 dumped = row.report.model_dump(mode="json")
                 result = evaluator_result(dumped["summary"], config.enabled_metrics)
                 if dumped.get("details") is not None:
@@ -520,11 +527,7 @@ class Service(CustomRuns):
                 if row.error is not None:
                     raise ServiceError(422, "InvalidExample", row.error.message,
                                        [{"index": 0, "field": row.error.field, "message": row.error.message}])
-                from ..reports.reasons import reasons_note
-
-                for text in [*row.notes, reasons_note(row.reasons)]:  # who wrote the reasons: a note
-                    if text:
-                        notes.note(text, warn=False)
+                _note_row(row)
                 return row.report.model_dump(mode="json", exclude_none=True)
 
             return self._report_work([dict(record)], "autoeval", None, answer)

@@ -157,7 +157,6 @@ class CausalLMRunner(tokens.TokenArithmetic, Runner):
         self.tokenizer_doubt = model.tokenizer_doubt
         self._recent: OrderedDict[tuple[str, int], dict[str, float]] = OrderedDict()  # evidence's distributions
         self._recent_lock = threading.Lock()
-        self.judged: dict[str, object] = {}  # judge prompt -> its JudgeOutcome (models/judging.py)
 
     # token arithmetic (TokenCounter)
     def count(self, texts: Sequence[str]) -> list[int]:
