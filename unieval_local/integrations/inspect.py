@@ -24,7 +24,6 @@ process's one scorer for these settings, so checkpoints load once. Nothing is do
 
 from __future__ import annotations
 
-import math
 import threading
 from typing import Any
 
@@ -34,7 +33,7 @@ from inspect_ai.solver import TaskState
 
 from ..errors import InvalidExampleError
 from ..schema import UniEvalResult
-from .shared import shared_scorer
+from .shared import check_on_invalid, shared_scorer
 
 __all__ = ["explanation_of", "unieval_scorer"]
 
@@ -91,9 +90,7 @@ def unieval_scorer(task: str = "summarization", aspect: str = "coherence", model
             (``on_invalid="error"``).
         ValueError: ``on_invalid`` is neither ``"error"`` nor a finite number (at construction).
     """
-    if on_invalid != "error" and not (isinstance(on_invalid, (int, float)) and not isinstance(on_invalid, bool)
-                                      and math.isfinite(on_invalid)):
-        raise ValueError(f"on_invalid must be 'error' or a finite number, got {on_invalid!r}")
+    check_on_invalid(on_invalid, ("error",))
     settings = dict(scorer_settings or {}, model=model, device=device)
     spec = shared_scorer(**settings).registry.get_aspect(task, aspect)
     needs, value_range = spec.required_fields, spec.value_range

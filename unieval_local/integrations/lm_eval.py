@@ -55,7 +55,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InvalidExampleError
-from .shared import recall_values, remember_values, scorer_key, shared_scorer
+from .shared import check_on_invalid, recall_values, remember_values, scorer_key, shared_scorer
 
 __all__ = ["METRIC_PREFIX", "STDERR_SUFFIX", "UniEvalHooks"]
 
@@ -91,10 +91,7 @@ class UniEvalHooks:
                  source_field: str | None = "document", references_field: str | None = None,
                  context_field: str | None = None, stderr: bool = False, on_invalid: str | float = "skip",
                  model: Any = None, device: str | None = None, scorer_settings: dict[str, Any] | None = None):
-        if on_invalid not in ("skip", "error") and not (isinstance(on_invalid, (int, float))
-                                                         and not isinstance(on_invalid, bool)
-                                                         and math.isfinite(on_invalid)):
-            raise ValueError(f"on_invalid must be 'skip', 'error' or a finite number, got {on_invalid!r}")
+        check_on_invalid(on_invalid, ("skip", "error"))
         self.task = task
         self.aspects = tuple(aspects)
         self.stderr = stderr

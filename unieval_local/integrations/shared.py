@@ -11,6 +11,7 @@ never a download.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 from collections.abc import Mapping, Sequence
@@ -19,8 +20,8 @@ from typing import Any
 from ..api import Scorer
 from ..schema import EvaluationResult
 
-__all__ = ["MODEL_ENV", "aspect_columns", "clear_scorers", "recall_values", "remember_values", "scorer_key",
-           "shared_scorer"]
+__all__ = ["MODEL_ENV", "aspect_columns", "check_on_invalid", "clear_scorers", "recall_values", "remember_values",
+           "scorer_key", "shared_scorer"]
 
 #: The environment variable the hooks read for the model when none is passed: a checkpoint folder
 #: (named after its evaluator, e.g. ``.../unieval-sum``) or a JSON object ``{evaluator: folder}``.
@@ -110,3 +111,16 @@ def recall_values(key: tuple) -> list[float] | None:
 def aspect_columns(result: EvaluationResult, aspects: Sequence[str]) -> dict[str, list[float]]:
     """``{aspect: [value per example]}`` of a multi-aspect result, in input order."""
     return {a: [float(e.value) for e in result.per_aspect[a].examples] for a in aspects}
+
+
+def check_on_invalid(value: Any, words: Sequence[str]) -> Any:
+    """``value`` unchanged when it is one of ``words`` or a finite number (a hook's ``on_invalid``:
+    what an example the aspect cannot score gets).
+
+    Raises:
+        ValueError: anything else (a bool included), naming the valid choices.
+    """
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not number and value not in words:
+        raise ValueError(f"on_invalid must be {', '.join(repr(w) for w in words)} or a finite number, got {value!r}")
+    return value
