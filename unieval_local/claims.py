@@ -170,8 +170,9 @@ def _generator(engine: Any) -> tuple[str, Any, str] | None:
 
 def claim_signature(engine: Any) -> dict[str, str]:
     """What a ``fact/claims`` signature adds: ``claim_checker`` (``TASK/ASPECT``) and ``generator``
-    (``<name>#<12 hex of its content fingerprint>``, or ``sentences``). Loads no model for the
-    default generator beyond resolving it (the NAME=DIR one is loaded to fingerprint it once)."""
+    (``<name>#<12 hex of its content fingerprint>``, or ``sentences``). Loads no model: the default
+    generator is resolved, a NAME=DIR folder fingerprinted (its files hashed once per change, through
+    :func:`~unieval_local.models.checkpoints.fingerprint_checkpoint`'s file-hash memo)."""
     found = resolve_generator(engine)
     if found is None:
         gen = "sentences"
